@@ -1,0 +1,1 @@
+"""context_manager: the application layer over :mod:`folding` and :mod:`solvers`."""

@@ -1,0 +1,117 @@
+"""Array views of a :class:`~folding.model.FoldProblem`, built once per problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from .hierarchy import Hierarchy
+    from .model import FoldProblem
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+ObjArray = npt.NDArray[np.object_]
+
+# Bounds use this for "no upper limit" so they stay integer arrays.
+UNBOUNDED = np.iinfo(np.int64).max // 4
+
+
+@dataclass(frozen=True, eq=False)
+class ProblemIndex:
+    """Per-leaf and per-node arrays of one problem.
+
+    Node indices: leaves are ``0..n-1`` in chronological order, summaries
+    ``n..n+S-1`` in input order.
+
+    Attributes
+    ----------
+    n, n_summaries : int
+    leaf_tokens, salience : ndarray, shape (n,)
+    node_tokens : ndarray of int64, shape (n + S,)
+    unit_keys : ndarray of object, shape (n + S,)
+        ``"raw:<leaf>"`` for leaves, ``"recall:<summary>"`` for summaries.
+    lo, hi : ndarray of int64, shape (n,)
+        Lowest and highest allowed level of each leaf after zones, pins (clamped to
+        what exists), locks and availability. ``lo > hi`` is a conflict.
+    avail : ndarray of int64, shape (n,)
+        Deepest existing level over each leaf.
+    protected : ndarray of bool, shape (n,)
+        Leaves forced raw by their constraints (``hi == 0``). A protected leaf shown
+        raw inside a selected summary's span is a hole: it renders beside the recall.
+    previous : ndarray of int64, shape (n,)
+        The carried frontier as levels (0 where absent).
+    """
+
+    n: int
+    n_summaries: int
+    leaf_tokens: IntArray
+    salience: FloatArray
+    node_tokens: IntArray
+    unit_keys: ObjArray
+    lo: IntArray
+    hi: IntArray
+    avail: IntArray
+    protected: BoolArray
+    previous: IntArray
+    has_previous: bool
+
+    @classmethod
+    def build(cls, problem: FoldProblem, hierarchy: Hierarchy) -> ProblemIndex:
+        n = hierarchy.n_leaves
+        leaf_index = hierarchy.leaf_index
+        avail = hierarchy.avail
+        lo = np.zeros(n, dtype=np.int64)
+        hi = avail.copy()
+        zones = np.fromiter(
+            (leaf.zone != "middle" for leaf in problem.leaves), dtype=np.bool_, count=n
+        )
+        hi[zones] = 0
+        for pin in problem.pins:
+            idx = np.fromiter(
+                (leaf_index[leaf] for leaf in pin.leaves), dtype=np.int64, count=len(pin.leaves)
+            )
+            p_lo, p_hi = pin.bounds()
+            if p_lo:
+                lo[idx] = np.maximum(lo[idx], np.minimum(p_lo, avail[idx]))
+            if p_hi != float("inf"):
+                cap = int(p_hi)
+                if pin.level is not None:
+                    cap = int(p_lo)
+                    hi[idx] = np.minimum(hi[idx], np.minimum(cap, avail[idx]))
+                else:
+                    hi[idx] = np.minimum(hi[idx], cap)
+        previous = np.zeros(n, dtype=np.int64)
+        for leaf, level in (problem.previous or {}).items():
+            previous[leaf_index[leaf]] = level
+        if problem.locks:
+            idx = np.fromiter(
+                (leaf_index[leaf] for leaf in problem.locks),
+                dtype=np.int64,
+                count=len(problem.locks),
+            )
+            lo[idx] = np.maximum(lo[idx], previous[idx])
+            hi[idx] = np.minimum(hi[idx], previous[idx])
+        keys = np.empty(n + len(hierarchy.summaries), dtype=object)
+        keys[:n] = [f"raw:{leaf}" for leaf in hierarchy.leaf_ids]
+        keys[n:] = [f"recall:{s}" for s in hierarchy.summary_ids]
+        return cls(
+            n=n,
+            n_summaries=len(hierarchy.summaries),
+            leaf_tokens=hierarchy.leaf_tokens,
+            salience=np.fromiter(
+                (leaf.salience for leaf in problem.leaves), dtype=np.float64, count=n
+            ),
+            node_tokens=np.concatenate([hierarchy.leaf_tokens, hierarchy.summary_tokens]),
+            unit_keys=keys,
+            lo=lo,
+            hi=hi,
+            avail=avail,
+            protected=hi == 0,
+            previous=previous,
+            has_previous=problem.previous is not None,
+        )

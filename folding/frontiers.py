@@ -1,0 +1,219 @@
+"""Frontiers as paths: the boundary graph, extreme frontiers and enumeration.
+
+Drop the protected leaves (always raw, rendered in place). The remaining
+leaves, in order, have boundaries ``0..m``. Every valid frontier is a path
+from boundary 0 to ``m`` whose edges are raw leaves (allowed at level 0)
+and whole summaries (allowed at their level for every member). Choosing a
+budgeted, cache-aware path is the whole fold problem; this module gives the
+graph and the two extreme paths a user asks for first: the cheapest one (the
+floor: the fewest tokens any valid frontier renders to) and the finest one
+(the most detail the constraints allow).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .model import FoldProblem
+from .render import frontier_from_levels
+
+__all__ = [
+    "BoundaryGraph",
+    "cheapest_frontier",
+    "enumerate_frontiers",
+    "finest_frontier",
+]
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One edge of the boundary graph."""
+
+    start: int
+    end: int
+    node: int
+    """Node index: a leaf (< n) or ``n + summary index``."""
+    level: int
+    tokens: int
+
+
+class BoundaryGraph:
+    """The boundary graph of a problem, constraints applied.
+
+    Attributes
+    ----------
+    m : int
+        Number of non-protected leaves (boundaries are ``0..m``).
+    leaves : ndarray of int64
+        Leaf index of each non-protected position.
+    edges_from : list of list of Edge
+        Outgoing edges per boundary, raw edge first, then summaries in input order.
+    """
+
+    def __init__(self, problem: FoldProblem) -> None:
+        h = problem.hierarchy
+        idx = problem.index
+        self.problem = problem
+        free = ~idx.protected
+        self.leaves: IntArray = np.flatnonzero(free).astype(np.int64)
+        self.m = int(self.leaves.size)
+        prefix = np.concatenate([[0], np.cumsum(free)])
+        self.edges_from: list[list[Edge]] = [[] for _ in range(self.m + 1)]
+        lo, hi = idx.lo, idx.hi
+        for pos, i in enumerate(self.leaves.tolist()):
+            if lo[i] == 0:
+                self.edges_from[pos].append(Edge(pos, pos + 1, i, 0, int(idx.leaf_tokens[i])))
+        # allowed[k][i]: leaf i may be shown at level k (protected leaves are holes: allowed)
+        bad_prefix: dict[int, IntArray] = {}
+        for k in range(1, h.depth + 1):
+            bad = free & ((lo > k) | (hi < k))
+            bad_prefix[k] = np.concatenate([[0], np.cumsum(bad)])
+        for j in range(idx.n_summaries):
+            k = int(h.summary_level[j])
+            a, b = int(h.span_first[j]), int(h.span_last[j]) + 1
+            start, end = int(prefix[a]), int(prefix[b])
+            if end > start and bad_prefix[k][b] == bad_prefix[k][a]:
+                self.edges_from[start].append(
+                    Edge(start, end, idx.n + j, k, int(h.summary_tokens[j]))
+                )
+
+    def levels_of(self, path: list[Edge]) -> IntArray:
+        """The level array of a path (protected leaves raw)."""
+        levels = np.zeros(self.problem.index.n, dtype=np.int64)
+        for e in path:
+            if e.level:
+                levels[self.leaves[e.start : e.end]] = e.level
+        return levels
+
+    def reaches_end(self) -> npt.NDArray[np.bool_]:
+        """``ok[p]``: some path leads from boundary ``p`` to the end."""
+        ok = np.zeros(self.m + 1, dtype=np.bool_)
+        ok[self.m] = True
+        for p in range(self.m - 1, -1, -1):
+            ok[p] = any(ok[e.end] for e in self.edges_from[p])
+        return ok
+
+    def shortest(self, weight: Callable[[Edge], tuple[float, ...]]) -> list[Edge] | None:
+        """The path minimising the summed ``weight`` tuples (lexicographic), or None.
+
+        Ties keep the first edge found in :attr:`edges_from` order, so the
+        result is deterministic.
+        """
+        inf = (float("inf"),)
+        best: list[tuple[float, ...]] = [inf] * (self.m + 1)
+        back: list[Edge | None] = [None] * (self.m + 1)
+        best[0] = (0.0,)
+        for p in range(self.m):
+            if best[p] == inf:
+                continue
+            for e in self.edges_from[p]:
+                w = weight(e)
+                base = best[p] if len(best[p]) == len(w) else (0.0,) * len(w)
+                cand = tuple(x + y for x, y in zip(base, w, strict=True))
+                if best[e.end] == inf or cand < best[e.end]:
+                    best[e.end] = cand
+                    back[e.end] = e
+        if best[self.m] == inf:
+            return None
+        path: list[Edge] = []
+        p = self.m
+        while p:
+            step = back[p]
+            assert step is not None
+            path.append(step)
+            p = step.start
+        return path[::-1]
+
+
+def cheapest_frontier(problem: FoldProblem) -> dict[str, int] | None:
+    """The valid frontier with the fewest tokens (ignoring the budget), or None.
+
+    Its rendered total is the floor: no valid frontier is cheaper. Ties prefer
+    shallower folding. ``None`` means the constraints admit no frontier.
+
+    Examples
+    --------
+    >>> from folding import FoldProblem, cheapest_frontier
+    >>> p = FoldProblem.model_validate({
+    ...     "leaves": [{"id": f"m{i}", "tokens": 100} for i in range(3)],
+    ...     "summaries": [{"id": "S", "level": 1, "tokens": 30, "children": ["m0", "m1"]}],
+    ...     "budget": {"total": 1000}})
+    >>> cheapest_frontier(p)
+    {'m0': 1, 'm1': 1}
+    """
+    graph = BoundaryGraph(problem)
+    raw = problem.index.leaf_tokens
+    path = graph.shortest(lambda e: (e.tokens, _depth_cost(e, graph, raw)))
+    return None if path is None else frontier_from_levels(problem, graph.levels_of(path))
+
+
+def finest_frontier(problem: FoldProblem) -> dict[str, int] | None:
+    """The valid frontier with the least folding (ignoring the budget), or None.
+
+    Minimises the sum over leaves of ``level x raw tokens``; usually all raw
+    except where pins or locks demand a summary.
+    """
+    graph = BoundaryGraph(problem)
+    raw = problem.index.leaf_tokens
+    path = graph.shortest(lambda e: (_depth_cost(e, graph, raw), e.tokens))
+    return None if path is None else frontier_from_levels(problem, graph.levels_of(path))
+
+
+def _depth_cost(e: Edge, graph: BoundaryGraph, raw: IntArray) -> int:
+    if e.level == 0:
+        return 0
+    return e.level * int(raw[graph.leaves[e.start : e.end]].sum())
+
+
+def enumerate_frontiers(
+    problem: FoldProblem, *, max_summaries: int = 16
+) -> Iterator[dict[str, int]]:
+    """Every valid frontier (budget ignored), straight from the definition.
+
+    Tries every set of summaries whose non-protected covered leaves are
+    pairwise disjoint, shows those leaves at the summary's level and the rest
+    raw, and keeps the frontiers every constraint allows. Exponential: an
+    oracle for tests on tiny problems, independent of the renderer and of
+    :class:`BoundaryGraph`.
+
+    Raises
+    ------
+    ValueError
+        With more than ``max_summaries`` summaries.
+    """
+    h = problem.hierarchy
+    idx = problem.index
+    n_s = idx.n_summaries
+    if n_s > max_summaries:
+        raise ValueError(
+            f"enumerate_frontiers is exponential; {n_s} summaries > max_summaries={max_summaries}"
+        )
+    members = []
+    for j in range(n_s):
+        span = range(int(h.span_first[j]), int(h.span_last[j]) + 1)
+        members.append(frozenset(i for i in span if not idx.protected[i]))
+    seen: set[tuple[int, ...]] = set()
+    for r in range(n_s + 1):
+        for combo in itertools.combinations(range(n_s), r):
+            sets = [members[j] for j in combo]
+            if any(not s for s in sets):
+                continue
+            if sum(len(s) for s in sets) != len(frozenset().union(*sets)):
+                continue
+            levels = [0] * idx.n
+            for j in combo:
+                for i in members[j]:
+                    levels[i] = int(h.summary_level[j])
+            key = tuple(levels)
+            if key in seen:
+                continue
+            seen.add(key)
+            if all(idx.lo[i] <= levels[i] <= idx.hi[i] for i in range(idx.n)):
+                yield {h.leaf_ids[i]: v for i, v in enumerate(levels) if v}

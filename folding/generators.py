@@ -1,0 +1,190 @@
+"""Seeded problem generators for examples, tests and benchmarks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .model import FoldProblem
+
+__all__ = ["chronicle", "random_problem", "summaries_over"]
+
+
+def summaries_over(
+    leaf_ids: list[str],
+    chunk_sizes: list[int],
+    *,
+    merge: int = 6,
+    recall_tokens: int | list[int] = 200,
+    max_level: int = 8,
+    start: int = 0,
+) -> list[dict[str, Any]]:
+    """Summary dicts for a chronicle: one L1 per chunk, then merges ``merge`` at a time.
+
+    Chunks tile ``leaf_ids`` from position ``start``; leaves after the last
+    chunk stay uncovered. At every level, parentless summaries are merged
+    ``merge`` at a time from the oldest; a remainder smaller than ``merge``
+    stays unmerged (as in a live store, where the newest siblings wait).
+    """
+    if merge < 2:
+        raise ValueError(f"merge must be >= 2, got {merge}")
+    out: list[dict[str, Any]] = []
+
+    def price(i: int) -> int:
+        if isinstance(recall_tokens, int):
+            return recall_tokens
+        return recall_tokens[i % len(recall_tokens)]
+
+    pos = start
+    level_ids: list[str] = []
+    for c, size in enumerate(chunk_sizes):
+        sid = f"L1-{c}"
+        out.append(
+            {
+                "id": sid,
+                "level": 1,
+                "tokens": price(len(out)),
+                "children": leaf_ids[pos : pos + size],
+            }
+        )
+        level_ids.append(sid)
+        pos += size
+    level = 1
+    while len(level_ids) >= merge and level < max_level:
+        level += 1
+        nxt: list[str] = []
+        for g in range(len(level_ids) // merge):
+            sid = f"L{level}-{g}"
+            children = level_ids[g * merge : (g + 1) * merge]
+            out.append({"id": sid, "level": level, "tokens": price(len(out)), "children": children})
+            nxt.append(sid)
+        level_ids = nxt
+    return out
+
+
+def chronicle(
+    n_leaves: int,
+    *,
+    leaf_tokens: int = 1000,
+    chunk: int = 6,
+    merge: int = 6,
+    recall_tokens: int = 200,
+    total: int | None = None,
+    target: int | None = None,
+    head: int = 0,
+    tail: int = 0,
+    fixed_tokens: int = 0,
+) -> FoldProblem:
+    """A regular chronicle: equal leaves, an L1 per ``chunk`` leaves, merges by ``merge``.
+
+    Head and tail leaves are left out of every chunk. The default budget is
+    half the raw tokens.
+
+    Examples
+    --------
+    >>> p = chronicle(90)
+    >>> sorted({s.level for s in p.summaries}), len(p.summaries)
+    ([1, 2], 17)
+    """
+    ids = [f"m{i}" for i in range(n_leaves)]
+    middle = n_leaves - head - tail
+    if middle < 0:
+        raise ValueError(f"head + tail = {head + tail} exceeds n_leaves = {n_leaves}")
+    sizes = [chunk] * (middle // chunk)
+    zone = ["head"] * head + ["middle"] * middle + ["tail"] * tail
+    leaves = [{"id": i, "tokens": leaf_tokens, "zone": z} for i, z in zip(ids, zone, strict=True)]
+    raw = n_leaves * leaf_tokens + fixed_tokens
+    budget: dict[str, Any] = {"total": total if total is not None else max(1, raw // 2)}
+    if target is not None:
+        budget["target"] = target
+    return FoldProblem.model_validate(
+        {
+            "leaves": leaves,
+            "summaries": summaries_over(
+                ids, sizes, merge=merge, recall_tokens=recall_tokens, start=head
+            ),
+            "budget": budget,
+            "fixed_tokens": fixed_tokens,
+        }
+    )
+
+
+def random_problem(
+    seed: int,
+    *,
+    n_leaves: int = 200,
+    mean_tokens: int = 400,
+    chunk_range: tuple[int, int] = (3, 9),
+    merge: int = 6,
+    recall_tokens: int = 300,
+    head: int = 2,
+    tail: int = 10,
+    n_pins: int = 0,
+    n_locks: int = 0,
+    dag: bool = False,
+    budget_ratio: float = 0.5,
+    carry_previous: bool = False,
+) -> FoldProblem:
+    """A seeded random problem shaped like a real conversation.
+
+    Leaf tokens are log-normal around ``mean_tokens``; chunk sizes are drawn in
+    ``chunk_range``; salience is drawn in [0.2, 1]. With ``dag`` an extra L1
+    with shifted boundaries is added over a covered run. Pins are raw pins or
+    ``max_level`` caps on single middle leaves; locks hold a carried level
+    (``carry_previous`` carries the cheapest frontier so locks bite). The
+    budget is ``budget_ratio`` x raw tokens. Same seed, same problem.
+    """
+    rng = np.random.default_rng(seed)
+    ids = [f"m{i}" for i in range(n_leaves)]
+    tokens = np.maximum(1, rng.lognormal(np.log(mean_tokens), 0.8, n_leaves)).astype(int)
+    salience = np.round(rng.uniform(0.2, 1.0, n_leaves), 3)
+    head = min(head, n_leaves)
+    tail = min(tail, n_leaves - head)
+    zones = ["head"] * head + ["middle"] * (n_leaves - head - tail) + ["tail"] * tail
+    sizes: list[int] = []
+    covered = head
+    while True:
+        size = int(rng.integers(chunk_range[0], chunk_range[1] + 1))
+        if covered + size > n_leaves - tail:
+            break
+        sizes.append(size)
+        covered += size
+    summaries = summaries_over(ids, sizes, merge=merge, recall_tokens=recall_tokens, start=head)
+    if dag and sizes and sizes[0] > 1:
+        a = head + 1
+        b = min(head + sizes[0] + (sizes[1] if len(sizes) > 1 else 0) // 2, covered)
+        summaries.append(
+            {"id": "L1-alt", "level": 1, "tokens": recall_tokens, "children": ids[a:b]}
+        )
+    leaves = [
+        {"id": i, "tokens": int(t), "salience": float(s), "zone": z}
+        for i, t, s, z in zip(ids, tokens, salience, zones, strict=True)
+    ]
+    middle = [i for i, z in zip(ids, zones, strict=True) if z == "middle"]
+    pins: list[dict[str, Any]] = []
+    for _ in range(min(n_pins, len(middle))):
+        leaf = middle[int(rng.integers(len(middle)))]
+        if rng.random() < 0.5:
+            pins.append({"leaves": [leaf]})
+        else:
+            pins.append({"leaves": [leaf], "max_level": int(rng.integers(0, 3))})
+    raw = int(tokens.sum())
+    data: dict[str, Any] = {
+        "leaves": leaves,
+        "summaries": summaries,
+        "pins": pins,
+        "budget": {"total": max(1, int(raw * budget_ratio))},
+    }
+    if carry_previous or n_locks:
+        from .frontiers import cheapest_frontier
+
+        base = FoldProblem.model_validate(data)
+        data["previous"] = cheapest_frontier(base) or {}
+        locks = (
+            sorted({middle[int(rng.integers(len(middle)))] for _ in range(n_locks)})
+            if middle
+            else []
+        )
+        data["locks"] = locks
+    return FoldProblem.model_validate(data)

@@ -1,0 +1,312 @@
+"""The summary hierarchy: leaves and summaries as a DAG (child -> parent).
+
+A :class:`Hierarchy` validates its input once and keeps array views for fast
+algorithms: each summary's covered span of leaves ``[first, last]``, and for
+every level ``k`` and leaf ``i`` the summary of level ``k`` covering ``i``
+(``-1`` when none, ``-2`` when several: the hierarchy is a DAG there). The
+networkx graph is built on first use of :attr:`Hierarchy.graph`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import networkx as nx
+import numpy as np
+import numpy.typing as npt
+
+from .exceptions import (
+    ContiguityError,
+    CycleError,
+    DuplicateIdError,
+    LevelError,
+    UnknownIdError,
+    ZoneError,
+)
+
+if TYPE_CHECKING:
+    from .model import Leaf, Summary
+
+__all__ = ["AMBIGUOUS", "NONE", "Hierarchy"]
+
+NONE = -1
+"""Marker in :attr:`Hierarchy.cover`: no summary of that level covers the leaf."""
+AMBIGUOUS = -2
+"""Marker in :attr:`Hierarchy.cover`: several summaries of that level cover the leaf."""
+
+IntArray = npt.NDArray[np.int64]
+
+
+class Hierarchy:
+    """Leaves plus summaries, validated.
+
+    Parameters
+    ----------
+    leaves : sequence of Leaf
+        In chronological order.
+    summaries : sequence of Summary
+        Any order; each L1 lists leaves, each L_k lists summaries of level k - 1.
+
+    Raises
+    ------
+    DuplicateIdError, UnknownIdError, CycleError, LevelError, ContiguityError, ZoneError
+        Each names the offending id and says what would fix it.
+
+    Attributes
+    ----------
+    leaf_ids, summary_ids : tuple of str
+    leaf_index, summary_index : dict of str to int
+    depth : int
+        The deepest summary level (0 when there are no summaries).
+    span_first, span_last : ndarray of int64, shape (S,)
+        Covered leaf span of each summary, inclusive.
+    summary_level, summary_tokens, leaf_tokens : ndarray of int64
+    cover : ndarray of int64, shape (depth + 1, n)
+        ``cover[k, i]``: the summary of level k covering leaf i, or ``NONE`` /
+        ``AMBIGUOUS``. Row 0 is ``NONE``.
+    avail : ndarray of int64, shape (n,)
+        Deepest level that exists over each leaf (0 when uncovered).
+    """
+
+    def __init__(self, leaves: Sequence[Leaf], summaries: Sequence[Summary]) -> None:
+        self.leaves = tuple(leaves)
+        self.summaries = tuple(summaries)
+        self.leaf_ids = tuple(leaf.id for leaf in self.leaves)
+        self.summary_ids = tuple(s.id for s in self.summaries)
+        self.leaf_index = self._unique(self.leaf_ids, "leaves", "leaf")
+        self.summary_index = self._unique(self.summary_ids, "summaries", "summary")
+        clash = self.leaf_index.keys() & self.summary_index.keys()
+        if clash:
+            name = min(clash)
+            raise DuplicateIdError(
+                f"id {name!r} is used by both a leaf and a summary; ids must be unique",
+                field="summaries",
+                node=name,
+            )
+        self._check_zones()
+        self.leaf_tokens: IntArray = np.fromiter(
+            (leaf.tokens for leaf in self.leaves), dtype=np.int64, count=len(self.leaves)
+        )
+        n_s = len(self.summaries)
+        self.summary_level: IntArray = np.fromiter(
+            (s.level for s in self.summaries), dtype=np.int64, count=n_s
+        )
+        self.summary_tokens: IntArray = np.fromiter(
+            (s.tokens for s in self.summaries), dtype=np.int64, count=n_s
+        )
+        self.depth = int(self.summary_level.max()) if n_s else 0
+        self._check_references_and_cycles()
+        self.span_first, self.span_last = self._spans()
+        self.cover, self.avail = self._cover_table()
+
+    # ------------------------------------------------------------ validation
+    @staticmethod
+    def _unique(ids: tuple[str, ...], field: str, kind: str) -> dict[str, int]:
+        index: dict[str, int] = {}
+        for i, node in enumerate(ids):
+            if node in index:
+                raise DuplicateIdError(
+                    f"{kind} id {node!r} appears twice (positions {index[node]} and {i}); "
+                    "give every node a unique id",
+                    field=field,
+                    node=node,
+                )
+            index[node] = i
+        return index
+
+    def _check_zones(self) -> None:
+        zones = [leaf.zone for leaf in self.leaves]
+        seen_middle_or_tail = False
+        for leaf, zone in zip(self.leaves, zones, strict=True):
+            if zone == "head" and seen_middle_or_tail:
+                raise ZoneError(
+                    f"leaf {leaf.id!r} is in zone 'head' after a non-head leaf; "
+                    "head leaves must be the oldest ones",
+                    field="leaves",
+                    node=leaf.id,
+                )
+            if zone != "head":
+                seen_middle_or_tail = True
+        seen_tail = False
+        for leaf, zone in zip(self.leaves, zones, strict=True):
+            if zone == "tail":
+                seen_tail = True
+            elif seen_tail:
+                raise ZoneError(
+                    f"leaf {leaf.id!r} is in zone {zone!r} after a tail leaf; "
+                    "tail leaves must be the newest ones",
+                    field="leaves",
+                    node=leaf.id,
+                )
+
+    def _check_references_and_cycles(self) -> None:
+        edges: list[tuple[str, str]] = []
+        for s in self.summaries:
+            seen: set[str] = set()
+            for child in s.children:
+                if child in seen:
+                    raise DuplicateIdError(
+                        f"summary {s.id!r} lists child {child!r} twice; list each child once",
+                        field="summaries",
+                        node=s.id,
+                    )
+                seen.add(child)
+                if child not in self.leaf_index and child not in self.summary_index:
+                    raise UnknownIdError(
+                        f"summary {s.id!r} names child {child!r}, which is neither a leaf "
+                        "nor a summary; add it or remove it from the children",
+                        field="summaries",
+                        node=s.id,
+                    )
+                if child in self.summary_index:
+                    edges.append((child, s.id))
+        graph = nx.DiGraph(edges)
+        try:
+            cycle = nx.find_cycle(graph)
+        except nx.NetworkXNoCycle:
+            cycle = []
+        if cycle:
+            path = " -> ".join([str(u) for u, _ in cycle] + [str(cycle[0][0])])
+            raise CycleError(
+                f"summaries form a cycle: {path}; a summary cannot (indirectly) contain itself",
+                field="summaries",
+                node=str(cycle[0][0]),
+            )
+        for s in self.summaries:
+            for child in s.children:
+                if s.level == 1 and child not in self.leaf_index:
+                    raise LevelError(
+                        f"summary {s.id!r} is level 1 but child {child!r} is a summary; "
+                        "an L1 summarises leaves only",
+                        field="summaries",
+                        node=s.id,
+                    )
+                if s.level > 1:
+                    if child in self.leaf_index:
+                        raise LevelError(
+                            f"summary {s.id!r} is level {s.level} but child {child!r} is a "
+                            f"leaf; an L{s.level} summarises L{s.level - 1} summaries",
+                            field="summaries",
+                            node=s.id,
+                        )
+                    child_level = self.summaries[self.summary_index[child]].level
+                    if child_level != s.level - 1:
+                        raise LevelError(
+                            f"summary {s.id!r} is level {s.level} but child {child!r} is level "
+                            f"{child_level}; a summary is exactly one level above its children",
+                            field="summaries",
+                            node=s.id,
+                        )
+
+    def _spans(self) -> tuple[IntArray, IntArray]:
+        n_s = len(self.summaries)
+        first = np.zeros(n_s, dtype=np.int64)
+        last = np.zeros(n_s, dtype=np.int64)
+        order = sorted(range(n_s), key=lambda j: self.summaries[j].level)
+        for j in order:
+            s = self.summaries[j]
+            if s.level == 1:
+                positions = sorted(self.leaf_index[c] for c in s.children)
+                intervals = [(p, p) for p in positions]
+            else:
+                intervals = sorted(
+                    (int(first[self.summary_index[c]]), int(last[self.summary_index[c]]))
+                    for c in s.children
+                )
+            lo, hi = intervals[0]
+            for a, b in intervals[1:]:
+                if a > hi + 1:
+                    gap = self.leaf_ids[hi + 1]
+                    raise ContiguityError(
+                        f"summary {s.id!r} covers a non-contiguous run of leaves: leaf {gap!r} "
+                        f"lies inside its span ({self.leaf_ids[lo]!r}..{self.leaf_ids[b]!r}) "
+                        "but is not covered; a summary must cover one contiguous run",
+                        field="summaries",
+                        node=s.id,
+                    )
+                hi = max(hi, b)
+            first[j], last[j] = lo, hi
+        return first, last
+
+    def _cover_table(self) -> tuple[IntArray, IntArray]:
+        n = len(self.leaves)
+        cover = np.full((self.depth + 1, n), -1, dtype=np.int64)
+        count = np.zeros((self.depth + 1, n), dtype=np.int64)
+        for j in range(len(self.summaries)):
+            k = int(self.summary_level[j])
+            a, b = int(self.span_first[j]), int(self.span_last[j]) + 1
+            cover[k, a:b] = j
+            count[k, a:b] += 1
+        cover[count > 1] = AMBIGUOUS
+        avail = np.zeros(n, dtype=np.int64)
+        for k in range(1, self.depth + 1):
+            avail[count[k] > 0] = k
+        return cover, avail
+
+    # ----------------------------------------------------------------- views
+    @property
+    def n_leaves(self) -> int:
+        """Number of leaves."""
+        return len(self.leaves)
+
+    @property
+    def is_laminar(self) -> bool:
+        """True when no leaf has two candidate summaries at one level (a forest)."""
+        return not bool((self.cover == AMBIGUOUS).any())
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The hierarchy as a networkx DiGraph with edges child -> parent.
+
+        Node attributes: ``kind`` (``"leaf"`` or ``"summary"``), ``level``
+        (0 for leaves) and ``tokens``.
+        """
+        g = nx.DiGraph()
+        for leaf in self.leaves:
+            g.add_node(leaf.id, kind="leaf", level=0, tokens=leaf.tokens)
+        for s in self.summaries:
+            g.add_node(s.id, kind="summary", level=s.level, tokens=s.tokens)
+        for s in self.summaries:
+            g.add_edges_from((child, s.id) for child in s.children)
+        return g
+
+    def covered_leaves(self, summary: str) -> tuple[str, ...]:
+        """Leaf ids covered by ``summary``, in chronological order."""
+        j = self._summary(summary)
+        return self.leaf_ids[int(self.span_first[j]) : int(self.span_last[j]) + 1]
+
+    def ancestors_at(self, leaf: str, level: int) -> tuple[str, ...]:
+        """Summaries of ``level`` covering ``leaf`` (several in a DAG), in input order."""
+        i = self._leaf(leaf)
+        if level < 1 or level > self.depth:
+            return ()
+        return tuple(
+            self.summary_ids[j]
+            for j in range(len(self.summaries))
+            if self.summary_level[j] == level and self.span_first[j] <= i <= self.span_last[j]
+        )
+
+    def roots(self) -> tuple[str, ...]:
+        """Top summaries (no parent) and uncovered leaves, in chronological order."""
+        has_parent = {c for s in self.summaries for c in s.children}
+        tops = [s.id for s in self.summaries if s.id not in has_parent]
+        uncovered = [leaf for i, leaf in enumerate(self.leaf_ids) if self.avail[i] == 0]
+        position = {s: int(self.span_first[self.summary_index[s]]) for s in tops}
+        position.update({leaf: self.leaf_index[leaf] for leaf in uncovered})
+        return tuple(sorted(position, key=lambda node: (position[node], node in has_parent)))
+
+    def _leaf(self, leaf: str) -> int:
+        try:
+            return self.leaf_index[leaf]
+        except KeyError:
+            raise UnknownIdError(f"{leaf!r} is not a leaf", field="leaves", node=leaf) from None
+
+    def _summary(self, summary: str) -> int:
+        try:
+            return self.summary_index[summary]
+        except KeyError:
+            raise UnknownIdError(
+                f"{summary!r} is not a summary", field="summaries", node=summary
+            ) from None

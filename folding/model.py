@@ -1,0 +1,410 @@
+"""The fold problem: leaves, summaries, constraints and budget, as pydantic models.
+
+The JSON form of :class:`FoldProblem` is a public, stable contract::
+
+    {"leaves": [{"id": "m0", "tokens": 120, "salience": 1.0, "zone": "middle"}],
+     "summaries": [{"id": "L1-0", "level": 1, "tokens": 200, "children": ["m0", "m1"]}],
+     "pins": [{"leaves": ["m3"], "level": null, "max_level": null, "min_level": null}],
+     "locks": ["m5"],
+     "budget": {"total": 30000, "target": 27000, "grace": 0.02},
+     "previous": {"m0": 1, "m1": 1},
+     "fixed_tokens": 0}
+
+Unknown fields are rejected, so a typo never silently drops a constraint.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from numbers import Integral
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from .exceptions import (
+    BudgetError,
+    InvalidProblemError,
+    LevelError,
+    PinConflictError,
+    TokenCostError,
+    UnknownIdError,
+)
+
+if TYPE_CHECKING:
+    from ._index import ProblemIndex
+    from .hierarchy import Hierarchy
+
+__all__ = ["Budget", "Conflict", "FoldProblem", "Frontier", "Leaf", "Pin", "Summary", "Zone"]
+
+Zone = Literal["head", "middle", "tail"]
+
+Frontier = Mapping[str, int]
+"""A frontier: leaf id -> fold level (0 = raw). Leaves not named are raw."""
+
+
+def _check_tokens(kind: str, node: object, value: object, field: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 0:
+        raise TokenCostError(
+            f"{kind} {node!r}: tokens must be a non-negative integer, got {value!r}; "
+            "round a token estimate up to a whole number",
+            field=field,
+            node=str(node),
+        )
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Leaf(_Model):
+    """One stored message (or one shard of a huge message), in chronological order.
+
+    Parameters
+    ----------
+    id : str
+        Unique id among leaves and summaries.
+    tokens : int
+        Raw token cost when shown verbatim.
+    salience : float, default 1.0
+        Importance in (0, 1]; low-salience material folds first.
+    zone : {"middle", "head", "tail"}
+        ``head`` and ``tail`` leaves are always shown raw.
+    """
+
+    id: str = Field(min_length=1)
+    tokens: int
+    salience: float = Field(default=1.0, gt=0.0, le=1.0)
+    zone: Zone = "middle"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tokens(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "tokens" in data:
+            _check_tokens("leaf", data.get("id"), data["tokens"], "leaves")
+        return data
+
+
+class Summary(_Model):
+    """A summary at ``level`` >= 1 over ``children``.
+
+    An L1 summary's children are leaves; an L_k summary's children are
+    summaries of level k - 1. ``tokens`` is the rendered cost of its recall
+    pair. Its covered leaves must form one contiguous run of the leaf order.
+    """
+
+    id: str = Field(min_length=1)
+    level: int
+    tokens: int
+    children: tuple[str, ...]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            node = data.get("id")
+            if "tokens" in data:
+                _check_tokens("summary", node, data["tokens"], "summaries")
+            level = data.get("level")
+            if "level" in data and (
+                isinstance(level, bool) or not isinstance(level, Integral) or int(level) < 1
+            ):
+                raise LevelError(
+                    f"summary {node!r}: level must be an integer >= 1, got {level!r}",
+                    field="summaries",
+                    node=None if node is None else str(node),
+                )
+            if "children" in data and len(data["children"]) == 0:
+                raise InvalidProblemError(
+                    f"summary {node!r} has no children; a summary must cover at least one leaf",
+                    field="summaries",
+                    node=None if node is None else str(node),
+                )
+        return data
+
+
+class Pin(_Model):
+    """A constraint on the levels of some leaves.
+
+    With every bound ``None`` the pin is a raw pin (level 0). ``level`` pins an
+    exact level; ``max_level`` / ``min_level`` bound it. Levels deeper than the
+    deepest summary that exists over a leaf are clamped to that depth (a pin
+    at L3 renders at L2 until an L3 exists). Several pins on one leaf are
+    intersected; an empty intersection is an infeasibility reported by
+    :meth:`FoldProblem.conflicts`, not a construction error.
+    """
+
+    leaves: tuple[str, ...] = Field(min_length=1)
+    level: int | None = Field(default=None, ge=0)
+    max_level: int | None = Field(default=None, ge=0)
+    min_level: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Pin:
+        lo, hi = self.bounds()
+        if lo > hi:
+            raise PinConflictError(
+                f"pin on {list(self.leaves)!r} contradicts itself "
+                f"(level={self.level}, min_level={self.min_level}, max_level={self.max_level}); "
+                "give either an exact level or a range with min_level <= max_level",
+                field="pins",
+                node=self.leaves[0],
+            )
+        return self
+
+    @property
+    def is_raw(self) -> bool:
+        """True when the pin keeps its leaves raw."""
+        return self.bounds()[1] == 0
+
+    def bounds(self) -> tuple[int, float]:
+        """The pin's own (lowest, highest) allowed level, before clamping."""
+        if self.level is None and self.max_level is None and self.min_level is None:
+            return 0, 0
+        lo: int = 0
+        hi: float = math.inf
+        if self.level is not None:
+            lo, hi = self.level, self.level
+        if self.min_level is not None:
+            lo = max(lo, self.min_level)
+        if self.max_level is not None:
+            hi = min(hi, self.max_level)
+        return lo, hi
+
+    def describe(self) -> str:
+        """A short human description, e.g. ``pin(level=2)`` or ``pin(raw)``."""
+        if self.is_raw and self.level is None:
+            return "pin(raw)"
+        parts = [
+            f"{name}={value}"
+            for name, value in (
+                ("level", self.level),
+                ("min_level", self.min_level),
+                ("max_level", self.max_level),
+            )
+            if value is not None
+        ]
+        return f"pin({', '.join(parts)})"
+
+
+class Budget(_Model):
+    """Token budget of one request.
+
+    Parameters
+    ----------
+    total : int
+        The hard wall W: no returned plan may exceed it.
+    target : int, optional
+        The soft target solvers aim for; defaults to ``floor(0.9 * total)``.
+    grace : float, default 0.02
+        Allowed relative drift between the estimate and an exact count, for
+        the application layer (see :attr:`wall`).
+    """
+
+    total: int = Field(gt=0)
+    target: int = Field(default=-1)
+    grace: float = Field(default=0.02, ge=0.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_target(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            data = dict(data)
+            total = data.get("total")
+            for name in ("total", "target"):
+                value = data.get(name)
+                if value is not None and (
+                    isinstance(value, bool) or not isinstance(value, Integral)
+                ):
+                    raise BudgetError(
+                        f"budget.{name} must be an integer number of tokens, got {value!r}",
+                        field="budget",
+                    )
+            if data.get("target") is None and isinstance(total, Integral):
+                data["target"] = math.floor(0.9 * int(total))
+        return data
+
+    @model_validator(mode="after")
+    def _order(self) -> Budget:
+        if self.target < 0 or self.target > self.total:
+            raise BudgetError(
+                f"budget.target={self.target} must lie in [0, total={self.total}]; "
+                "lower the target or raise the total",
+                field="budget",
+            )
+        return self
+
+    @property
+    def wall(self) -> int:
+        """``floor(total * (1 + grace))``: the wall an exact count is held to."""
+        return math.floor(self.total * (1.0 + self.grace))
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """A leaf whose constraints leave no level to show it at.
+
+    Attributes
+    ----------
+    leaf : str
+        The leaf id.
+    available : tuple of int
+        The levels that exist for the leaf (0 = raw, then each summary depth).
+    constraints : tuple of str
+        Every constraint on the leaf, described (``zone=head``, ``pin(level=2)``, ``lock@1``...).
+    """
+
+    leaf: str
+    available: tuple[int, ...]
+    constraints: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"leaf {self.leaf!r}: available levels {list(self.available)}, "
+            f"constraints {', '.join(self.constraints)} leave no level"
+        )
+
+
+class FoldProblem(_Model):
+    """One fold decision: a hierarchy, its constraints, a budget and the previous frontier.
+
+    Construction validates everything (ids, cycles, levels, contiguity, costs,
+    zones, pins) and raises a subclass of
+    :class:`~folding.exceptions.InvalidProblemError` naming the offending id.
+
+    Examples
+    --------
+    >>> from folding import FoldProblem
+    >>> p = FoldProblem.model_validate({
+    ...     "leaves": [{"id": f"m{i}", "tokens": 100} for i in range(4)],
+    ...     "summaries": [{"id": "S", "level": 1, "tokens": 30, "children": ["m0", "m1"]}],
+    ...     "budget": {"total": 400}})
+    >>> p.budget.target
+    360
+    >>> p.hierarchy.depth
+    1
+    """
+
+    leaves: tuple[Leaf, ...]
+    summaries: tuple[Summary, ...] = ()
+    pins: tuple[Pin, ...] = ()
+    locks: tuple[str, ...] = ()
+    budget: Budget
+    previous: dict[str, int] | None = None
+    fixed_tokens: int = 0
+
+    _hierarchy: Hierarchy = PrivateAttr()
+    _index: ProblemIndex = PrivateAttr()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fixed(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "fixed_tokens" in data:
+            _check_tokens("problem", "fixed_tokens", data["fixed_tokens"], "fixed_tokens")
+        return data
+
+    @model_validator(mode="after")
+    def _validate(self) -> FoldProblem:
+        from ._index import ProblemIndex
+        from .hierarchy import Hierarchy
+
+        hierarchy = Hierarchy(self.leaves, self.summaries)
+        known = hierarchy.leaf_index
+        for pin in self.pins:
+            for leaf in pin.leaves:
+                if leaf not in known:
+                    raise UnknownIdError(
+                        f"pin names {leaf!r}, which is not a leaf; pins apply to leaf ids",
+                        field="pins",
+                        node=leaf,
+                    )
+        for leaf in self.locks:
+            if leaf not in known:
+                raise UnknownIdError(
+                    f"lock names {leaf!r}, which is not a leaf; locks apply to leaf ids",
+                    field="locks",
+                    node=leaf,
+                )
+        if self.previous is not None:
+            for leaf, level in self.previous.items():
+                if leaf not in known:
+                    raise UnknownIdError(
+                        f"previous frontier names {leaf!r}, which is not a leaf; "
+                        "drop ids that are no longer stored",
+                        field="previous",
+                        node=leaf,
+                    )
+                if isinstance(level, bool) or level < 0:
+                    raise LevelError(
+                        f"previous frontier gives {leaf!r} level {level!r}; levels are ints >= 0",
+                        field="previous",
+                        node=leaf,
+                    )
+        self._hierarchy = hierarchy
+        self._index = ProblemIndex.build(self, hierarchy)
+        return self
+
+    # ------------------------------------------------------------------ views
+    @property
+    def hierarchy(self) -> Hierarchy:
+        """The validated :class:`~folding.hierarchy.Hierarchy` of this problem."""
+        return self._hierarchy
+
+    @property
+    def index(self) -> ProblemIndex:
+        """Array views of the problem (costs, spans, level bounds) for fast algorithms."""
+        return self._index
+
+    @property
+    def n_leaves(self) -> int:
+        """Number of leaves."""
+        return len(self.leaves)
+
+    @property
+    def raw_tokens(self) -> int:
+        """Tokens of the all-raw frontier, fixed tokens included."""
+        return self.fixed_tokens + int(self._index.leaf_tokens.sum())
+
+    def previous_frontier(self) -> dict[str, int]:
+        """The carried frontier (empty when there is none), zeros dropped."""
+        return {k: v for k, v in (self.previous or {}).items() if v}
+
+    def level_bounds(self, leaf: str) -> tuple[int, int]:
+        """The (lowest, highest) level the constraints allow for ``leaf``.
+
+        ``lowest > highest`` means the constraints conflict (see :meth:`conflicts`).
+        """
+        i = self._hierarchy.leaf_index[leaf]
+        return int(self._index.lo[i]), int(self._index.hi[i])
+
+    def conflicts(self) -> list[Conflict]:
+        """Leaves whose constraints intersect to nothing, in leaf order.
+
+        A non-empty list means no frontier is valid; solvers report it as the
+        ``infeasible`` status with these diagnostics.
+        """
+        idx = self._index
+        bad = [int(i) for i in (idx.lo > idx.hi).nonzero()[0]]
+        out: list[Conflict] = []
+        for i in bad:
+            leaf = self.leaves[i]
+            out.append(
+                Conflict(
+                    leaf=leaf.id,
+                    available=tuple(range(int(idx.avail[i]) + 1)),
+                    constraints=tuple(self.constraints_on(leaf.id)),
+                )
+            )
+        return out
+
+    def constraints_on(self, leaf: str) -> list[str]:
+        """Describe every constraint that applies to ``leaf``."""
+        found: list[str] = []
+        zone = self.leaves[self._hierarchy.leaf_index[leaf]].zone
+        if zone != "middle":
+            found.append(f"zone={zone}")
+        found.extend(pin.describe() for pin in self.pins if leaf in pin.leaves)
+        if leaf in self.locks:
+            found.append(f"lock@{(self.previous or {}).get(leaf, 0)}")
+        return found

@@ -1,0 +1,1 @@
+"""solvers: fold-depth algorithms over :mod:`folding` problems."""
