@@ -67,6 +67,8 @@ class BoundaryGraph:
         prefix = np.concatenate([[0], np.cumsum(free)])
         self.edges_from: list[list[Edge]] = [[] for _ in range(self.m + 1)]
         lo, hi = idx.lo, idx.hi
+        self.conflicted = bool((lo > hi).any())
+        """True when some leaf's constraints leave no level: no path exists."""
         for pos, i in enumerate(self.leaves.tolist()):
             if lo[i] == 0:
                 self.edges_from[pos].append(Edge(pos, pos + 1, i, 0, int(idx.leaf_tokens[i])))
@@ -95,6 +97,8 @@ class BoundaryGraph:
     def reaches_end(self) -> npt.NDArray[np.bool_]:
         """``ok[p]``: some path leads from boundary ``p`` to the end."""
         ok = np.zeros(self.m + 1, dtype=np.bool_)
+        if self.conflicted:
+            return ok
         ok[self.m] = True
         for p in range(self.m - 1, -1, -1):
             ok[p] = any(ok[e.end] for e in self.edges_from[p])
@@ -106,6 +110,8 @@ class BoundaryGraph:
         Ties keep the first edge found in :attr:`edges_from` order, so the
         result is deterministic.
         """
+        if self.conflicted:
+            return None
         inf = (float("inf"),)
         best: list[tuple[float, ...]] = [inf] * (self.m + 1)
         back: list[Edge | None] = [None] * (self.m + 1)

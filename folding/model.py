@@ -345,6 +345,14 @@ class FoldProblem(_Model):
         self._index = ProblemIndex.build(self, hierarchy)
         return self
 
+    def __eq__(self, other: object) -> bool:
+        # Compare the fields only: the derived hierarchy and index are caches.
+        if not isinstance(other, FoldProblem):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
+
     # ------------------------------------------------------------------ views
     @property
     def hierarchy(self) -> Hierarchy:

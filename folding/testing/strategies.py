@@ -86,7 +86,12 @@ def hierarchies(
         k = 0
         while k < len(current):
             size = min(draw(st.integers(1, 3)), len(current) - k)
-            group = current[k : k + size]
+            group = current[k : k + 1]
+            for sid in current[k + 1 : k + size]:  # only adjacent spans merge
+                if spans[sid][0] != spans[group[-1]][1] + 1:
+                    break
+                group.append(sid)
+            size = len(group)
             if draw(st.booleans()):
                 nxt.append(add(level, group, spans[group[0]][0], spans[group[-1]][1]))
             k += size
