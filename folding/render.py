@@ -17,6 +17,7 @@ pure function of (problem, frontier).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, NamedTuple
@@ -140,41 +141,37 @@ def levels_from_frontier(problem: FoldProblem, frontier: Frontier) -> IntArray:
         ``unknown-leaf`` for ids that are not leaves, ``bad-level`` for levels
         that are not integers >= 0.
     """
-    violations = _frontier_violations(problem, frontier)
+    levels, violations = _levels(problem, frontier)
     if violations:
         raise PlanViolation(violations)
-    ids = problem.hierarchy.leaf_ids
-    return np.fromiter((frontier.get(i, 0) for i in ids), dtype=np.int64, count=len(ids))
+    return levels
 
 
-def _frontier_violations(problem: FoldProblem, frontier: Frontier) -> list[Violation]:
+def _levels(problem: FoldProblem, frontier: Frontier) -> tuple[IntArray, list[Violation]]:
     index = problem.hierarchy.leaf_index
+    ids = problem.hierarchy.leaf_ids
     out: list[Violation] = []
-    unknown = frontier.keys() - index.keys()
-    for leaf in sorted(unknown):
+    for leaf in sorted(frontier.keys() - index.keys()):
         out.append(
             Violation(
                 "unknown-leaf", leaf, f"frontier names {leaf!r}, which is not a leaf of the problem"
             )
         )
-    if not set(map(type, frontier.values())) <= {int}:
+    if out or not set(map(type, frontier.values())) <= {int}:
         for leaf, level in frontier.items():
-            if type(level) is not int and not isinstance(level, np.integer):
-                out.append(
-                    Violation(
-                        "bad-level", leaf, f"leaf {leaf!r} has level {level!r}; levels are ints"
-                    )
-                )
-    negative = [
-        leaf
-        for leaf, level in frontier.items()
-        if isinstance(level, int | np.integer) and not isinstance(level, bool) and level < 0
-    ]
-    for leaf in negative:
-        out.append(
-            Violation("bad-level", leaf, f"leaf {leaf!r} has negative level {frontier[leaf]}")
-        )
-    return out
+            if isinstance(level, bool) or not isinstance(level, int | np.integer):
+                message = f"leaf {leaf!r} has level {level!r}; levels are ints"
+                out.append(Violation("bad-level", leaf, message))
+            elif level < 0:
+                message = f"leaf {leaf!r} has negative level {level}"
+                out.append(Violation("bad-level", leaf, message))
+        if out:
+            return np.zeros(len(ids), dtype=np.int64), out
+    levels = np.fromiter(map(frontier.get, ids, itertools.repeat(0)), np.int64, count=len(ids))
+    for i in np.flatnonzero(levels < 0).tolist():
+        message = f"leaf {ids[i]!r} has negative level {levels[i]}"
+        out.append(Violation("bad-level", ids[i], message))
+    return levels, out
 
 
 def frontier_from_levels(problem: FoldProblem, levels: npt.ArrayLike) -> dict[str, int]:

@@ -6,7 +6,7 @@ import numpy as np
 
 from .exceptions import PlanViolation, Violation
 from .model import FoldProblem, Frontier
-from .render import Layout, _frontier_violations, _layout, resolve_units
+from .render import Layout, _layout, _levels, resolve_units
 
 __all__ = ["check_plan", "is_valid"]
 
@@ -54,11 +54,9 @@ def check_plan(problem: FoldProblem, frontier: Frontier, *, enforce_budget: bool
     ...
     folding.exceptions.PlanViolation: [pin] leaf 'b' is at level 1 but pin(raw) requires level 0
     """
-    early = _frontier_violations(problem, frontier)
+    levels, early = _levels(problem, frontier)
     if early:
         raise PlanViolation(early)
-    ids = problem.hierarchy.leaf_ids
-    levels = np.fromiter((frontier.get(i, 0) for i in ids), dtype=np.int64, count=len(ids))
     violations = _constraint_violations(problem, levels)
     nodes, representation = resolve_units(problem, levels)
     violations.extend(representation)

@@ -47,7 +47,7 @@ def test_mid_prefix_change_reads_up_to_the_largest_breakpoint_before_it() -> Non
     units = [(f"u{i}", 100) for i in range(8)]
     first = sim.request(lay(*units))
     assert first.breakpoints == (2, 4, 6, 8)  # quartiles of 800 tokens, and the end
-    changed = units[:5] + [("new", 100)] + units[6:]
+    changed = [*units[:5], ("new", 100), *units[6:]]
     second = sim.request(lay(*changed))
     assert second.cached == 400  # breakpoint after 4 units; the change is at unit 5
     assert second.cached + second.written + second.missed == second.total

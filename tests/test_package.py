@@ -1,0 +1,127 @@
+"""Package-level contracts: the schema file, the layer rule, generators, the CLI."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import folding
+from context_manager.cli import app
+from folding import FoldProblem, chronicle, random_problem
+from folding.schema import SCHEMA_PATH, render_schema
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_shipped_schema_matches_the_model() -> None:
+    assert SCHEMA_PATH.read_text(encoding="utf-8") == render_schema(), "run `make schema`"
+    schema = json.loads(render_schema())
+    assert set(schema["properties"]) == {
+        "leaves",
+        "summaries",
+        "pins",
+        "locks",
+        "budget",
+        "previous",
+        "fixed_tokens",
+    }
+    assert schema["required"] == ["leaves", "budget"]
+    assert schema["additionalProperties"] is False
+
+
+def test_issue_example_round_trips() -> None:
+    example = {
+        "leaves": [
+            {"id": f"m{i}", "tokens": 120, "salience": 1.0, "zone": "middle"} for i in range(6)
+        ],
+        "summaries": [{"id": "L1-0", "level": 1, "tokens": 200, "children": ["m0", "m1"]}],
+        "pins": [{"leaves": ["m3"], "level": None, "max_level": None, "min_level": None}],
+        "locks": ["m5"],
+        "budget": {"total": 30000, "target": 27000, "grace": 0.02},
+        "previous": {"m0": 1, "m1": 1},
+        "fixed_tokens": 0,
+    }
+    problem = FoldProblem.model_validate(example)
+    dumped = problem.model_dump(mode="json")
+    assert dumped == {**example, "pins": example["pins"], "locks": ["m5"]}
+
+
+def imported_top_levels(package: str) -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+def test_layers_point_down() -> None:
+    assert not imported_top_levels("folding") & {"solvers", "context_manager"}
+    assert "context_manager" not in imported_top_levels("solvers")
+
+
+def test_importing_folding_loads_neither_upper_layer() -> None:
+    code = (
+        "import sys, folding, folding.testing.strategies; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('solvers', 'context_manager')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_public_api_is_documented() -> None:
+    for name in folding.__all__:
+        obj = getattr(folding, name)
+        if callable(obj) and name != "Frontier":
+            assert obj.__doc__, f"folding.{name} has no docstring"
+
+
+def test_chronicle_matches_the_reference_fixture_shapes() -> None:
+    def levels(p: FoldProblem) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for s in p.summaries:
+            out[s.level] = out.get(s.level, 0) + 1
+        return out
+
+    assert levels(chronicle(90)) == {1: 15, 2: 2}
+    assert levels(chronicle(216)) == {1: 36, 2: 6, 3: 1}
+    with pytest.raises(ValueError, match="exceeds n_leaves"):
+        chronicle(3, head=2, tail=2)
+
+
+def test_random_problem_is_seeded() -> None:
+    a = random_problem(3, n_leaves=120, dag=True, n_pins=4, n_locks=2)
+    b = random_problem(3, n_leaves=120, dag=True, n_pins=4, n_locks=2)
+    c = random_problem(4, n_leaves=120, dag=True, n_pins=4, n_locks=2)
+    assert a == b
+    assert a != c
+    assert not a.hierarchy.is_laminar
+    assert a.locks and a.previous is not None
+
+
+def test_cli_demo_and_show(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert "cheapest (floor)" in result.output and "finest (least folded)" in result.output
+
+    path = tmp_path / "p.json"
+    path.write_text(chronicle(30, total=9000).model_dump_json(), encoding="utf-8")
+    result = runner.invoke(app, ["show", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "30 leaves" in result.output
+
+    result = runner.invoke(app, ["show", str(tmp_path / "missing.json")])
+    assert result.exit_code == 2 and "cannot read" in result.output
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"leaves": [{"id": "a", "tokens": -1}], "budget": {"total": 5}}')
+    result = runner.invoke(app, ["show", str(bad)])
+    assert result.exit_code == 2 and "non-negative integer" in result.output
