@@ -30,7 +30,9 @@ from .generators import chronicle, random_problem
 from .hierarchy import Hierarchy
 from .kv import CachePrices, CacheRequest, CacheSimulator, CacheTotals, divergence_index, kv_cost
 from .model import Budget, Conflict, FoldProblem, Frontier, Leaf, Pin, Summary
+from .objectives import fidelity_loss, fidelity_weights
 from .render import Layout, Unit, frontier_from_levels, levels_from_frontier, render, render_levels
+from .result import ProduceRequest, SolveResult, Status
 from .schema import fold_problem_schema
 from .validate import check_plan, is_valid
 
@@ -58,6 +60,9 @@ __all__ = [
     "Pin",
     "PinConflictError",
     "PlanViolation",
+    "ProduceRequest",
+    "SolveResult",
+    "Status",
     "Summary",
     "TokenCostError",
     "Unit",
@@ -69,6 +74,8 @@ __all__ = [
     "chronicle",
     "divergence_index",
     "enumerate_frontiers",
+    "fidelity_loss",
+    "fidelity_weights",
     "finest_frontier",
     "fold_problem_schema",
     "frontier_from_levels",

@@ -43,6 +43,11 @@ class ProblemIndex:
     protected : ndarray of bool, shape (n,)
         Leaves forced raw by their constraints (``hi == 0``). A protected leaf shown
         raw inside a selected summary's span is a hole: it renders beside the recall.
+    cap : ndarray of int64, shape (n,)
+        Highest level the constraints alone allow (ignoring which summaries exist);
+        ``UNBOUNDED`` when unconstrained. A leaf with ``cap >= 1`` and no summary yet
+        is foldable once one is produced.
+    locked : ndarray of bool, shape (n,)
     previous : ndarray of int64, shape (n,)
         The carried frontier as levels (0 where absent).
     """
@@ -57,6 +62,8 @@ class ProblemIndex:
     hi: IntArray
     avail: IntArray
     protected: BoolArray
+    cap: IntArray
+    locked: BoolArray
     previous: IntArray
     has_previous: bool
 
@@ -71,6 +78,8 @@ class ProblemIndex:
             (leaf.zone != "middle" for leaf in problem.leaves), dtype=np.bool_, count=n
         )
         hi[zones] = 0
+        cap = np.full(n, UNBOUNDED, dtype=np.int64)
+        cap[zones] = 0
         for pin in problem.pins:
             idx = np.fromiter(
                 (leaf_index[leaf] for leaf in pin.leaves), dtype=np.int64, count=len(pin.leaves)
@@ -79,15 +88,16 @@ class ProblemIndex:
             if p_lo:
                 lo[idx] = np.maximum(lo[idx], np.minimum(p_lo, avail[idx]))
             if p_hi != float("inf"):
-                cap = int(p_hi)
+                level_cap = int(p_lo) if pin.level is not None else int(p_hi)
+                cap[idx] = np.minimum(cap[idx], level_cap)
                 if pin.level is not None:
-                    cap = int(p_lo)
-                    hi[idx] = np.minimum(hi[idx], np.minimum(cap, avail[idx]))
+                    hi[idx] = np.minimum(hi[idx], np.minimum(level_cap, avail[idx]))
                 else:
-                    hi[idx] = np.minimum(hi[idx], cap)
+                    hi[idx] = np.minimum(hi[idx], level_cap)
         previous = np.zeros(n, dtype=np.int64)
         for leaf, level in (problem.previous or {}).items():
             previous[leaf_index[leaf]] = level
+        locked = np.zeros(n, dtype=np.bool_)
         if problem.locks:
             idx = np.fromiter(
                 (leaf_index[leaf] for leaf in problem.locks),
@@ -96,6 +106,8 @@ class ProblemIndex:
             )
             lo[idx] = np.maximum(lo[idx], previous[idx])
             hi[idx] = np.minimum(hi[idx], previous[idx])
+            cap[idx] = np.minimum(cap[idx], previous[idx])
+            locked[idx] = True
         keys = np.empty(n + len(hierarchy.summaries), dtype=object)
         keys[:n] = [f"raw:{leaf}" for leaf in hierarchy.leaf_ids]
         keys[n:] = [f"recall:{s}" for s in hierarchy.summary_ids]
@@ -112,6 +124,8 @@ class ProblemIndex:
             hi=hi,
             avail=avail,
             protected=hi == 0,
+            cap=cap,
+            locked=locked,
             previous=previous,
             has_previous=problem.previous is not None,
         )

@@ -1,0 +1,73 @@
+"""What a solver returns: :class:`SolveResult`, its :class:`Status` and produce requests.
+
+The JSON form is a public contract::
+
+    {"solver": "kv-stable", "status": "feasible",
+     "frontier": {"m0": 1, "m1": 1}, "tokens": 2400, "kv_cost": 300,
+     "produce": [{"level": 2, "first": "m0", "last": "m11"}],
+     "diagnostics": {...}, "stats": {"solve_ms": 1.2, ...}}
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ProduceRequest", "SolveResult", "Status"]
+
+
+class Status(StrEnum):
+    """Outcome of a solve."""
+
+    OPTIMAL = "optimal"
+    """The frontier fits the wall and is proven optimal for the solver's objective."""
+    FEASIBLE = "feasible"
+    """The frontier fits the wall (``tokens <= budget.total``) and passes ``check_plan``."""
+    OVER_BUDGET = "over_budget"
+    """Even the cheapest reachable frontier exceeds the wall: it is returned, with produce
+    requests for the summaries that would make it fit."""
+    INFEASIBLE = "infeasible"
+    """The constraints contradict each other: no frontier; the diagnostics name each leaf."""
+
+    @classmethod
+    def with_plan(cls) -> frozenset[Status]:
+        """The statuses whose frontier fits the wall and passes ``check_plan``."""
+        return frozenset({cls.OPTIMAL, cls.FEASIBLE})
+
+
+class ProduceRequest(BaseModel):
+    """Ask the compression pipeline for a summary at ``level`` over leaves ``first..last``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    level: int = Field(ge=1)
+    first: str
+    last: str
+
+
+class SolveResult(BaseModel):
+    """The outcome of one solve.
+
+    ``tokens`` and ``kv_cost`` always come from the one renderer
+    (:func:`folding.render` and :func:`folding.kv_cost`), never from a
+    solver's own sum. When ``status`` is ``optimal`` or ``feasible``,
+    ``tokens <= budget.total`` and the frontier passes ``check_plan``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    solver: str
+    status: Status
+    frontier: dict[str, int] = Field(default_factory=dict)
+    tokens: int | None = None
+    kv_cost: int | None = None
+    produce: list[ProduceRequest] = Field(default_factory=list)
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
+    stats: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def has_plan(self) -> bool:
+        """True when the frontier fits the wall (status optimal or feasible)."""
+        return self.status in Status.with_plan()

@@ -1,0 +1,224 @@
+"""The solver interface, the registry and the shared finishing step.
+
+Every solver is a class with a ``name``, a pydantic ``Config`` and a
+``_plan`` method returning a :class:`Plan` (levels plus intent). The base
+class turns a plan into a :class:`~folding.SolveResult`: it renders the
+levels with the one renderer, prices the KV cost against the previous
+frontier, checks the plan when its status promises one, and times the work.
+Infeasible constraints are detected before any solver runs.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict
+
+from folding import (
+    FoldProblem,
+    Layout,
+    PlanViolation,
+    ProduceRequest,
+    SolveResult,
+    Status,
+    check_plan,
+    frontier_from_levels,
+    kv_cost,
+    render_levels,
+)
+
+from ._common import infeasible_diagnostics, over_budget_plan, previous_layout
+
+IntArray = npt.NDArray[np.int64]
+
+__all__ = ["Plan", "Solver", "SolverConfig", "get", "names", "register", "solve"]
+
+
+class SolverConfig(BaseModel):
+    """Base of every solver's configuration: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass
+class Plan:
+    """What a solver decided, before the shared finishing step."""
+
+    levels: IntArray | None
+    status: Status
+    produce: list[ProduceRequest] = field(default_factory=list)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Solver(ABC):
+    """A fold solver. Constructors only store the configuration.
+
+    Subclasses set ``name``, ``Config`` and implement :meth:`_plan`.
+    """
+
+    name: ClassVar[str]
+    Config: ClassVar[type[SolverConfig]] = SolverConfig
+    exact: ClassVar[bool] = False
+    """True when ``optimal`` is a proven claim about :func:`folding.fidelity_loss`."""
+
+    def __init__(self, config: SolverConfig | None = None, **options: Any) -> None:
+        if config is not None and options:
+            raise TypeError("pass either a config object or keyword options, not both")
+        self.config = config if config is not None else self.Config(**options)
+        if not isinstance(self.config, self.Config):
+            raise TypeError(
+                f"{self.name} expects a {self.Config.__name__}, got {type(self.config).__name__}"
+            )
+
+    def solve(self, problem: FoldProblem, *, time_limit: float | None = None) -> SolveResult:
+        """Solve ``problem``; never mutates it.
+
+        Parameters
+        ----------
+        problem : FoldProblem
+        time_limit : float, optional
+            Seconds; solvers that search stop and report ``feasible`` when it runs out.
+
+        Returns
+        -------
+        SolveResult
+            ``optimal`` / ``feasible`` (fits the wall, passes ``check_plan``),
+            ``over_budget`` (the cheapest frontier, with produce requests) or
+            ``infeasible`` (no frontier; diagnostics name each conflicting leaf).
+
+        Raises
+        ------
+        ValueError
+            If ``time_limit`` is not positive.
+        """
+        if time_limit is not None and not time_limit > 0:
+            raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit}")
+        start = time.perf_counter()
+        diagnostics = infeasible_diagnostics(problem)
+        if diagnostics is not None:
+            plan = Plan(None, Status.INFEASIBLE, diagnostics=diagnostics)
+        else:
+            plan = self._plan(problem, time_limit)
+            if plan.status is Status.OVER_BUDGET and plan.levels is None:
+                plan = over_budget_plan(problem, plan)
+        return self._finish(problem, plan, start)
+
+    @abstractmethod
+    def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
+        """Decide the levels. Called only when the constraints admit a frontier."""
+
+    def _finish(self, problem: FoldProblem, plan: Plan, start: float) -> SolveResult:
+        stats = dict(plan.stats)
+        if plan.levels is None:
+            stats["solve_ms"] = (time.perf_counter() - start) * 1000.0
+            return SolveResult(
+                solver=self.name,
+                status=plan.status,
+                produce=plan.produce,
+                diagnostics=plan.diagnostics,
+                stats=stats,
+            )
+        frontier = frontier_from_levels(problem, plan.levels)
+        layout: Layout
+        if plan.status in Status.with_plan():
+            try:
+                layout = check_plan(problem, frontier)
+            except PlanViolation as exc:
+                raise AssertionError(
+                    f"solver {self.name!r} returned an invalid plan with status "
+                    f"{plan.status.value}: {exc}"
+                ) from exc
+        else:
+            layout = render_levels(problem, plan.levels)
+        stats["solve_ms"] = (time.perf_counter() - start) * 1000.0
+        return SolveResult(
+            solver=self.name,
+            status=plan.status,
+            frontier=frontier,
+            tokens=layout.total,
+            kv_cost=kv_cost(previous_layout(problem), layout),
+            produce=plan.produce,
+            diagnostics=plan.diagnostics,
+            stats=stats,
+        )
+
+
+_REGISTRY: dict[str, type[Solver]] = {}
+
+
+def register(cls: type[Solver]) -> type[Solver]:
+    """Class decorator adding a solver to the registry under ``cls.name``.
+
+    Raises
+    ------
+    ValueError
+        If the name is already taken.
+    """
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"a solver named {cls.name!r} is already registered")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def names() -> list[str]:
+    """Registered solver names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get(name: str, **options: Any) -> Solver:
+    """An instance of the solver called ``name`` configured with ``options``.
+
+    Raises
+    ------
+    KeyError
+        For an unknown name; the message lists the valid ones.
+    pydantic.ValidationError
+        For an unknown or invalid option.
+    """
+    try:
+        cls = _REGISTRY[name]
+    except KeyError:
+        raise KeyError(
+            f"unknown solver {name!r}; registered solvers: {', '.join(names())}"
+        ) from None
+    return cls(**options)
+
+
+def solve(
+    problem: FoldProblem,
+    method: str = "kv-stable",
+    *,
+    time_limit: float | None = None,
+    **options: Any,
+) -> SolveResult:
+    """Solve ``problem`` with the solver ``method``.
+
+    Parameters
+    ----------
+    problem : FoldProblem
+    method : str, default "kv-stable"
+        One of :func:`names`.
+    time_limit : float, optional
+        Seconds, for the solvers that search.
+    **options
+        The solver's configuration fields.
+
+    Returns
+    -------
+    SolveResult
+
+    Examples
+    --------
+    >>> import solvers
+    >>> from folding import chronicle
+    >>> result = solvers.solve(chronicle(36, total=12_000), method="flat-profile")
+    >>> result.status.value, result.tokens <= 12_000
+    ('feasible', True)
+    """
+    return get(method, **options).solve(problem, time_limit=time_limit)

@@ -1,0 +1,189 @@
+"""A laminar view of a hierarchy and a mutable frontier state for greedy passes.
+
+The canonical forest keeps, level by level in (level, first leaf, input
+order), every summary whose children are kept and whose span overlaps no
+kept summary of its level. On a tree this is the whole hierarchy; on a DAG
+it is a laminar sub-forest, and any frontier over it is a valid frontier of
+the full problem. :class:`FrontierState` applies whole-summary raises and
+lowers while keeping an exact running token count (the renderer's total on
+laminar problems; tests check the two agree).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from folding import FoldProblem
+from folding.render import resolve_units
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class Forest:
+    """Canonical laminar forest of a problem.
+
+    Attributes
+    ----------
+    cover : ndarray of int64, shape (depth + 1, n)
+        ``cover[k, i]``: the kept level-k summary over leaf i, or -1.
+    kept : ndarray of bool, shape (S,)
+    members : ndarray of int64, shape (S,)
+        Non-protected leaves in each summary's span (0: never selectable).
+    first_member : ndarray of int64, shape (S,)
+        First non-protected leaf of each span (-1 when none).
+    eligible : ndarray of bool, shape (S,)
+        Every non-protected member allows the summary's level.
+    children : list of list of int
+        Kept child summaries (empty for L1).
+    """
+
+    def __init__(self, problem: FoldProblem) -> None:
+        h = problem.hierarchy
+        idx = problem.index
+        self.problem = problem
+        self.n = idx.n
+        self.depth = h.depth
+        n_s = idx.n_summaries
+        self.level = h.summary_level
+        self.first = h.span_first
+        self.last = h.span_last
+        self.tokens = h.summary_tokens
+        cover = np.full((h.depth + 1, idx.n), -1, dtype=np.int64)
+        kept = np.zeros(n_s, dtype=np.bool_)
+        children: list[list[int]] = [[] for _ in range(n_s)]
+        order = sorted(range(n_s), key=lambda j: (int(self.level[j]), int(self.first[j]), j))
+        for j in order:
+            k, a, b = int(self.level[j]), int(self.first[j]), int(self.last[j]) + 1
+            kids = [h.summary_index[c] for c in h.summaries[j].children if c in h.summary_index]
+            if kids and not all(kept[c] for c in kids):
+                continue
+            if (cover[k, a:b] != -1).any():
+                continue
+            kept[j] = True
+            cover[k, a:b] = j
+            children[j] = sorted(kids, key=lambda c: int(self.first[c]))
+        self.cover = cover
+        self.kept = kept
+        self.children = children
+        free = ~idx.protected
+        prefix = np.concatenate([[0], np.cumsum(free)])
+        self.members = prefix[self.last + 1] - prefix[self.first]
+        nxt = np.full(idx.n + 1, -1, dtype=np.int64)
+        # nxt[i]: first non-protected leaf at or after i
+        positions = np.flatnonzero(free)
+        where = np.searchsorted(positions, np.arange(idx.n + 1))
+        ok = where < positions.size
+        nxt[ok] = positions[where[ok]]
+        self.first_member = np.where(self.members > 0, nxt[self.first], -1)
+        eligible = np.zeros(n_s, dtype=np.bool_)
+        for k in range(1, h.depth + 1):
+            bad = free & ((idx.lo > k) | (idx.hi < k))
+            bad_prefix = np.concatenate([[0], np.cumsum(bad)])
+            at_k = self.level == k
+            clean = bad_prefix[self.last + 1] == bad_prefix[self.first]
+            eligible |= at_k & clean
+        self.eligible = eligible & kept & (self.members > 0)
+
+    def parent_of_leaf(self, leaf: int, level: int) -> int:
+        """The kept summary of ``level`` over ``leaf``, or -1."""
+        if level > self.depth or level < 1:
+            return -1
+        return int(self.cover[level, leaf])
+
+
+class FrontierState:
+    """Levels, per-leaf units and an exact running token total."""
+
+    def __init__(self, forest: Forest, levels: IntArray) -> None:
+        problem = forest.problem
+        idx = problem.index
+        self.forest = forest
+        self.idx = idx
+        self.levels = levels.copy()
+        nodes, violations = resolve_units(problem, self.levels)
+        if violations:
+            raise ValueError(f"FrontierState needs a valid frontier: {violations[0].message}")
+        unit = np.arange(idx.n, dtype=np.int64)
+        h = problem.hierarchy
+        for node in nodes[nodes >= idx.n].tolist():
+            j = node - idx.n
+            a, b = int(h.span_first[j]), int(h.span_last[j]) + 1
+            k = int(h.summary_level[j])
+            seg = np.arange(a, b)
+            unit[seg[self.levels[a:b] == k]] = node
+        self.unit = unit
+        self.node_tokens = idx.node_tokens
+        self.tokens = problem.fixed_tokens + int(self.node_tokens[nodes].sum())
+
+    def _span(self, j: int) -> tuple[int, int]:
+        return int(self.forest.first[j]), int(self.forest.last[j]) + 1
+
+    def raise_delta(self, j: int) -> tuple[int, IntArray] | None:
+        """Token change of showing summary ``j`` for its whole span, or None if not allowed."""
+        f = self.forest
+        if not f.eligible[j]:
+            return None
+        a, b = self._span(j)
+        k = int(f.level[j])
+        free = ~self.idx.protected[a:b]
+        if (self.levels[a:b][free] >= k).any():
+            return None
+        units = np.unique(self.unit[a:b][free])
+        summaries = units[units >= self.idx.n] - self.idx.n
+        if summaries.size and ((f.first[summaries] < a).any() or (f.last[summaries] >= b).any()):
+            return None
+        return int(f.tokens[j]) - int(self.node_tokens[units].sum()), units
+
+    def apply_raise(self, j: int, units: IntArray, delta: int) -> None:
+        """Show summary ``j`` (after :meth:`raise_delta` allowed it)."""
+        a, b = self._span(j)
+        free = ~self.idx.protected[a:b]
+        seg = np.arange(a, b)[free]
+        self.levels[seg] = int(self.forest.level[j])
+        self.unit[seg] = self.idx.n + j
+        self.tokens += delta
+
+    def lower_delta(self, j: int) -> int | None:
+        """Token change of replacing shown summary ``j`` by its children (raw for L1)."""
+        f = self.forest
+        if not f.kept[j]:
+            return None
+        a, b = self._span(j)
+        free = ~self.idx.protected[a:b]
+        if int(f.level[j]) == 1:
+            if (self.idx.lo[a:b][free] > 0).any():
+                return None
+            added = int(self.idx.leaf_tokens[a:b][free].sum())
+        else:
+            kids = [c for c in f.children[j] if f.members[c] > 0]
+            if not all(f.eligible[c] for c in kids):
+                return None
+            added = int(f.tokens[kids].sum()) if kids else 0
+        return added - int(f.tokens[j])
+
+    def apply_lower(self, j: int, delta: int) -> None:
+        """Replace shown summary ``j`` by its children (after :meth:`lower_delta`)."""
+        f = self.forest
+        a, b = self._span(j)
+        free_mask = ~self.idx.protected[a:b]
+        if int(f.level[j]) == 1:
+            seg = np.arange(a, b)[free_mask]
+            self.levels[seg] = 0
+            self.unit[seg] = seg
+        else:
+            for c in f.children[j]:
+                if f.members[c] == 0:
+                    continue
+                ca, cb = self._span(c)
+                seg = np.arange(ca, cb)[~self.idx.protected[ca:cb]]
+                self.levels[seg] = int(f.level[c])
+                self.unit[seg] = self.idx.n + c
+        self.tokens += delta
+
+    def shown_summaries(self) -> list[int]:
+        """Summary indices currently shown, in chronological order."""
+        units = self.unit[~self.idx.protected]
+        shown = np.unique(units[units >= self.idx.n]) - self.idx.n
+        return sorted(shown.tolist(), key=lambda j: int(self.forest.first[j]))

@@ -1,0 +1,200 @@
+"""``kv-stable``: receding-horizon control of the frontier with a KV-cache trust region.
+
+Each call:
+
+1. **Hold.** If the carried frontier is valid, sits in the band
+   ``[target, W]`` and is not misallocated (its fidelity loss is within
+   ``quality_gap`` of the ideal's), keep it: the request is a pure append.
+2. **Ideal cut.** Otherwise build the ideal frontier from scratch: starting
+   from the finest frontier the constraints allow, fold whole summaries level
+   by level, lowest salience and oldest first, until the tokens reach the
+   target; then un-fold the newest folded summaries while that brings the
+   tokens closer to the target without crossing the wall. Being built from
+   scratch, the ideal both folds and un-folds (bidirectional).
+3. **Trust region.** Adopt the ideal when re-reading it costs at most
+   ``reach_tokens`` (P, default W). Otherwise adopt the oldest seam ``b`` such
+   that the carried frontier before ``b`` and the ideal from ``b`` on fits P
+   (a newest suffix of the ideal), else adopt the ideal and record the
+   override.
+
+When even the fully folded ideal exceeds the wall the result is
+``over_budget`` with produce requests. The decision and its reason are in
+``diagnostics["decision"]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import Field
+
+from folding import FoldProblem, Status, fidelity_loss, kv_cost, render_levels
+from folding.frontiers import BoundaryGraph
+
+from ._base import Plan, Solver, SolverConfig, register
+from ._common import carried_levels, is_valid_levels, previous_layout
+from ._forest import Forest, FrontierState
+
+IntArray = npt.NDArray[np.int64]
+
+
+class KvStableConfig(SolverConfig):
+    """Options of ``kv-stable``."""
+
+    reach_tokens: int | None = Field(default=None, gt=0)
+    """Trust region P: the most tokens a change may force the provider to re-read (None: W)."""
+    quality_gap: float = Field(default=0.35, ge=0.0)
+    """Hold only while the carried fidelity loss <= (1 + gap) x the ideal's."""
+    alpha: float = Field(default=0.7, ge=0.0)
+    """Age exponent of the fidelity loss used by the quality test."""
+
+
+def finest_levels(problem: FoldProblem) -> IntArray:
+    """Levels of the least-folded valid frontier (all raw when nothing forces a summary)."""
+    idx = problem.index
+    if not (idx.lo > 0).any():
+        return np.zeros(idx.n, dtype=np.int64)
+    graph = BoundaryGraph(problem)
+    raw = idx.leaf_tokens
+
+    def weight(e: object) -> tuple[float, ...]:
+        from folding.frontiers import Edge
+
+        assert isinstance(e, Edge)
+        if e.level == 0:
+            return (0.0, float(e.tokens))
+        span = graph.leaves[e.start : e.end]
+        return (float(e.level * raw[span].sum()), float(e.tokens))
+
+    path = graph.shortest(weight)
+    assert path is not None, "finest_levels needs a feasible constraint set"
+    return graph.levels_of(path)
+
+
+def ideal_cut(problem: FoldProblem, forest: Forest) -> FrontierState:
+    """The ideal frontier: fold lowest-salience and oldest first to the target, then refill."""
+    idx = problem.index
+    target, wall = problem.budget.target, problem.budget.total
+    state = FrontierState(forest, finest_levels(problem))
+    salience = np.where(idx.protected, np.inf, idx.salience)
+    for k in range(1, forest.depth + 1):
+        if state.tokens <= target:
+            break
+        candidates = [j for j in np.flatnonzero((forest.level == k) & forest.eligible).tolist()]
+        candidates.sort(
+            key=lambda j: (
+                float(salience[forest.first[j] : forest.last[j] + 1].min()),
+                int(forest.first_member[j]),
+            )
+        )
+        for j in candidates:
+            if state.tokens <= target:
+                break
+            step = state.raise_delta(j)
+            if step is not None and step[0] < 0:
+                state.apply_raise(j, step[1], step[0])
+    changed = state.tokens < target
+    while changed:
+        changed = False
+        for j in reversed(state.shown_summaries()):
+            delta = state.lower_delta(j)
+            if delta is None:
+                continue
+            new = state.tokens + delta
+            if new <= wall and abs(new - target) < abs(state.tokens - target):
+                state.apply_lower(j, delta)
+                changed = True
+    return state
+
+
+def _seams(problem: FoldProblem, levels: IntArray) -> npt.NDArray[np.bool_]:
+    """``ok[b]``: no shown summary spans across the boundary before leaf ``b``."""
+    from folding.render import resolve_units
+
+    h = problem.hierarchy
+    n = problem.index.n
+    nodes, _ = resolve_units(problem, levels)
+    crossed = np.zeros(n + 2, dtype=np.int64)
+    for j in (nodes[nodes >= n] - n).tolist():
+        a, e = int(h.span_first[j]), int(h.span_last[j])
+        crossed[a + 1] += 1
+        crossed[e + 1] -= 1
+    inside = np.cumsum(crossed)[: n + 1] > 0
+    return ~inside
+
+
+@register
+class KvStable(Solver):
+    """Hold in the band, else move to the ideal cut within a KV trust region."""
+
+    name = "kv-stable"
+    Config = KvStableConfig
+
+    def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
+        cfg = self.config
+        assert isinstance(cfg, KvStableConfig)
+        target, wall = problem.budget.target, problem.budget.total
+        reach = cfg.reach_tokens if cfg.reach_tokens is not None else wall
+        forest = Forest(problem)
+        carried = carried_levels(problem)
+        diag: dict[str, object] = {"reach_tokens": reach}
+        carried_tokens = None
+        if carried is not None:
+            carried_tokens = render_levels(problem, carried).total
+            diag["carried_tokens"] = carried_tokens
+        ideal = ideal_cut(problem, forest)
+        ideal_levels = ideal.levels
+        ideal_tokens = render_levels(problem, ideal_levels).total
+        diag["ideal_tokens"] = ideal_tokens
+        stats = {"planned_tokens": ideal.tokens}
+        if ideal_tokens > wall:
+            diag["decision"] = "escalate"
+            return Plan(None, Status.OVER_BUDGET, diagnostics=diag, stats=stats)
+        if carried is None or carried_tokens is None:
+            diag["decision"] = "bootstrap"
+            return Plan(ideal_levels, Status.FEASIBLE, diagnostics=diag, stats=stats)
+        frontier_of = problem.hierarchy.leaf_ids
+
+        def loss(levels: IntArray) -> float:
+            return fidelity_loss(
+                problem, {frontier_of[i]: int(v) for i, v in enumerate(levels) if v}, cfg.alpha
+            )
+
+        ideal_loss, carried_loss = loss(ideal_levels), loss(carried)
+        diag["ideal_loss"], diag["carried_loss"] = ideal_loss, carried_loss
+        in_band = target <= carried_tokens <= wall
+        if in_band and carried_loss <= (1.0 + cfg.quality_gap) * max(1.0, ideal_loss):
+            diag["decision"] = "hold"
+            return Plan(carried, Status.FEASIBLE, diagnostics=diag, stats=stats)
+        before = previous_layout(problem)
+        ideal_kv = kv_cost(before, render_levels(problem, ideal_levels))
+        diag["ideal_kv"] = ideal_kv
+        if ideal_kv <= reach:
+            diag["decision"] = "adopt"
+            return Plan(ideal_levels, Status.FEASIBLE, diagnostics=diag, stats=stats)
+        seams = np.flatnonzero(_seams(problem, carried) & _seams(problem, ideal_levels))
+        differ = np.flatnonzero(carried != ideal_levels)
+        seams = seams[seams <= (differ.max() if differ.size else 0)]
+
+        def mixed(b: int) -> IntArray:
+            out = carried.copy()
+            out[b:] = ideal_levels[b:]
+            return out
+
+        lo, hi = 0, len(seams) - 1
+        best: IntArray | None = None
+        while lo <= hi:  # the oldest seam whose suffix adoption fits the trust region
+            mid = (lo + hi) // 2
+            candidate = mixed(int(seams[mid]))
+            layout = render_levels(problem, candidate)
+            if kv_cost(before, layout) <= reach and layout.total <= wall:
+                best = candidate
+                hi = mid - 1
+            else:
+                lo = mid + 1
+        if best is not None and is_valid_levels(problem, best):
+            diag["decision"] = "suffix"
+            return Plan(best, Status.FEASIBLE, diagnostics=diag, stats=stats)
+        diag["decision"] = "override"
+        diag["override"] = "infeasible" if carried_tokens > wall else "reach"
+        return Plan(ideal_levels, Status.FEASIBLE, diagnostics=diag, stats=stats)
