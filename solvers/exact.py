@@ -105,7 +105,7 @@ class Exact(Solver):
             "cpsat_status": solver.status_name(code),
             "wall_s": solver.wall_time,
         }
-        diag = {
+        diag: dict[str, object] = {
             "cap": cap,
             "floor_tokens": floor_tokens,
             "objective_error_bound": 0.5 * max(1, len(z)) / scale,
@@ -125,7 +125,7 @@ class Exact(Solver):
 
         nodes, _ = resolve_units(problem, levels)
         n = problem.index.n
-        return (nodes[nodes >= n] - n).tolist()
+        return [int(x) for x in (nodes[nodes >= n] - n).tolist()]
 
 
 class BruteForceConfig(SolverConfig):
