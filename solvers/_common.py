@@ -73,6 +73,25 @@ def carried_levels(problem: FoldProblem) -> IntArray | None:
     return nearest_valid(problem, previous)
 
 
+def finest_levels(problem: FoldProblem) -> IntArray:
+    """Levels of the least-folded valid frontier (all raw when nothing forces a summary)."""
+    idx = problem.index
+    if not (idx.lo > 0).any():
+        return np.zeros(idx.n, dtype=np.int64)
+    graph = BoundaryGraph(problem)
+    raw = idx.leaf_tokens
+
+    def weight(e: Any) -> tuple[float, ...]:
+        if e.level == 0:
+            return (0.0, float(e.tokens))
+        span = graph.leaves[e.start : e.end]
+        return (float(e.level * raw[span].sum()), float(e.tokens))
+
+    path = graph.shortest(weight)
+    assert path is not None, "finest_levels needs a feasible constraint set"
+    return graph.levels_of(path)
+
+
 def cheapest_levels(problem: FoldProblem) -> IntArray | None:
     """Levels of the cheapest valid frontier (the floor), or None."""
     graph = BoundaryGraph(problem)

@@ -50,26 +50,35 @@ class Forest:
         self.first = h.span_first
         self.last = h.span_last
         self.tokens = h.summary_tokens
+        free = ~idx.protected
+        prefix = np.concatenate([[0], np.cumsum(free)])
+        self.members = prefix[self.last + 1] - prefix[self.first]
+        allowed = np.zeros(n_s, dtype=np.bool_)
+        for k in range(1, h.depth + 1):
+            bad = free & ((idx.lo > k) | (idx.hi < k))
+            bad_prefix = np.concatenate([[0], np.cumsum(bad)])
+            clean = bad_prefix[self.last + 1] == bad_prefix[self.first]
+            allowed |= (self.level == k) & clean
+        allowed &= self.members > 0
         cover = np.full((h.depth + 1, idx.n), -1, dtype=np.int64)
         kept = np.zeros(n_s, dtype=np.bool_)
         children: list[list[int]] = [[] for _ in range(n_s)]
         order = sorted(range(n_s), key=lambda j: (int(self.level[j]), int(self.first[j]), j))
         for j in order:
+            if self.members[j] == 0:
+                continue  # only holes under it: never shown, must not block others
             k, a, b = int(self.level[j]), int(self.first[j]), int(self.last[j]) + 1
             kids = [h.summary_index[c] for c in h.summaries[j].children if c in h.summary_index]
-            if kids and not all(kept[c] for c in kids):
+            if kids and not all(kept[c] or self.members[c] == 0 for c in kids):
                 continue
             if (cover[k, a:b] != -1).any():
                 continue
             kept[j] = True
             cover[k, a:b] = j
-            children[j] = sorted(kids, key=lambda c: int(self.first[c]))
+            children[j] = sorted((c for c in kids if kept[c]), key=lambda c: int(self.first[c]))
         self.cover = cover
         self.kept = kept
         self.children = children
-        free = ~idx.protected
-        prefix = np.concatenate([[0], np.cumsum(free)])
-        self.members = prefix[self.last + 1] - prefix[self.first]
         nxt = np.full(idx.n + 1, -1, dtype=np.int64)
         # nxt[i]: first non-protected leaf at or after i
         positions = np.flatnonzero(free)
@@ -77,14 +86,7 @@ class Forest:
         ok = where < positions.size
         nxt[ok] = positions[where[ok]]
         self.first_member = np.where(self.members > 0, nxt[self.first], -1)
-        eligible = np.zeros(n_s, dtype=np.bool_)
-        for k in range(1, h.depth + 1):
-            bad = free & ((idx.lo > k) | (idx.hi < k))
-            bad_prefix = np.concatenate([[0], np.cumsum(bad)])
-            at_k = self.level == k
-            clean = bad_prefix[self.last + 1] == bad_prefix[self.first]
-            eligible |= at_k & clean
-        self.eligible = eligible & kept & (self.members > 0)
+        self.eligible = allowed & kept
 
     def parent_of_leaf(self, leaf: int, level: int) -> int:
         """The kept summary of ``level`` over ``leaf``, or -1."""

@@ -16,7 +16,7 @@ import numpy as np
 from folding import FoldProblem, ProduceRequest, Status
 
 from ._base import Plan, Solver, SolverConfig, register
-from ._common import carried_levels, finish_greedy
+from ._common import carried_levels, finest_levels, finish_greedy
 from ._forest import Forest, FrontierState
 
 
@@ -28,7 +28,7 @@ def _start(problem: FoldProblem) -> tuple[Forest, FrontierState]:
     forest = Forest(problem)
     levels = carried_levels(problem)
     if levels is None:
-        levels = np.zeros(problem.index.n, dtype=np.int64)
+        levels = finest_levels(problem)
     return forest, FrontierState(forest, levels)
 
 

@@ -29,10 +29,15 @@ import numpy.typing as npt
 from pydantic import Field
 
 from folding import FoldProblem, Status, fidelity_loss, kv_cost, render_levels
-from folding.frontiers import BoundaryGraph
 
 from ._base import Plan, Solver, SolverConfig, register
-from ._common import carried_levels, is_valid_levels, previous_layout
+from ._common import (
+    carried_levels,
+    finest_levels,
+    finish_greedy,
+    is_valid_levels,
+    previous_layout,
+)
 from ._forest import Forest, FrontierState
 
 IntArray = npt.NDArray[np.int64]
@@ -47,28 +52,6 @@ class KvStableConfig(SolverConfig):
     """Hold only while the carried fidelity loss <= (1 + gap) x the ideal's."""
     alpha: float = Field(default=0.7, ge=0.0)
     """Age exponent of the fidelity loss used by the quality test."""
-
-
-def finest_levels(problem: FoldProblem) -> IntArray:
-    """Levels of the least-folded valid frontier (all raw when nothing forces a summary)."""
-    idx = problem.index
-    if not (idx.lo > 0).any():
-        return np.zeros(idx.n, dtype=np.int64)
-    graph = BoundaryGraph(problem)
-    raw = idx.leaf_tokens
-
-    def weight(e: object) -> tuple[float, ...]:
-        from folding.frontiers import Edge
-
-        assert isinstance(e, Edge)
-        if e.level == 0:
-            return (0.0, float(e.tokens))
-        span = graph.leaves[e.start : e.end]
-        return (float(e.level * raw[span].sum()), float(e.tokens))
-
-    path = graph.shortest(weight)
-    assert path is not None, "finest_levels needs a feasible constraint set"
-    return graph.levels_of(path)
 
 
 def ideal_cut(problem: FoldProblem, forest: Forest) -> FrontierState:
@@ -149,7 +132,9 @@ class KvStable(Solver):
         stats = {"planned_tokens": ideal.tokens}
         if ideal_tokens > wall:
             diag["decision"] = "escalate"
-            return Plan(None, Status.OVER_BUDGET, diagnostics=diag, stats=stats)
+            return finish_greedy(
+                problem, Plan(ideal_levels, Status.FEASIBLE, diagnostics=diag, stats=stats)
+            )
         if carried is None or carried_tokens is None:
             diag["decision"] = "bootstrap"
             return Plan(ideal_levels, Status.FEASIBLE, diagnostics=diag, stats=stats)
