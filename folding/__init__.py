@@ -26,7 +26,7 @@ from .exceptions import (
     ZoneError,
 )
 from .frontiers import BoundaryGraph, cheapest_frontier, enumerate_frontiers, finest_frontier
-from .generators import chronicle, random_problem
+from .generators import chronicle, chunked_history, random_problem
 from .hierarchy import Hierarchy
 from .kv import CachePrices, CacheRequest, CacheSimulator, CacheTotals, divergence_index, kv_cost
 from .model import Budget, Conflict, FoldProblem, Frontier, Leaf, Pin, Summary
@@ -72,6 +72,7 @@ __all__ = [
     "cheapest_frontier",
     "check_plan",
     "chronicle",
+    "chunked_history",
     "divergence_index",
     "enumerate_frontiers",
     "fidelity_loss",

@@ -8,7 +8,7 @@ import numpy as np
 
 from .model import FoldProblem
 
-__all__ = ["chronicle", "random_problem", "summaries_over"]
+__all__ = ["chronicle", "chunked_history", "random_problem", "summaries_over"]
 
 
 def summaries_over(
@@ -188,3 +188,58 @@ def random_problem(
         )
         data["locks"] = locks
     return FoldProblem.model_validate(data)
+
+
+def chunked_history(
+    n_leaves: int,
+    *,
+    mean_tokens: int = 900,
+    spread: float = 0.3,
+    target_chunk_tokens: int = 3000,
+    min_chunk_leaves: int = 4,
+    summary_tokens: int = 600,
+    merge: int = 6,
+    head: int = 0,
+    seed: int = 0,
+    total: int | None = None,
+) -> FoldProblem:
+    """A conversation chunked the way the autobiographical strategy chunks it.
+
+    Leaf tokens are uniform in ``mean_tokens x [1 - spread, 1 + spread]``. A
+    chunk closes once it holds at least ``target_chunk_tokens`` tokens and
+    ``min_chunk_leaves`` leaves; the trailing partial chunk stays unsummarised.
+    Summaries cost ``summary_tokens`` at every level and merge ``merge`` at a
+    time. The default budget is the raw total.
+
+    Examples
+    --------
+    >>> p = chunked_history(220)
+    >>> p.n_leaves, sorted({s.level for s in p.summaries})
+    (220, [1, 2])
+    """
+    rng = np.random.default_rng(seed)
+    low, high = mean_tokens * (1 - spread), mean_tokens * (1 + spread)
+    tokens = np.rint(rng.uniform(low, high, n_leaves)).astype(int)
+    ids = [f"m{i}" for i in range(n_leaves)]
+    sizes: list[int] = []
+    size = acc = 0
+    for i in range(head, n_leaves):
+        size += 1
+        acc += int(tokens[i])
+        if acc >= target_chunk_tokens and size >= min_chunk_leaves:
+            sizes.append(size)
+            size = acc = 0
+    leaves = [
+        {"id": x, "tokens": int(t), "zone": "head" if i < head else "middle"}
+        for i, (x, t) in enumerate(zip(ids, tokens, strict=True))
+    ]
+    raw = int(tokens.sum())
+    return FoldProblem.model_validate(
+        {
+            "leaves": leaves,
+            "summaries": summaries_over(
+                ids, sizes, merge=merge, recall_tokens=summary_tokens, start=head
+            ),
+            "budget": {"total": total if total is not None else max(1, raw)},
+        }
+    )
