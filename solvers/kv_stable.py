@@ -60,16 +60,16 @@ def ideal_cut(problem: FoldProblem, forest: Forest) -> FrontierState:
     target, wall = problem.budget.target, problem.budget.total
     state = FrontierState(forest, finest_levels(problem))
     salience = np.where(idx.protected, np.inf, idx.salience)
+
+    def priority(j: int) -> tuple[float, int]:
+        # fold lowest salience first, then oldest; un-fold in the reverse order
+        return float(salience[forest.first[j] : forest.last[j] + 1].min()), int(forest.first[j])
+
     for k in range(1, forest.depth + 1):
         if state.tokens <= target:
             break
-        candidates = [j for j in np.flatnonzero((forest.level == k) & forest.eligible).tolist()]
-        candidates.sort(
-            key=lambda j: (
-                float(salience[forest.first[j] : forest.last[j] + 1].min()),
-                int(forest.first_member[j]),
-            )
-        )
+        candidates = np.flatnonzero((forest.level == k) & forest.eligible).tolist()
+        candidates.sort(key=priority)
         for j in candidates:
             if state.tokens <= target:
                 break
@@ -79,7 +79,7 @@ def ideal_cut(problem: FoldProblem, forest: Forest) -> FrontierState:
     changed = state.tokens < target
     while changed:
         changed = False
-        for j in reversed(state.shown_summaries()):
+        for j in sorted(state.shown_summaries(), key=priority, reverse=True):
             delta = state.lower_delta(j)
             if delta is None:
                 continue
@@ -148,6 +148,9 @@ class KvStable(Solver):
         ideal_loss, carried_loss = loss(ideal_levels), loss(carried)
         diag["ideal_loss"], diag["carried_loss"] = ideal_loss, carried_loss
         in_band = target <= carried_tokens <= wall
+        if np.array_equal(carried, ideal_levels):
+            diag["decision"] = "hold"
+            return Plan(carried, Status.FEASIBLE, diagnostics=diag, stats=stats)
         if in_band and carried_loss <= (1.0 + cfg.quality_gap) * max(1.0, ideal_loss):
             diag["decision"] = "hold"
             return Plan(carried, Status.FEASIBLE, diagnostics=diag, stats=stats)
