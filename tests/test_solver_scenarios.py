@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ def age_monotone(problem: FoldProblem, frontier: dict[str, int]) -> bool:
         for leaf in problem.leaves
         if leaf.zone == "middle" and problem.index.avail[problem.hierarchy.leaf_index[leaf.id]]
     ]
-    return all(a >= b for a, b in zip(lv, lv[1:], strict=False))
+    return all(a >= b for a, b in itertools.pairwise(lv))
 
 
 # ----------------------------------------------------------------- greedy / picker
