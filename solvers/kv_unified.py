@@ -47,6 +47,8 @@ from ._atoms import AtomModel, build_atoms
 from ._base import Plan, Solver, SolverConfig, register
 from ._common import carried_levels, cheapest_levels, previous_layout
 from ._cpsat import import_cp_model, make_solver, translate_status
+from ._forest import Forest
+from .kv_stable import ideal_cut
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -311,6 +313,12 @@ class _Model:
             self._cache_prefix(terms)
 
     def _cache_prefix(self, terms: _Terms) -> None:
+        """cached = tokens up to the last breakpoint whose whole prefix is still shown.
+
+        One boolean per run of breakpoints needing the same new literals: protected
+        raw units are always intact and add no variable; a unit that can no longer
+        be shown ends the cacheable prefix.
+        """
         m = self.m
         before = terms.before
         assert before is not None
@@ -319,38 +327,41 @@ class _Model:
         atom_of = np.full(n, -1, dtype=np.int64)
         for a, leaves in enumerate(self.atoms.atom_leaves):
             atom_of[leaves] = a
-        previous_k = None
+        ends = np.append(before.offsets, before.total)
+        current: Any = None  # None: the prefix so far is intact in every frontier
+        constant = 0
+        expr: list[Any] = []
         start = 0
-        expr = []
         for count in terms.markers:
-            k = m.new_bool_var(f"k{count}")
-            for t in range(start, count):
-                node = int(before.nodes[t])
+            literals: list[Any] = []
+            broken = False
+            for node in before.nodes[start:count].tolist():
                 if node < n:
                     if idx.protected[node]:
                         continue
-                    a = int(atom_of[node])
-                    if a in self.raw:
-                        m.add_implication(k, self.raw[a])
-                    else:
-                        m.add(k == 0)
+                    var = self.raw.get(int(atom_of[node]))
                 else:
-                    j = node - n
-                    if j in self.z:
-                        m.add_implication(k, self.z[j])
-                    else:
-                        m.add(k == 0)
-            if previous_k is not None:
-                m.add_implication(k, previous_k)
-            seg_tokens = int(before.offsets[count] if count < len(before) else before.total) - int(
-                before.offsets[start] if start < len(before) else before.total
-            )
-            if start == 0:
-                seg_tokens += before.fixed_tokens
-            expr.append(seg_tokens * k)
-            previous_k = k
+                    var = self.z.get(node - n)
+                if var is None:
+                    broken = True
+                    break
+                literals.append(var)
+            if broken:
+                break
+            if literals:
+                k = m.new_bool_var(f"k{count}")
+                for var in dict.fromkeys(literals):
+                    m.add_implication(k, var)
+                if current is not None:
+                    m.add_implication(k, current)
+                current = k
+            segment = int(ends[count]) - (int(ends[start]) if start else 0)
+            if current is None:
+                constant += segment
+            else:
+                expr.append(segment * current)
             start = count
-        self.cached_expr = sum(expr)
+        self.cached_expr = constant + sum(expr)
 
     # ----------------------------------------------------------- expressions
     def scaled(
@@ -445,21 +456,28 @@ class KvUnified(Solver):
         budget = time_limit if time_limit is not None else cfg.time_limit
         terms = _terms(problem, cfg)
         model = _Model(problem, cfg, terms)
-        model.hint(floor)
+        # the kv-stable ideal cut is a strong, valid incumbent for every solve
+        ideal = ideal_cut(problem, Forest(problem)).levels
+        if render_levels(problem, ideal).total > wall:
+            ideal = floor
+        model.hint(ideal)
         diag: dict[str, Any] = {"floor_tokens": floor_tokens}
         stats: dict[str, Any] = {
             "atoms": model.atoms.n_atoms,
             "variables": len(model.z) + len(model.raw),
         }
         proven = True
-        # floors of avoidable churn and change
+        carried = carried_levels(problem)
+        carried_fits = carried is not None and render_levels(problem, carried).total <= wall
+        # floors of avoidable churn and change: zero when the carried frontier fits,
+        # since it re-reads nothing and changes nothing
         k_floor = c_floor = 0.0
-        if terms.before is not None:
+        if terms.before is not None and not carried_fits:
             status, solver = model.solve(model.churn_expr(SCORE), budget * 0.2)
             proven &= status is Status.OPTIMAL
             if status is not None:
                 k_floor = solver.objective_value / SCORE
-        if terms.change is not None:
+        if terms.change is not None and not carried_fits:
             status, solver = model.solve(model.change_expr(SCORE), budget * 0.2)
             proven &= status is Status.OPTIMAL
             if status is not None:
@@ -530,7 +548,7 @@ class KvUnified(Solver):
         stats["cpsat_status"] = model.last_status
         diag["pwl_error_bound"] = sum(errors)
         floors = (k_floor, c_floor)
-        candidates: list[tuple[str, IntArray]] = [("floor", floor)]
+        candidates: list[tuple[str, IntArray]] = [("floor", floor), ("ideal", ideal)]
         if status is not None:
             candidates.insert(0, ("optimum", model.levels(solver)))
         scored = []
@@ -540,7 +558,6 @@ class KvUnified(Solver):
         scored.sort(key=lambda s: s[:3])
         best = scored[0]
         choice = best
-        carried = carried_levels(problem)
         if carried is not None:
             c_score = _exact_score(problem, cfg, terms, carried, floors)
             diag["carried_score"] = c_score.total

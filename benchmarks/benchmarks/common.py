@@ -6,7 +6,7 @@ from functools import cache
 
 import numpy as np
 
-from folding import FoldProblem, chronicle
+from folding import FoldProblem, chronicle, random_problem
 
 SEED = 0xDEADC0DE
 
@@ -28,3 +28,40 @@ def mixed_levels(n_leaves: int) -> np.ndarray:
     levels[l4:l2] = 2
     levels[l2:l1] = 1
     return levels
+
+
+# Sizes of the solver benchmarks: 15k leaves ~ 800 L1 chunks and 2.8M tokens (a
+# Mythos-sized store); 75k leaves ~ 3,300 summaries (a Sill-sized store).
+SHAPES = {
+    1_000: {"chunk_range": (12, 26), "mean_tokens": 190},
+    15_000: {"chunk_range": (12, 26), "mean_tokens": 190},
+    75_000: {"chunk_range": (20, 36), "mean_tokens": 190},
+}
+
+
+@cache
+def store(n_leaves: int, budget: int = 200_000) -> FoldProblem:
+    """A seeded conversation-shaped problem with a 200k wall and a 30-leaf raw tail."""
+    shape = SHAPES[n_leaves]
+    problem = random_problem(
+        SEED % 10_000 + n_leaves,
+        n_leaves=n_leaves,
+        mean_tokens=shape["mean_tokens"],
+        chunk_range=shape["chunk_range"],
+        merge=6,
+        recall_tokens=600,
+        head=2,
+        tail=30,
+        budget_ratio=1.0,
+    )
+    data = problem.model_dump(mode="json")
+    data["budget"] = {"total": budget}
+    return FoldProblem.model_validate(data)
+
+
+def warm(problem: FoldProblem, frontier: dict[str, int], budget: int) -> FoldProblem:
+    """``problem`` carrying ``frontier`` under a new wall."""
+    data = problem.model_dump(mode="json")
+    data["previous"] = frontier
+    data["budget"] = {"total": budget}
+    return FoldProblem.model_validate(data)
