@@ -145,3 +145,130 @@ def schema() -> None:
     from folding import fold_problem_schema
 
     console.print_json(json.dumps(fold_problem_schema()))
+
+
+def _parse_options(options: list[str]) -> dict[str, object]:
+    parsed: dict[str, object] = {}
+    for item in options:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            console.print(f"[red]error:[/red] option {item!r} is not KEY=VALUE")
+            raise typer.Exit(2)
+        try:
+            parsed[key] = json.loads(value)
+        except json.JSONDecodeError:
+            parsed[key] = value
+    return parsed
+
+
+@app.command()
+def solve(
+    path: Annotated[Path, typer.Argument(help="A fold problem JSON file.")],
+    method: Annotated[str, typer.Option(help="Solver name (see `ctxfold solvers`).")] = (
+        "kv-stable"
+    ),
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", help="Solver option KEY=VALUE (JSON values)."),
+    ] = None,
+    time_limit: Annotated[float | None, typer.Option(help="Seconds.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the SolveResult JSON.")] = False,
+) -> None:
+    """Solve a saved problem and print the plan and its layout."""
+    from pydantic import ValidationError as OptionError
+
+    import solvers
+
+    problem = _load_problem(path)
+    try:
+        solver = solvers.get(method, **_parse_options(option or []))
+    except KeyError as exc:
+        console.print(f"[red]error:[/red] {exc.args[0]}")
+        raise typer.Exit(2) from None
+    except OptionError as exc:
+        console.print(f"[red]error:[/red] invalid options for {method}:\n{exc}")
+        raise typer.Exit(2) from None
+    result = solver.solve(problem, time_limit=time_limit)
+    if json_out:
+        typer.echo(result.model_dump_json(indent=2))
+        return
+    console.print(
+        f"[bold]{result.solver}[/bold]: {result.status.value}, {result.tokens} tokens "
+        f"(wall {problem.budget.total:,}, target {problem.budget.target:,}), "
+        f"KV re-read {result.kv_cost}, {result.stats.get('solve_ms', 0):.1f} ms"
+    )
+    for key, value in result.diagnostics.items():
+        console.print(f"  {key}: {value}")
+    for request in result.produce:
+        console.print(f"  produce L{request.level} over {request.first}..{request.last}")
+    if result.frontier or result.tokens is not None:
+        layout = render(problem, result.frontier)
+        table = Table(title="layout")
+        for col in ("offset", "unit", "tokens"):
+            table.add_column(col, justify="right" if col != "unit" else "left")
+        for unit in layout.units[:40]:
+            table.add_row(f"{unit.offset:,}", f"{unit.kind}:{unit.key}", f"{unit.tokens:,}")
+        if len(layout) > 40:
+            table.add_row("...", f"{len(layout) - 40} more units", "")
+        console.print(table)
+
+
+@app.command(name="solvers")
+def list_solvers() -> None:
+    """List the registered solvers."""
+    import solvers
+
+    for name in solvers.names():
+        cls = type(solvers.get(name, **({"policy": "reference"} if name == "kv-unified" else {})))
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        console.print(f"[bold]{name}[/bold]: {doc}")
+
+
+@app.command()
+def sweep(
+    method: Annotated[
+        list[str] | None, typer.Option("--method", "-m", help="Solvers (default: all).")
+    ] = None,
+) -> None:
+    """Replay the reference budget sweep (64k, 100k, 180k, 300k, 100k) for each solver.
+
+    Tables: tokens and utilisation after each wall; then cache hit rate, billed
+    input (millions of base-price tokens), churn (millions of tokens re-read beyond
+    the appended ones) and calls over the wall.
+    """
+    from rich.progress import Progress, TaskID
+
+    import solvers
+
+    methods = method or [m for m in solvers.names() if m != "brute-force"]
+    walls = Table(title="budget sweep (220 messages): tokens and utilisation after each wall")
+    walls.add_column("solver", no_wrap=True)
+    for budget in solvers.replay_module.SWEEP_BUDGETS:
+        walls.add_column(f"{budget // 1000}k", justify="right")
+    cache = Table(title="budget sweep: cache and churn over the whole run")
+    cache.add_column("solver", no_wrap=True)
+    for col in ("hit rate", "billed", "churn", "over wall"):
+        cache.add_column(col, justify="right")
+    with Progress(console=console, transient=True) as progress:
+        for name in methods:
+            task = progress.add_task(name, total=None)
+
+            def advance(done: int, total: int, task: TaskID = task) -> None:
+                progress.update(task, completed=done, total=total)
+
+            options = {"policy": "reference"} if name == "kv-unified" else None
+            out = solvers.sweep(method=name, options=options, progress=advance)
+            s = out["summary"]
+            walls.add_row(
+                name,
+                *[f"{p['tokens'] / 1000:.1f}k {p['utilisation']:.0%}" for p in out["phases"]],
+            )
+            cache.add_row(
+                name,
+                f"{s['hit_rate']:.1%}",
+                f"{s['billed'] / 1e6:.2f}M",
+                f"{s['total_perturbation'] / 1e6:.2f}M",
+                str(s["over_budget_steps"]),
+            )
+    console.print(walls)
+    console.print(cache)

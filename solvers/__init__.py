@@ -8,10 +8,13 @@
 """
 
 from . import exact, greedy, kv_stable, kv_unified
+from . import replay as replay_module
 from ._base import Plan, Solver, SolverConfig, get, names, register, solve
+from .replay import ReplayReport, replay, sweep
 
 __all__ = [
     "Plan",
+    "ReplayReport",
     "Solver",
     "SolverConfig",
     "exact",
@@ -21,5 +24,8 @@ __all__ = [
     "kv_unified",
     "names",
     "register",
+    "replay",
+    "replay_module",
     "solve",
+    "sweep",
 ]

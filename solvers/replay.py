@@ -42,7 +42,7 @@ from folding import (
 
 from ._base import get
 
-__all__ = ["ReplayReport", "ReplayStep", "growth_schedule", "replay"]
+__all__ = ["ReplayReport", "ReplayStep", "growth_schedule", "replay", "sweep"]
 
 BudgetLike = Budget | int
 
@@ -275,3 +275,64 @@ def replay(
             progress(number + 1, len(schedule))
     report.final_frontier = dict(previous or {})
     return report
+
+
+SWEEP_BUDGETS = (64_000, 100_000, 180_000, 300_000, 100_000)
+
+
+def sweep(
+    method: str = "kv-stable",
+    *,
+    options: dict[str, Any] | None = None,
+    budgets: Sequence[int] = SWEEP_BUDGETS,
+    n_leaves: int = 220,
+    calls_per_budget: int = 3,
+    tail_tokens: int = 6_000,
+    holdback: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The reference budget sweep: grow under ``budgets[0]``, then move the wall.
+
+    The history is :func:`folding.chunked_history` (``n_leaves`` messages of
+    ~900 tokens, 3,000-token chunks of at least 4 messages, 600-token
+    summaries merged 6 at a time). The conversation grows one message per
+    call under the first wall; then each later wall gets ``calls_per_budget``
+    calls on the full conversation, carrying the frontier.
+
+    Returns
+    -------
+    dict
+        ``phases``: per wall, the tokens and utilisation after its last call;
+        ``summary``: :meth:`ReplayReport.summary` of the whole run; ``raw_tokens``.
+    """
+    from folding import chunked_history
+
+    history = chunked_history(n_leaves)
+    schedule: list[tuple[int, BudgetLike]] = list(growth_schedule(n_leaves, budgets[0]))
+    ends = [len(schedule) - 1]
+    for budget in budgets[1:]:
+        schedule += [(n_leaves, budget)] * calls_per_budget
+        ends.append(len(schedule) - 1)
+    report = replay(
+        history,
+        schedule,
+        method=method,
+        options=options,
+        tail_tokens=tail_tokens,
+        holdback=holdback,
+        progress=progress,
+    )
+    phases = [
+        {
+            "budget": report.steps[i].budget,
+            "tokens": report.steps[i].tokens,
+            "utilisation": report.steps[i].utilisation,
+        }
+        for i in ends
+    ]
+    return {
+        "method": method,
+        "raw_tokens": history.raw_tokens,
+        "phases": phases,
+        "summary": report.summary(),
+    }

@@ -125,3 +125,24 @@ def test_cli_demo_and_show(tmp_path: Path) -> None:
     bad.write_text('{"leaves": [{"id": "a", "tokens": -1}], "budget": {"total": 5}}')
     result = runner.invoke(app, ["show", str(bad)])
     assert result.exit_code == 2 and "non-negative integer" in result.output
+
+
+def test_cli_solve_solvers_and_sweep(tmp_path: Path) -> None:
+    runner = CliRunner()
+    path = tmp_path / "p.json"
+    path.write_text(chronicle(36, total=12_000).model_dump_json(), encoding="utf-8")
+    result = runner.invoke(app, ["solve", str(path), "--method", "flat-profile"])
+    assert result.exit_code == 0, result.output
+    assert "flat-profile: feasible" in result.output and "recall:L1-0" in result.output
+    result = runner.invoke(app, ["solve", str(path), "--method", "kv-stable", "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.output)["status"] == "feasible"
+    result = runner.invoke(app, ["solve", str(path), "--method", "nope"])
+    assert result.exit_code == 2 and "registered solvers" in result.output
+    result = runner.invoke(app, ["solve", str(path), "--method", "kv-unified"])
+    assert result.exit_code == 2 and "policy" in result.output
+    result = runner.invoke(app, ["solvers"])
+    assert result.exit_code == 0 and "kv-unified" in result.output
+    result = runner.invoke(app, ["sweep", "--method", "flat-profile"])
+    assert result.exit_code == 0, result.output
+    assert "flat-profile" in result.output and "57%" in result.output
