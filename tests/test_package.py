@@ -146,3 +146,14 @@ def test_cli_solve_solvers_and_sweep(tmp_path: Path) -> None:
     result = runner.invoke(app, ["sweep", "--method", "flat-profile"])
     assert result.exit_code == 0, result.output
     assert "flat-profile" in result.output and "57%" in result.output
+
+
+def test_readme_quick_start_runs_and_prints_what_it_says(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    promised = [line[2:] for line in code.splitlines() if line.startswith("# ")]
+    assert printed == promised
