@@ -31,7 +31,15 @@ from .hierarchy import Hierarchy
 from .kv import CachePrices, CacheRequest, CacheSimulator, CacheTotals, divergence_index, kv_cost
 from .model import Budget, Conflict, FoldProblem, Frontier, Leaf, Pin, Summary
 from .objectives import fidelity_loss, fidelity_weights
-from .render import Layout, Unit, frontier_from_levels, levels_from_frontier, render, render_levels
+from .render import (
+    Layout,
+    Unit,
+    frontier_from_levels,
+    levels_from_frontier,
+    previous_layout,
+    render,
+    render_levels,
+)
 from .result import ProduceRequest, SolveResult, Status
 from .schema import fold_problem_schema
 from .validate import check_plan, is_valid
@@ -83,6 +91,7 @@ __all__ = [
     "is_valid",
     "kv_cost",
     "levels_from_frontier",
+    "previous_layout",
     "random_problem",
     "render",
     "render_levels",

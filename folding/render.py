@@ -34,6 +34,7 @@ __all__ = [
     "Unit",
     "frontier_from_levels",
     "levels_from_frontier",
+    "previous_layout",
     "render",
     "render_levels",
 ]
@@ -218,6 +219,20 @@ def render(problem: FoldProblem, frontier: Frontier) -> Layout:
     140
     """
     return render_levels(problem, levels_from_frontier(problem, frontier))
+
+
+def previous_layout(problem: FoldProblem) -> Layout | None:
+    """The layout of the problem's carried frontier, or None.
+
+    None when there is no previous frontier or it can no longer be rendered
+    under the current problem (then every token counts as re-read).
+    """
+    if problem.previous is None:
+        return None
+    try:
+        return render_levels(problem, problem.index.previous)
+    except PlanViolation:
+        return None
 
 
 def render_levels(problem: FoldProblem, levels: IntArray) -> Layout:

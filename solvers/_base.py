@@ -29,10 +29,11 @@ from folding import (
     check_plan,
     frontier_from_levels,
     kv_cost,
+    previous_layout,
     render_levels,
 )
 
-from ._common import infeasible_diagnostics, over_budget_plan, previous_layout
+from ._common import infeasible_diagnostics, over_budget_plan
 
 IntArray = npt.NDArray[np.int64]
 

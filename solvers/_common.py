@@ -10,8 +10,6 @@ import numpy.typing as npt
 from folding import (
     BoundaryGraph,
     FoldProblem,
-    Layout,
-    PlanViolation,
     ProduceRequest,
     Status,
     render_levels,
@@ -23,20 +21,6 @@ if TYPE_CHECKING:
     from ._base import Plan
 
 IntArray = npt.NDArray[np.int64]
-
-
-def previous_layout(problem: FoldProblem) -> Layout | None:
-    """The layout of the carried frontier under the current problem, or None.
-
-    None when there is no previous frontier or it can no longer be rendered
-    (then every token counts as re-read).
-    """
-    if problem.previous is None:
-        return None
-    try:
-        return render_levels(problem, problem.index.previous)
-    except PlanViolation:
-        return None
 
 
 def is_valid_levels(problem: FoldProblem, levels: IntArray) -> bool:

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from folding import FoldProblem, Status, fidelity_loss, kv_cost, render_levels
+from folding import FoldProblem, Status, fidelity_loss, kv_cost, previous_layout, render_levels
 
 from ._base import Plan, Solver, SolverConfig, register
 from ._common import (
@@ -36,7 +36,6 @@ from ._common import (
     finest_levels,
     finish_greedy,
     is_valid_levels,
-    previous_layout,
 )
 from ._forest import Forest, FrontierState
 

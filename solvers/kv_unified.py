@@ -40,12 +40,12 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from folding import FoldProblem, Layout, Status, fidelity_weights, render_levels
+from folding import FoldProblem, Layout, Status, fidelity_weights, previous_layout, render_levels
 from folding.render import resolve_units
 
 from ._atoms import AtomModel, build_atoms
 from ._base import Plan, Solver, SolverConfig, register
-from ._common import carried_levels, cheapest_levels, previous_layout
+from ._common import carried_levels, cheapest_levels
 from ._cpsat import import_cp_model, make_solver, translate_status
 from ._forest import Forest
 from .kv_stable import ideal_cut

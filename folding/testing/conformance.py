@@ -24,12 +24,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ..exceptions import PlanViolation
 from ..frontiers import enumerate_frontiers
 from ..kv import kv_cost
 from ..model import FoldProblem
 from ..objectives import fidelity_loss
-from ..render import render, render_levels
+from ..render import previous_layout, render
 from ..result import SolveResult, Status
 from ..validate import check_plan
 from .strategies import problems
@@ -62,15 +61,6 @@ def _given(check: PropertyTest) -> PropertyTest:
     test.__name__ = check.__name__
     test.__doc__ = check.__doc__
     return test
-
-
-def _previous_layout(problem: FoldProblem) -> Any:
-    if problem.previous is None:
-        return None
-    try:
-        return render_levels(problem, problem.index.previous)
-    except PlanViolation:
-        return None
 
 
 class SolverConformance:
@@ -108,7 +98,7 @@ class SolverConformance:
         assert result.status in Status.with_plan(), result
         layout = check_plan(problem, result.frontier)
         assert result.tokens == layout.total <= problem.budget.total
-        assert result.kv_cost == kv_cost(_previous_layout(problem), layout)
+        assert result.kv_cost == kv_cost(previous_layout(problem), layout)
         assert all(level > 0 for level in result.frontier.values())
 
     @_property
