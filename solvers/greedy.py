@@ -42,6 +42,18 @@ def _produce(problem: FoldProblem, state: FrontierState, leaf: int, level: int) 
     return ProduceRequest(level=level, first=ids[leaf], last=ids[leaf])
 
 
+def _done(
+    problem: FoldProblem, state: FrontierState, produce: list[ProduceRequest], raises: int
+) -> Plan:
+    plan = Plan(
+        state.levels,
+        Status.FEASIBLE,
+        produce,
+        stats={"raises": raises, "planned_tokens": state.tokens},
+    )
+    return finish_greedy(problem, plan)
+
+
 def _foldable(problem: FoldProblem) -> np.ndarray:
     idx = problem.index
     return ~idx.protected & ~idx.locked
@@ -81,13 +93,7 @@ class OldestFirst(Solver):
                 continue
             state.apply_raise(parent, step[1], step[0])
             raises += 1
-        plan = Plan(
-            state.levels,
-            Status.FEASIBLE,
-            produce,
-            stats={"raises": raises, "planned_tokens": state.tokens},
-        )
-        return finish_greedy(problem, plan)
+        return _done(problem, state, produce, raises)
 
 
 @register
@@ -167,10 +173,4 @@ class FlatProfile(Solver):
                 if fallback is not None:
                     produce.append(fallback)
                 break
-        plan = Plan(
-            state.levels,
-            Status.FEASIBLE,
-            produce,
-            stats={"raises": raises, "planned_tokens": state.tokens},
-        )
-        return finish_greedy(problem, plan)
+        return _done(problem, state, produce, raises)

@@ -512,37 +512,40 @@ class KvUnified(Solver):
         )
         errors += [e1, e2]
         objective = [model.scaled(model.fidelity, model.z, SCORE), t_under, t_over]
+        penalties = []
         if terms.before is not None and policy.cache_lambda > 0:
             price = max(0.0, policy.cache_write_price - policy.cache_read_price)
-            upper = price * wall * SCORE
-            e_k = m.new_int_var(0, int(upper) + SCORE, "excess_churn")
-            m.add(e_k >= model.churn_expr(SCORE) - round(k_floor * SCORE))
-            t_k, e3 = _quadratic_epigraph(
-                model,
-                e_k,
-                upper,
-                policy.cache_lambda,
-                policy.cache_scale * SCORE,
-                cfg.pieces,
-                "t_churn",
+            penalties.append(
+                (
+                    "churn",
+                    model.churn_expr(SCORE),
+                    k_floor,
+                    price * wall,
+                    policy.cache_lambda,
+                    policy.cache_scale,
+                )
             )
-            objective.append(t_k)
-            errors.append(e3)
         if terms.change is not None and policy.continuity_lambda > 0:
-            upper = (sum(model.change_z.values()) + sum(model.change_raw.values())) * SCORE
-            e_c = m.new_int_var(0, int(upper) + SCORE, "excess_change")
-            m.add(e_c >= model.change_expr(SCORE) - round(c_floor * SCORE))
-            t_c, e4 = _quadratic_epigraph(
-                model,
-                e_c,
-                upper,
-                policy.continuity_lambda,
-                policy.continuity_scale * SCORE,
-                cfg.pieces,
-                "t_change",
+            most = sum(model.change_z.values()) + sum(model.change_raw.values())
+            penalties.append(
+                (
+                    "change",
+                    model.change_expr(SCORE),
+                    c_floor,
+                    most,
+                    policy.continuity_lambda,
+                    policy.continuity_scale,
+                )
             )
-            objective.append(t_c)
-            errors.append(e4)
+        for name, expr, floor_value, most, weight, scale in penalties:
+            # weight * (max(0, value - floor) / scale)**2, by tangents of the excess
+            excess = m.new_int_var(0, int(most * SCORE) + SCORE, f"excess_{name}")
+            m.add(excess >= expr - round(floor_value * SCORE))
+            t, err = _quadratic_epigraph(
+                model, excess, most * SCORE, weight, scale * SCORE, cfg.pieces, f"t_{name}"
+            )
+            objective.append(t)
+            errors.append(err)
         status, solver = model.solve(sum(objective), budget * 0.6)
         proven &= status is Status.OPTIMAL
         stats["cpsat_status"] = model.last_status
