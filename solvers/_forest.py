@@ -117,6 +117,14 @@ class FrontierState:
             unit[seg[self.levels[a:b] == k]] = node
         self.unit = unit
         self.node_tokens = idx.node_tokens
+        # each unit's tokens sit on its first non-protected leaf: a span's current
+        # cost is then one slice sum (exact while units nest inside spans)
+        cost_at = np.zeros(idx.n, dtype=np.int64)
+        free = np.flatnonzero(~idx.protected)
+        units = unit[free]
+        first = np.unique(units, return_index=True)[1]
+        cost_at[free[first]] = idx.node_tokens[units[first]]
+        self.cost_at = cost_at
         self.tokens = problem.fixed_tokens + int(self.node_tokens[nodes].sum())
 
     def _span(self, j: int) -> tuple[int, int]:
@@ -138,6 +146,17 @@ class FrontierState:
             return None
         return int(f.tokens[j]) - int(self.node_tokens[units].sum()), units
 
+    def quick_raise_delta(self, j: int) -> int | None:
+        """:meth:`raise_delta`'s token change from the per-leaf costs, without the checks
+        of unit containment (exact on a laminar state; confirm with :meth:`raise_delta`)."""
+        f = self.forest
+        if not f.eligible[j]:
+            return None
+        a, b = self._span(j)
+        if (self.levels[a:b] >= int(f.level[j])).any():
+            return None
+        return int(f.tokens[j]) - int(self.cost_at[a:b].sum())
+
     def apply_raise(self, j: int, units: IntArray, delta: int) -> None:
         """Show summary ``j`` (after :meth:`raise_delta` allowed it)."""
         a, b = self._span(j)
@@ -145,6 +164,8 @@ class FrontierState:
         seg = np.arange(a, b)[free]
         self.levels[seg] = int(self.forest.level[j])
         self.unit[seg] = self.idx.n + j
+        self.cost_at[seg] = 0
+        self.cost_at[int(self.forest.first_member[j])] = int(self.forest.tokens[j])
         self.tokens += delta
 
     def lower_delta(self, j: int) -> int | None:
@@ -174,6 +195,7 @@ class FrontierState:
             seg = np.arange(a, b)[free_mask]
             self.levels[seg] = 0
             self.unit[seg] = seg
+            self.cost_at[seg] = self.idx.leaf_tokens[seg]
         else:
             for c in f.children[j]:
                 if f.members[c] == 0:
@@ -182,6 +204,8 @@ class FrontierState:
                 seg = np.arange(ca, cb)[~self.idx.protected[ca:cb]]
                 self.levels[seg] = int(f.level[c])
                 self.unit[seg] = self.idx.n + c
+                self.cost_at[seg] = 0
+                self.cost_at[int(f.first_member[c])] = int(f.tokens[c])
         self.tokens += delta
 
     def shown_summaries(self) -> list[int]:

@@ -24,11 +24,21 @@ When even the fully folded ideal exceeds the wall the result is
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from folding import FoldProblem, Status, fidelity_loss, kv_cost, previous_layout, render_levels
+from folding import (
+    FoldProblem,
+    Status,
+    fidelity_loss,
+    fidelity_weights,
+    kv_cost,
+    previous_layout,
+    render_levels,
+)
 
 from ._base import Plan, Solver, SolverConfig, register
 from ._common import (
@@ -53,38 +63,89 @@ class KvStableConfig(SolverConfig):
     """Age exponent of the fidelity loss used by the quality test."""
 
 
-def ideal_cut(problem: FoldProblem, forest: Forest) -> FrontierState:
-    """The ideal frontier: fold lowest-salience and oldest first to the target, then refill."""
+def ideal_cut(problem: FoldProblem, forest: Forest, alpha: float = 0.7) -> FrontierState:
+    """The ideal frontier, built from scratch: fold to the target, then refill.
+
+    Starting from the finest frontier the constraints allow, repeatedly show
+    the summary that costs the least fidelity per token saved (fidelity as in
+    :func:`folding.fidelity_loss`: old and low-salience material is cheap to
+    fold) until the tokens reach the target. Then un-fold the shown summaries
+    that return the most fidelity per token added while that brings the total
+    closer to the target without crossing the wall.
+    """
     idx = problem.index
     target, wall = problem.budget.target, problem.budget.total
     state = FrontierState(forest, finest_levels(problem))
-    salience = np.where(idx.protected, np.inf, idx.salience)
+    weights = np.where(idx.protected, 0.0, fidelity_weights(problem, alpha))
+    first, stop = forest.first, forest.last + 1
+    level = forest.level
+    # Per summary, kept up to date as raises happen: the fidelity already lost in
+    # its span and the tokens its span costs now. A key is then O(1).
+    lost_prefix = np.concatenate([[0.0], np.cumsum(weights * state.levels)])
+    cost_prefix = np.concatenate([[0], np.cumsum(state.cost_at)])
+    lost_in = lost_prefix[stop] - lost_prefix[first]
+    cost_in = cost_prefix[stop] - cost_prefix[first]
+    weight_prefix = np.concatenate([[0.0], np.cumsum(weights)])
+    full_loss = level * (weight_prefix[stop] - weight_prefix[first])
 
-    def priority(j: int) -> tuple[float, int]:
-        # fold lowest salience first, then oldest; un-fold in the reverse order
-        return float(salience[forest.first[j] : forest.last[j] + 1].min()), int(forest.first[j])
+    def key(j: int) -> tuple[float, int] | None:
+        saved = int(cost_in[j]) - int(forest.tokens[j])
+        if saved <= 0 or state.levels[forest.first_member[j]] >= level[j]:
+            return None
+        return (float(full_loss[j]) - float(lost_in[j])) / saved, int(first[j])
 
-    for k in range(1, forest.depth + 1):
-        if state.tokens <= target:
-            break
-        candidates = np.flatnonzero((forest.level == k) & forest.eligible).tolist()
-        candidates.sort(key=priority)
-        for j in candidates:
-            if state.tokens <= target:
-                break
-            step = state.raise_delta(j)
-            if step is not None and step[0] < 0:
-                state.apply_raise(j, step[1], step[0])
+    heap: list[tuple[float, int, int]] = []
+    for j in np.flatnonzero(forest.eligible).tolist():
+        k = key(j)
+        if k is not None:
+            heap.append((k[0], k[1], j))
+    heapq.heapify(heap)
+    while state.tokens > target and heap:
+        ratio, start, j = heapq.heappop(heap)
+        current = key(j)
+        if current is None:
+            continue
+        if current != (ratio, start):
+            heapq.heappush(heap, (current[0], current[1], j))
+            continue
+        step = state.raise_delta(j)  # the checked version: units must nest in the span
+        if step is None or step[0] >= 0:
+            continue
+        a, b = int(first[j]), int(stop[j])
+        more_lost = float(weights[a:b] @ (int(level[j]) - state.levels[a:b]))
+        state.apply_raise(j, step[1], step[0])
+        lost_in[j] += more_lost
+        cost_in[j] += step[0]
+        for up in range(int(level[j]) + 1, forest.depth + 1):
+            parent = int(forest.cover[up, a])
+            if parent < 0:
+                continue
+            lost_in[parent] += more_lost
+            cost_in[parent] += step[0]
+            if forest.eligible[parent]:
+                k = key(parent)
+                if k is not None:
+                    heapq.heappush(heap, (k[0], k[1], parent))
+
+    def gain(j: int) -> float:
+        a, b = int(forest.first[j]), int(forest.last[j]) + 1
+        return float(weights[a:b].sum())
+
     changed = state.tokens < target
     while changed:
         changed = False
-        for j in sorted(state.shown_summaries(), key=priority, reverse=True):
+        options = []
+        for j in state.shown_summaries():
             delta = state.lower_delta(j)
-            if delta is None:
+            if delta is not None:
+                options.append((-gain(j) / max(delta, 1), -int(forest.first[j]), j, delta))
+        for _, _, j, _ in sorted(options):
+            delta_now = state.lower_delta(j)
+            if delta_now is None:
                 continue
-            new = state.tokens + delta
+            new = state.tokens + delta_now
             if new <= wall and abs(new - target) < abs(state.tokens - target):
-                state.apply_lower(j, delta)
+                state.apply_lower(j, delta_now)
                 changed = True
     return state
 
@@ -124,7 +185,7 @@ class KvStable(Solver):
         if carried is not None:
             carried_tokens = render_levels(problem, carried).total
             diag["carried_tokens"] = carried_tokens
-        ideal = ideal_cut(problem, forest)
+        ideal = ideal_cut(problem, forest, cfg.alpha)
         ideal_levels = ideal.levels
         ideal_tokens = render_levels(problem, ideal_levels).total
         diag["ideal_tokens"] = ideal_tokens
