@@ -22,7 +22,8 @@ class BudgetSweep:
     timeout = 900
 
     def setup_cache(self) -> dict[str, Any]:
-        return {m: sweep(method=m) for m in SOLVERS}
+        options = {"kv-unified": {"policy": "reference"}}
+        return {m: sweep(method=m, options=options.get(m)) for m in SOLVERS}
 
     def track_utilisation(self, results: dict[str, Any], method: str, phase: str) -> float:
         return 100.0 * results[method]["phases"][PHASES.index(phase)]["utilisation"]
