@@ -138,7 +138,8 @@ class Store:
         conn.executescript(SCHEMA)
         if conn.execute("SELECT COUNT(*) FROM branches").fetchone()[0] == 0:
             conn.execute(
-                "INSERT INTO branches (name, parent, fork_seq, created) VALUES ('main', NULL, 0, ?)",
+                "INSERT INTO branches (name, parent, fork_seq, created) "
+                "VALUES ('main', NULL, 0, ?)",
                 (time.time(),),
             )
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('current_branch', 'main')")
@@ -260,7 +261,7 @@ class Store:
             if op == "append":
                 order[item] = seq
                 bodies[item] = json.loads(body) if body is not None else None
-            elif op == "edit" and item in bodies:
+            elif op == "edit" and item in bodies and body is not None:
                 bodies[item] = json.loads(body)
             elif op == "redact":
                 bodies.pop(item, None)
