@@ -215,7 +215,7 @@ def chunked_history(
     --------
     >>> p = chunked_history(220)
     >>> p.n_leaves, sorted({s.level for s in p.summaries})
-    (220, [1, 2])
+    (220, [1, 2, 3])
     """
     rng = np.random.default_rng(seed)
     low, high = mean_tokens * (1 - spread), mean_tokens * (1 + spread)

@@ -1,0 +1,178 @@
+"""The summariser protocol and the deterministic extractive summariser.
+
+A summariser answers a :class:`CompletionRequest` (system prompt, messages,
+model, output cap, tools) with a :class:`Completion` (text, stop reason in
+one vocabulary, usage). Only a completion whose stop reason is ``end_turn``
+with non-empty text may become memory.
+
+:class:`ExtractiveSummarizer` needs no model: it keeps the sentences that
+carry the most information (rare words, identifiers, numbers, paths) up to a
+target length, in their original order. It is for offline use, demos, tests
+and benchmarks, is always chosen explicitly and is never substituted for a
+model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .messages import Message, TextBlock
+
+__all__ = [
+    "MEMORY_MARKER",
+    "Completion",
+    "CompletionRequest",
+    "ExtractiveSummarizer",
+    "StopReason",
+    "Summarizer",
+    "Usage",
+]
+
+StopReason = Literal["end_turn", "max_tokens", "refusal", "tool_use", "error"]
+
+MEMORY_MARKER = "[CM] A new memory is about to be formed"
+"""Start of the marker turn that precedes the messages a memory is written from."""
+
+
+class CompletionRequest(BaseModel):
+    """One summariser call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1)
+    messages: tuple[Message, ...]
+    system: str | None = None
+    max_tokens: int = Field(default=4096, gt=0)
+    tools: tuple[dict[str, Any], ...] | None = None
+    agent: str = "Claude"
+    """The participant whose turns are the assistant side."""
+    target_tokens: int | None = None
+    """The length the instruction asks for, when known."""
+
+
+class Usage(BaseModel):
+    """Tokens a call consumed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class Completion(BaseModel):
+    """A summariser's answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    stop_reason: StopReason
+    usage: Usage = Field(default_factory=Usage)
+    model: str | None = None
+
+    @property
+    def acceptable(self) -> bool:
+        """Only ``end_turn`` with non-empty text may become memory."""
+        return self.stop_reason == "end_turn" and bool(self.text.strip())
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Anything that completes a request."""
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        """Answer ``request``."""
+        ...
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*|\d+(?:\.\d+)?")
+_IDENTIFIER = re.compile(r"[/_.]|\d|[a-z][A-Z]")
+
+
+class ExtractiveSummarizer:
+    """Deterministic extractive summaries: the most informative sentences, in order.
+
+    Parameters
+    ----------
+    target_tokens : int
+        Default length when the request states none (chars / 4 per token).
+    model : str
+        Name reported in completions.
+
+    Examples
+    --------
+    >>> from context_manager.messages import Message
+    >>> s = ExtractiveSummarizer(target_tokens=12)
+    >>> text = "Hi. Please fix parse_config in src/app.py line 42. Thanks."
+    >>> req = CompletionRequest(model="extractive", messages=(Message.text_message("User", text),))
+    >>> s.complete(req).text
+    'Please fix parse_config in src/app.py line 42.'
+    """
+
+    def __init__(self, *, target_tokens: int = 400, model: str = "extractive") -> None:
+        if target_tokens <= 0:
+            raise ValueError(f"target_tokens must be positive, got {target_tokens}")
+        self.target_tokens = target_tokens
+        self.model = model
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        """Summarise the messages after the memory marker (all of them when there is none)."""
+        source = _source_messages(request.messages)
+        sentences = [s.strip() for m in source for s in _SENTENCE.split(m.text) if s.strip()]
+        target = request.target_tokens or self.target_tokens
+        budget_chars = min(target, request.max_tokens) * 4
+        text = _select(sentences, budget_chars)
+        if not text:
+            text = "A quiet stretch with nothing to note."
+        usage = Usage(
+            input_tokens=sum(math.ceil(len(m.text) / 4) for m in request.messages),
+            output_tokens=math.ceil(len(text) / 4),
+        )
+        return Completion(text=text, stop_reason="end_turn", usage=usage, model=self.model)
+
+
+def _source_messages(messages: Sequence[Message]) -> list[Message]:
+    start = 0
+    for i, m in enumerate(messages):
+        first = m.content[0] if m.content else None
+        if isinstance(first, TextBlock) and first.text.startswith(MEMORY_MARKER):
+            start = i + 1
+    source = list(messages[start:])
+    if start and source:
+        source = source[:-1]  # the instruction turn after the chunk
+    return source or list(messages)
+
+
+def _select(sentences: list[str], budget_chars: int) -> str:
+    if not sentences:
+        return ""
+    docs = [set(_WORD.findall(s.lower())) for s in sentences]
+    frequency: Counter[str] = Counter(w for d in docs for w in d)
+    n = len(sentences)
+
+    def score(i: int) -> float:
+        words = _WORD.findall(sentences[i])
+        if not words:
+            return 0.0
+        info = sum(math.log((1 + n) / frequency[w.lower()]) for w in words)
+        idents = sum(1 for w in words if _IDENTIFIER.search(w))
+        return (info + 2.0 * idents) / math.sqrt(len(words))
+
+    ranked = sorted(range(n), key=lambda i: (-score(i), i))
+    chosen: list[int] = []
+    used = 0
+    for i in ranked:
+        cost = len(sentences[i]) + 1
+        if used + cost > budget_chars:
+            continue
+        chosen.append(i)
+        used += cost
+    if not chosen:
+        return sentences[ranked[0]][: max(1, budget_chars)]
+    return " ".join(sentences[i] for i in sorted(chosen))
