@@ -48,6 +48,8 @@ class ProblemIndex:
         ``UNBOUNDED`` when unconstrained. A leaf with ``cap >= 1`` and no summary yet
         is foldable once one is produced.
     locked : ndarray of bool, shape (n,)
+    in_zone : ndarray of bool, shape (n,)
+        Head or tail leaves.
     previous : ndarray of int64, shape (n,)
         The carried frontier as levels (0 where absent).
     """
@@ -64,6 +66,7 @@ class ProblemIndex:
     protected: BoolArray
     cap: IntArray
     locked: BoolArray
+    in_zone: BoolArray
     previous: IntArray
     has_previous: bool
 
@@ -126,6 +129,7 @@ class ProblemIndex:
             protected=hi == 0,
             cap=cap,
             locked=locked,
+            in_zone=zones,
             previous=previous,
             has_previous=problem.previous is not None,
         )

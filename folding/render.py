@@ -178,8 +178,9 @@ def _levels(problem: FoldProblem, frontier: Frontier) -> tuple[IntArray, list[Vi
 def frontier_from_levels(problem: FoldProblem, levels: npt.ArrayLike) -> dict[str, int]:
     """The canonical frontier dict of a level array: non-zero entries only, in leaf order."""
     arr = np.asarray(levels, dtype=np.int64)
-    ids = problem.hierarchy.leaf_ids
-    return {ids[i]: int(arr[i]) for i in np.flatnonzero(arr).tolist()}
+    nonzero = np.flatnonzero(arr)
+    ids = problem.index.unit_keys  # "raw:<id>": strip the prefix
+    return dict(zip((k[4:] for k in ids[nonzero].tolist()), arr[nonzero].tolist(), strict=True))
 
 
 def render(problem: FoldProblem, frontier: Frontier) -> Layout:

@@ -99,7 +99,7 @@ def _constraint_violations(problem: FoldProblem, levels: np.ndarray) -> list[Vio
     h = problem.hierarchy
     idx = problem.index
     out: list[Violation] = []
-    for i in np.flatnonzero(levels > 0).tolist():
+    for i in np.flatnonzero((levels > 0) & idx.in_zone).tolist():
         zone = problem.leaves[i].zone
         if zone != "middle":
             out.append(

@@ -33,7 +33,6 @@ from pydantic import Field
 from folding import (
     FoldProblem,
     Status,
-    fidelity_loss,
     fidelity_weights,
     kv_cost,
     previous_layout,
@@ -122,7 +121,8 @@ def ideal_cut(problem: FoldProblem, forest: Forest, alpha: float = 0.7) -> Front
                 continue
             lost_in[parent] += more_lost
             cost_in[parent] += step[0]
-            if forest.eligible[parent]:
+            # re-key the direct parent now; higher ancestors are re-keyed when popped
+            if up == int(level[j]) + 1 and forest.eligible[parent]:
                 k = key(parent)
                 if k is not None:
                     heapq.heappush(heap, (k[0], k[1], parent))
@@ -198,12 +198,10 @@ class KvStable(Solver):
         if carried is None or carried_tokens is None:
             diag["decision"] = "bootstrap"
             return Plan(ideal_levels, Status.FEASIBLE, diagnostics=diag, stats=stats)
-        frontier_of = problem.hierarchy.leaf_ids
+        weights = fidelity_weights(problem, cfg.alpha)
 
-        def loss(levels: IntArray) -> float:
-            return fidelity_loss(
-                problem, {frontier_of[i]: int(v) for i, v in enumerate(levels) if v}, cfg.alpha
-            )
+        def loss(levels: IntArray) -> float:  # folding.fidelity_loss on a level array
+            return float(weights @ levels)
 
         ideal_loss, carried_loss = loss(ideal_levels), loss(carried)
         diag["ideal_loss"], diag["carried_loss"] = ideal_loss, carried_loss
