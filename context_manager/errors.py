@@ -1,0 +1,69 @@
+"""Errors of the context manager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "ContextManagerError",
+    "OverBudgetError",
+    "SummarizerNotConfiguredError",
+    "UncoveredDropError",
+]
+
+
+class ContextManagerError(Exception):
+    """Base class of the context manager's errors."""
+
+
+class ConfigError(ContextManagerError, ValueError):
+    """A configuration value is missing or invalid; the message names it and the fix."""
+
+
+class SummarizerNotConfiguredError(ContextManagerError):
+    """The strategy must write a summary but has no ``compression_model`` (or no summariser)."""
+
+
+class OverBudgetError(ContextManagerError):
+    """The context cannot fit the budget: the compile refuses rather than truncate.
+
+    Attributes
+    ----------
+    budget : int
+        The input budget (max tokens minus the response reserve).
+    actual : int
+        The tokens the best frontier still needs.
+    stage : str
+        Where the compile refused (``head/tail reservation``, ``solver``, ...).
+    diagnostics : dict
+        ``head_tokens``, ``tail_tokens``, ``middle_tokens``, ``raw_pins`` (each pin
+        holding raw tokens), ``floor_tokens``, ``deepest_level`` and a ``suggestion``.
+    """
+
+    def __init__(self, stage: str, budget: int, actual: int, diagnostics: dict[str, Any]) -> None:
+        self.stage = stage
+        self.budget = budget
+        self.actual = actual
+        self.diagnostics = diagnostics
+        parts = ", ".join(
+            f"{k}={diagnostics[k]}"
+            for k in ("head_tokens", "tail_tokens", "middle_tokens", "deepest_level")
+            if k in diagnostics
+        )
+        super().__init__(
+            f"{stage}: {actual} tokens still exceed the hard budget {budget} ({parts})"
+        )
+
+
+class UncoveredDropError(ContextManagerError):
+    """The context would omit messages that no emitted summary represents."""
+
+    def __init__(self, dropped_ids: list[str], site: str) -> None:
+        self.dropped_ids = dropped_ids
+        self.site = site
+        shown = ", ".join(dropped_ids[:5]) + (" ..." if len(dropped_ids) > 5 else "")
+        super().__init__(
+            f"{site}: {len(dropped_ids)} messages would be dropped without a summary "
+            f"covering them ({shown}); refusing to send a context that silently loses history"
+        )

@@ -1,0 +1,424 @@
+"""``ContextManager``: the store, the strategy and the compile loop."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import ConfigError, ContextManagerError
+from .messages import ContentBlock, Message, TextBlock
+from .pairing import enforce_tool_pairs
+from .store import Branch, Store
+from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
+from .strategies.passthrough import PassthroughStrategy
+from .summarizer import Summarizer
+from .tokens import TiktokenCounter, TokenCounter
+
+__all__ = ["INJECTION_PREFIX", "CompileResult", "ContextManager", "Injection"]
+
+INJECTION_PREFIX = "system_context:"
+"""Participant prefix of injected messages (``system_context:<namespace>``)."""
+
+
+class Injection(BaseModel):
+    """Extra content placed into a compiled request.
+
+    ``system`` content goes to :attr:`CompileResult.system_injections`;
+    ``before_user`` is inserted before the last user message (skipped when
+    there is none); ``after_user`` right after it (appended when there is none).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespace: str
+    position: Literal["system", "before_user", "after_user"]
+    content: tuple[ContentBlock, ...]
+
+    @classmethod
+    def text(cls, namespace: str, position: str, text: str) -> Injection:
+        """An injection holding one text block."""
+        return cls.model_validate(
+            {"namespace": namespace, "position": position, "content": [TextBlock(text=text)]}
+        )
+
+
+@dataclass
+class CompileResult:
+    """The messages to send, system injections and how the context was composed."""
+
+    messages: list[Message]
+    system_injections: list[ContentBlock] = field(default_factory=list)
+    render_stats: dict[str, Any] = field(default_factory=dict)
+
+
+class ContextManager:
+    """Keeps every message and compiles the context of each model call.
+
+    Open with :meth:`open`; use as a context manager to close it.
+
+    Examples
+    --------
+    >>> from context_manager import ContextManager, CharsCounter
+    >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+    ...     _ = cm.add_message("User", "hello there")
+    ...     _ = cm.add_message("Claude", "hi!")
+    ...     [m.text for m in cm.compile(max_tokens=1000, reserve_for_response=100).messages]
+    ['hello there', 'hi!']
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        owns_store: bool,
+        strategy: Strategy,
+        summarizer: Summarizer | None,
+        counter: TokenCounter,
+        namespace: str,
+        isolate: bool,
+        clock: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self._owns_store = owns_store
+        self._strategy = strategy
+        self._summarizer = summarizer
+        self._counter = counter
+        self._namespace = namespace
+        self._slot = f"{namespace}/messages" if isolate else "messages"
+        self._clock = clock
+        self._holds: dict[str, float | None] = {}
+        self._tools: list[dict[str, Any]] | None = None
+        self._system_prompt: str | None = None
+        self._cache: list[StoredMessage] | None = None
+        self._render_stats: dict[str, Any] | None = None
+        self._closed = False
+        self._ctx = StrategyContext(
+            store=store,
+            namespace=namespace,
+            messages=self.get_messages,
+            counter=counter,
+            summarizer=summarizer,
+            is_held=self._is_held,
+            held_ids=self._held_ids,
+            tools=lambda: self._tools,
+            system_prompt=lambda: self._system_prompt,
+        )
+        strategy.initialize(self._ctx)
+
+    # ----------------------------------------------------------------- opening
+    @classmethod
+    def open(
+        cls,
+        *,
+        path: str | Path | None = None,
+        store: Store | None = None,
+        strategy: Strategy | None = None,
+        summarizer: Summarizer | None = None,
+        counter: TokenCounter | None = None,
+        namespace: str | None = None,
+        isolate: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> ContextManager:
+        """Open a manager on a store file (``path``) or an app-owned :class:`Store`.
+
+        Raises
+        ------
+        ConfigError
+            Unless exactly one of ``path`` and ``store`` is given, or when ``isolate``
+            is set without a ``namespace``.
+        """
+        if (path is None) == (store is None):
+            raise ConfigError("give exactly one of path= (a store file) or store= (a Store)")
+        if isolate and not namespace:
+            raise ConfigError("isolate=True needs a namespace= to isolate the messages under")
+        owns = store is None
+        opened = Store.open(path) if store is None else store  # type: ignore[arg-type]
+        try:
+            return cls(
+                opened,
+                owns_store=owns,
+                strategy=strategy or PassthroughStrategy(),
+                summarizer=summarizer,
+                counter=counter or TiktokenCounter(),
+                namespace=namespace or "default",
+                isolate=isolate,
+                clock=clock,
+            )
+        except BaseException:
+            if owns:
+                opened.close()
+            raise
+
+    def close(self) -> None:
+        """Close the manager (and the store when it owns it). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_store:
+            self._store.close()
+
+    def __enter__(self) -> ContextManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def store(self) -> Store:
+        """The underlying store."""
+        return self._store
+
+    @property
+    def strategy(self) -> Strategy:
+        """The current strategy."""
+        return self._strategy
+
+    # ---------------------------------------------------------------- messages
+    def add_message(
+        self,
+        participant: str,
+        content: str | Sequence[ContentBlock],
+        *,
+        metadata: dict[str, Any] | None = None,
+        hold: bool | float = False,
+        timestamp: float | None = None,
+    ) -> str:
+        """Append a message; returns its id.
+
+        ``hold`` (True, or a timeout in seconds) holds it out of compression
+        before the strategy hears of it.
+        """
+        self._check_open()
+        blocks = (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
+        message = Message(
+            participant=participant,
+            content=blocks,
+            metadata=metadata or {},
+            timestamp=timestamp if timestamp is not None else time.time(),
+        )
+        item = self._store.append(self._slot, message.model_dump(mode="json"))
+        self._cache = None
+        if hold:
+            self.hold_compression([item.id], timeout=None if hold is True else float(hold))
+        self._strategy.on_new_message(self._ctx, StoredMessage(item.id, item.seq, message))
+        return item.id
+
+    def edit_message(self, message_id: str, content: str | Sequence[ContentBlock]) -> None:
+        """Replace a message's content (existing summaries keep their text)."""
+        old = self.get_message(message_id)
+        blocks = (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
+        new = old.model_copy(update={"content": blocks})
+        self._store.edit(self._slot, message_id, new.model_dump(mode="json"))
+        self._cache = None
+
+    def remove_message(self, message_id: str) -> None:
+        """Remove a message from the record (and drop its hold)."""
+        self.get_message(message_id)
+        self._store.redact(self._slot, message_id)
+        self._holds.pop(message_id, None)
+        self._cache = None
+
+    def get_message(self, message_id: str) -> Message:
+        """One message.
+
+        Raises
+        ------
+        KeyError
+            For an unknown id.
+        """
+        for stored in self.get_messages():
+            if stored.id == message_id:
+                return stored.message
+        raise KeyError(f"no message with id {message_id!r} on branch {self.current_branch!r}")
+
+    def get_messages(self) -> list[StoredMessage]:
+        """Every live message of the current branch, oldest first."""
+        if self._cache is None:
+            self._cache = [
+                StoredMessage(i.id, i.seq, Message.model_validate(i.body))
+                for i in self._store.items(self._slot)
+            ]
+        return list(self._cache)
+
+    # ------------------------------------------------------------------ compile
+    def compile(
+        self,
+        *,
+        max_tokens: int = 100_000,
+        reserve_for_response: int = 4_000,
+        injections: Iterable[Injection] = (),
+        dry_run: bool = False,
+    ) -> CompileResult:
+        """Compile the context of the next model call.
+
+        Parameters
+        ----------
+        max_tokens, reserve_for_response : int
+            The window and the part kept for the answer; the input may use the difference.
+        injections : iterable of Injection
+        dry_run : bool
+            Compute without committing anything (no persisted frontier, no queued work).
+
+        Raises
+        ------
+        OverBudgetError
+            When even the most folded context exceeds the budget (never on a dry run).
+        ConfigError
+            For a non-positive input budget.
+        """
+        self._check_open()
+        if max_tokens - reserve_for_response <= 0:
+            raise ConfigError(
+                f"max_tokens={max_tokens} leaves no input after "
+                f"reserve_for_response={reserve_for_response}"
+            )
+        self._expire_holds()
+        budget = RequestBudget(max_tokens, reserve_for_response)
+        selection = self._strategy.select(self._ctx, budget, dry_run=dry_run)
+        messages = enforce_tool_pairs([e.to_message() for e in selection.entries])
+        system: list[ContentBlock] = []
+        before: list[Message] = []
+        after: list[Message] = []
+        for inj in injections:
+            if inj.position == "system":
+                system.extend(inj.content)
+            else:
+                m = Message(participant=f"{INJECTION_PREFIX}{inj.namespace}", content=inj.content)
+                (before if inj.position == "before_user" else after).append(m)
+        last_user = max(
+            (i for i, m in enumerate(messages) if m.participant.lower() == "user"), default=None
+        )
+        if last_user is None:
+            messages = messages + after
+        else:
+            messages = (
+                messages[:last_user]
+                + before
+                + [messages[last_user]]
+                + after
+                + messages[last_user + 1 :]
+            )
+        if not dry_run:
+            self._render_stats = dict(selection.stats)
+        return CompileResult(messages, system, dict(selection.stats))
+
+    def get_render_stats(self) -> dict[str, Any] | None:
+        """Composition of the last live (not dry-run) compile; None before the first."""
+        return None if self._render_stats is None else dict(self._render_stats)
+
+    # ------------------------------------------------------------- maintenance
+    def tick(self) -> bool:
+        """Do at most one unit of compression work; True when something was done."""
+        self._check_open()
+        self._expire_holds()
+        return self._strategy.tick(self._ctx)
+
+    def drain(self, max_ticks: int = 10_000) -> int:
+        """Tick until no work is left (or ``max_ticks``); returns the ticks that worked."""
+        done = 0
+        for _ in range(max_ticks):
+            if not self.tick():
+                break
+            done += 1
+        return done
+
+    def is_ready(self) -> bool:
+        """True when the strategy has no queued work."""
+        return self._strategy.is_ready(self._ctx)
+
+    def set_tool_definitions(self, tools: Sequence[dict[str, Any]] | None) -> None:
+        """Record the agent's tools for summariser requests (empty never overwrites)."""
+        if tools:
+            self._tools = [dict(t) for t in tools]
+
+    def set_system_prompt(self, text: str | None) -> None:
+        """Record the agent's system prompt for summariser requests (empty never overwrites)."""
+        if text:
+            self._system_prompt = text
+
+    # ------------------------------------------------------------------- holds
+    def hold_compression(self, ids: Iterable[str], *, timeout: float | None = None) -> None:
+        """Keep these messages (and everything after the earliest) out of compression.
+
+        Raises
+        ------
+        ConfigError
+            For a non-positive timeout.
+        """
+        if timeout is not None and not timeout > 0:
+            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout}")
+        deadline = None if timeout is None else self._clock() + timeout
+        known = {m.id for m in self.get_messages()}
+        for i in ids:
+            if i in known:
+                self._holds[i] = deadline
+
+    def release_compression(self, ids: Iterable[str]) -> None:
+        """Release holds (idempotent)."""
+        released = False
+        for i in ids:
+            if i in self._holds:
+                del self._holds[i]
+                released = True
+        if released:
+            self._strategy.on_holds_released(self._ctx)
+
+    def compression_holds(self) -> set[str]:
+        """Ids currently held."""
+        self._expire_holds()
+        return set(self._holds)
+
+    def _expire_holds(self) -> None:
+        now = self._clock()
+        expired = [i for i, d in self._holds.items() if d is not None and d <= now]
+        if expired:
+            self.release_compression(expired)
+
+    def _is_held(self, message_id: str) -> bool:
+        return message_id in self._holds
+
+    def _held_ids(self) -> set[str]:
+        return set(self._holds)
+
+    # ---------------------------------------------------------------- branches
+    @property
+    def current_branch(self) -> str:
+        """The current branch name."""
+        return self._store.branch
+
+    def list_branches(self) -> list[Branch]:
+        """Every branch of the store."""
+        return self._store.list_branches()
+
+    def branch_at(self, message_id: str, name: str | None = None) -> str:
+        """A new branch that sees history up to and including ``message_id``."""
+        for stored in self.get_messages():
+            if stored.id == message_id:
+                return self._store.branch_at(stored.seq, name)
+        raise KeyError(f"no message with id {message_id!r}")
+
+    def fork(self, name: str | None = None) -> str:
+        """Branch at the current head and switch to it."""
+        name = self._store.fork(name)
+        self._reload()
+        return name
+
+    def switch_branch(self, name: str) -> None:
+        """Switch branches; the strategy reloads its branch-scoped state."""
+        self._store.switch_branch(name)
+        self._reload()
+
+    def _reload(self) -> None:
+        self._cache = None
+        self._holds.clear()
+        self._render_stats = None
+        self._strategy.initialize(self._ctx)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ContextManagerError("the context manager is closed")

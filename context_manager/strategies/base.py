@@ -1,0 +1,120 @@
+"""The strategy protocol and what a strategy sees of the manager."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..messages import ContentBlock, Message
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from ..summarizer import Summarizer
+    from ..tokens import TokenCounter
+
+__all__ = ["Entry", "RequestBudget", "Selection", "StoredMessage", "Strategy", "StrategyContext"]
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A message as stored: its id and sequence in the store."""
+
+    id: str
+    seq: int
+    message: Message
+
+
+@dataclass(frozen=True)
+class RequestBudget:
+    """``max_tokens`` is the whole window; the input may use ``max_tokens - reserve``."""
+
+    max_tokens: int
+    reserve_for_response: int = 0
+
+    @property
+    def input_tokens(self) -> int:
+        """Tokens the request's input may use."""
+        return self.max_tokens - self.reserve_for_response
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One message of a compiled context, with where it came from."""
+
+    participant: str
+    content: tuple[ContentBlock, ...]
+    source_ids: tuple[str, ...] = ()
+    summary_id: str | None = None
+
+    def to_message(self) -> Message:
+        """The entry as a plain :class:`Message`."""
+        return Message(participant=self.participant, content=self.content)
+
+
+@dataclass
+class Selection:
+    """What a strategy's ``select`` returns."""
+
+    entries: list[Entry]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StrategyContext:
+    """The manager, as a strategy sees it."""
+
+    store: Store
+    namespace: str
+    messages: Callable[[], list[StoredMessage]]
+    counter: TokenCounter
+    summarizer: Summarizer | None
+    is_held: Callable[[str], bool]
+    held_ids: Callable[[], set[str]]
+    tools: Callable[[], Sequence[dict[str, Any]] | None]
+    system_prompt: Callable[[], str | None]
+
+    def slot(self, name: str) -> str:
+        """The store slot ``name`` scoped to this strategy's namespace."""
+        return f"{self.namespace}/{name}"
+
+
+class Strategy:
+    """Decides what each compile sends. Subclasses override :meth:`select`.
+
+    The optional capabilities (pins, locks, summary search, render stats) raise
+    :class:`NotImplementedError` here; strategies that support them override.
+    """
+
+    name = "strategy"
+
+    def initialize(self, ctx: StrategyContext) -> None:
+        """Load branch-scoped state (called on open, strategy swap and branch switch)."""
+
+    def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:
+        """Called after every added message."""
+
+    def select(
+        self, ctx: StrategyContext, budget: RequestBudget, *, dry_run: bool = False
+    ) -> Selection:
+        """The entries of the next request. ``dry_run`` must have no side effects."""
+        raise NotImplementedError
+
+    def tick(self, ctx: StrategyContext) -> bool:
+        """Do at most one unit of background work; True when something was done."""
+        return False
+
+    def is_ready(self, ctx: StrategyContext) -> bool:
+        """True when no background work is queued."""
+        return True
+
+    def on_holds_released(self, ctx: StrategyContext) -> None:
+        """Called after compression holds are released."""
+
+    def pending_work(self, ctx: StrategyContext) -> list[str]:
+        """Descriptions of queued work."""
+        return []
+
+    def entries_cover(self, entries: Sequence[Entry]) -> set[str]:
+        """Message ids the entries represent (raw or through summaries)."""
+        return {i for e in entries for i in e.source_ids}
