@@ -385,6 +385,67 @@ class ContextManager:
     def _held_ids(self) -> set[str]:
         return set(self._holds)
 
+    # ---------------------------------------------------- pins, locks, memory
+    def _capable(self, method: str) -> Any:
+        fn = getattr(self._strategy, method, None)
+        if fn is None:
+            raise ContextManagerError(
+                f"the {self._strategy.name} strategy does not support {method}; "
+                "use AutobiographicalStrategy"
+            )
+        return fn
+
+    def pin_range(
+        self,
+        first_id: str,
+        last_id: str,
+        *,
+        name: str | None = None,
+        level: int | None = None,
+        max_level: int | None = None,
+    ) -> str:
+        """Protect messages ``first_id..last_id``; returns the pin id (``pin-N``).
+
+        Without levels they render raw; ``level`` holds them at exactly L_k and
+        ``max_level`` folds them no deeper than L_k.
+        """
+        pin: str = self._capable("pin_range")(
+            self._ctx, first_id, last_id, name=name, level=level, max_level=max_level
+        )
+        return pin
+
+    def mark_document(self, message_id: str, *, name: str | None = None) -> str:
+        """Pin one message raw as a document."""
+        pin: str = self._capable("pin_range")(
+            self._ctx, message_id, message_id, name=name, kind="document"
+        )
+        return pin
+
+    def list_pins(self) -> list[Any]:
+        """Current pins (empty for strategies without pins)."""
+        return list(getattr(self._strategy, "pins", []))
+
+    def unpin(self, pin_id: str) -> bool:
+        """Remove a pin; False when there is no such pin."""
+        removed: bool = self._capable("unpin")(self._ctx, pin_id)
+        return removed
+
+    def lock_message(self, message_id: str, locked: bool = True) -> None:
+        """Keep a message at its current fold level (``locked=False`` releases it)."""
+        self.get_message(message_id)
+        self._capable("lock")(self._ctx, message_id, locked)
+
+    def search_summaries(
+        self, text: str | None = None, *, levels: Sequence[int] | None = None, limit: int = 50
+    ) -> list[Any]:
+        """Summaries containing ``text`` (case-insensitive), most matches first."""
+        search = getattr(self._strategy, "search_summaries", None)
+        return [] if search is None else list(search(text, levels=levels, limit=limit))
+
+    def get_summary(self, summary_id: str) -> Any:
+        """One summary, or None."""
+        return getattr(self._strategy, "summaries", {}).get(summary_id)
+
     # ---------------------------------------------------------------- branches
     @property
     def current_branch(self) -> str:

@@ -1,0 +1,692 @@
+"""``AutobiographicalStrategy``: memories in the agent's own voice, folded by a solver.
+
+The conversation is partitioned into a raw *head* (the oldest messages, up
+to ``head_window_tokens``), a raw *tail* (the newest, up to
+``recent_window_tokens``) and the *middle*. Closed *chunks* of middle
+messages (at least ``target_chunk_tokens`` tokens and ``min_chunk_messages``
+messages, never closing on an unanswered tool call) are compressed into L1
+memories by the summariser, as of the moment they were lived; contiguous
+runs of ``merge_threshold`` parentless memories merge into the next level,
+without a fixed top. Each compile hands the state to a solver through the
+adapter (:mod:`context_manager.adapter`), which decides how deeply each
+region is shown, and renders the chosen frontier: raw messages, and one
+*recall pair* (a ``Context Manager`` question and the memory in the agent's
+voice) per shown summary.
+
+Every write that matters happens in one store transaction: a chunk record
+with its boundaries, a summary with the chunk marked compressed, a parent
+with its children's parent pointers. The frontier is persisted only after a
+compile fully succeeded, never on a dry run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import ConfigError, SummarizerNotConfiguredError
+from ..messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ..summarizer import MEMORY_MARKER, CompletionRequest
+from .base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
+
+__all__ = ["AutobiographicalConfig", "AutobiographicalStrategy", "ChunkRecord", "SummaryEntry"]
+
+CONTEXT_MANAGER = "Context Manager"
+
+
+class AutobiographicalConfig(BaseModel):
+    """Options of :class:`AutobiographicalStrategy` (unknown keys are rejected)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    compression_model: str | None = None
+    """The model whose voice memories are written in. No default: without it the
+    strategy refuses to write summaries."""
+    target_chunk_tokens: int = Field(default=3000, gt=0)
+    min_chunk_messages: int = Field(default=4, ge=1)
+    recent_window_tokens: int = Field(default=30_000, ge=0)
+    head_window_tokens: int = Field(default=0, ge=0)
+    l1_holdback_chunks: int = Field(default=1, ge=0)
+    min_chunk_chars_for_llm: int = Field(default=200, ge=0)
+    """Text-only chunks with fewer non-space characters get a stub memory, no call."""
+    merge_threshold: int = Field(default=6, ge=2)
+    summary_target_tokens: int = Field(default=2000, gt=0)
+    summary_participant: str = "Claude"
+    summary_context_label: str = "What do you remember from earlier?"
+    recall_budget_tokens: int = Field(default=100_000, gt=0)
+    """Cap on recall pairs in a compression request (newest first)."""
+    adaptive_resolution: bool = True
+    folding_strategy: str = "kv-stable"
+    solver_options: dict[str, Any] = Field(default_factory=dict)
+    compression_slack_ratio: float = Field(default=0.1, ge=0.0, lt=1.0)
+    over_budget_grace_ratio: float = Field(default=0.02, ge=0.0)
+
+
+@dataclass
+class ChunkRecord:
+    """A closed run of messages that becomes one L1 memory."""
+
+    item: str
+    id: str
+    source_ids: list[str]
+    compressed: bool = False
+    summary_id: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "source_ids": self.source_ids,
+            "compressed": self.compressed,
+            "summary_id": self.summary_id,
+        }
+
+
+@dataclass
+class SummaryEntry:
+    """A memory: L1 over a chunk's messages, L_k over L_{k-1} memories."""
+
+    item: str
+    id: str
+    level: int
+    content: str
+    tokens: int
+    source_ids: list[str]
+    first: str
+    last: str
+    parent_id: str | None = None
+    created: float = field(default_factory=time.time)
+    stub: bool = False
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "level": self.level,
+            "content": self.content,
+            "tokens": self.tokens,
+            "source_ids": self.source_ids,
+            "first": self.first,
+            "last": self.last,
+            "parent_id": self.parent_id,
+            "created": self.created,
+            "stub": self.stub,
+        }
+
+
+@dataclass
+class Pin:
+    """A protected range of messages (raw, or held at / below a level)."""
+
+    id: str
+    first: str
+    last: str
+    name: str | None = None
+    level: int | None = None
+    max_level: int | None = None
+    kind: str = "range"
+
+
+@dataclass
+class _Windows:
+    head_end: int
+    tail_start: int
+    tokens: list[int]
+
+
+class AutobiographicalStrategy(Strategy):
+    """Autobiographical memory with solver-driven adaptive resolution.
+
+    Parameters
+    ----------
+    config : AutobiographicalConfig, optional
+    **options
+        Config fields, when no ``config`` is given.
+    """
+
+    name = "autobiographical"
+
+    def __init__(self, config: AutobiographicalConfig | None = None, **options: Any) -> None:
+        if config is not None and options:
+            raise ConfigError("pass either config= or keyword options, not both")
+        self.config = config if config is not None else AutobiographicalConfig(**options)
+        if not self.config.adaptive_resolution:
+            raise ConfigError(
+                "adaptive_resolution=False (the threshold-pyramid renderer) is not available; "
+                "use adaptive_resolution=True with a folding_strategy"
+            )
+        import solvers
+
+        if self.config.folding_strategy not in solvers.names():
+            raise ConfigError(
+                f"folding_strategy={self.config.folding_strategy!r} is not a registered solver; "
+                f"choose one of {', '.join(solvers.names())}"
+            )
+        self.summaries: dict[str, SummaryEntry] = {}
+        self.chunks: list[ChunkRecord] = []
+        self.pins: list[Pin] = []
+        self.pin_counter = 0
+        self.locks: set[str] = set()
+        self.resolutions: dict[str, int] = {}
+        self.demanded_chunks: set[str] = set()
+        self.demanded_merges: list[list[str]] = []
+        self.merge_attempts: dict[tuple[str, ...], int] = {}
+        self.calls = 0
+
+    # ------------------------------------------------------------------ state
+    def initialize(self, ctx: StrategyContext) -> None:
+        store = ctx.store
+        self.summaries = {}
+        for it in store.items(ctx.slot("autobio:summaries")):
+            body = dict(it.body)
+            if body.get("content", "").strip():
+                self.summaries[body["id"]] = SummaryEntry(item=it.id, **body)
+        self.chunks = [
+            ChunkRecord(item=it.id, **it.body) for it in store.items(ctx.slot("autobio:chunks"))
+        ]
+        pins = store.get(ctx.slot("autobio:pins"), {"pins": [], "counter": 0})
+        self.pins = [Pin(**p) for p in pins["pins"]]
+        self.pin_counter = int(pins["counter"])
+        self.locks = set(store.get(ctx.slot("autobio:locks"), []))
+        self.resolutions = dict(store.get(ctx.slot("autobio:resolutions"), {}))
+        self.demanded_chunks = set()
+        self.demanded_merges = []
+
+    def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:
+        self.rebuild_chunks(ctx)
+
+    def on_holds_released(self, ctx: StrategyContext) -> None:
+        self.rebuild_chunks(ctx)
+
+    # ---------------------------------------------------------------- windows
+    def _tokens(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> list[int]:
+        return [ctx.counter.count_message(s.message) for s in stored]
+
+    def windows(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> _Windows:
+        """Head end and tail start (indices) for the current messages."""
+        cfg = self.config
+        tokens = self._tokens(ctx, stored)
+        n = len(stored)
+        head_end = 0
+        if cfg.head_window_tokens:
+            total = 0
+            while head_end < n and total + tokens[head_end] <= cfg.head_window_tokens:
+                total += tokens[head_end]
+                head_end += 1
+            while head_end > 0 and stored[head_end - 1].message.tool_use_ids:
+                head_end -= 1  # never end the head on an unanswered call
+        tail_start = n
+        total = 0
+        while tail_start > head_end and total + tokens[tail_start - 1] <= cfg.recent_window_tokens:
+            tail_start -= 1
+            total += tokens[tail_start]
+        while head_end < tail_start < n and stored[tail_start].message.tool_result_ids:
+            tail_start -= 1  # keep a result with its call
+        held = ctx.held_ids()
+        if held:
+            first_held = min(i for i, s in enumerate(stored) if s.id in held)
+            while first_held > head_end and stored[first_held].message.tool_result_ids:
+                first_held -= 1
+            tail_start = max(head_end, min(tail_start, first_held))
+        return _Windows(head_end, tail_start, tokens)
+
+    def _pinned_raw(self, stored: Sequence[StoredMessage]) -> set[str]:
+        index = {s.id: i for i, s in enumerate(stored)}
+        out: set[str] = set()
+        for pin in self.pins:
+            if pin.level is not None or pin.max_level is not None:
+                continue
+            if pin.first in index and pin.last in index:
+                out.update(s.id for s in stored[index[pin.first] : index[pin.last] + 1])
+        return out
+
+    # --------------------------------------------------------------- chunking
+    def rebuild_chunks(self, ctx: StrategyContext) -> None:
+        """Close new chunks over middle messages no record owns (records are persisted)."""
+        cfg = self.config
+        stored = ctx.messages()
+        win = self.windows(ctx, stored)
+        owned = {i for c in self.chunks for i in c.source_ids}
+        pinned = self._pinned_raw(stored)
+        run: list[int] = []
+        run_tokens = 0
+        previous = -2
+        for i in range(win.head_end, win.tail_start):
+            s = stored[i]
+            if s.id in owned or s.id in pinned:
+                run, run_tokens, previous = [], 0, -2
+                continue
+            if previous != i - 1:
+                run, run_tokens = [], 0
+            run.append(i)
+            run_tokens += win.tokens[i]
+            previous = i
+            if (
+                run_tokens >= cfg.target_chunk_tokens
+                and len(run) >= cfg.min_chunk_messages
+                and not s.message.tool_use_ids
+            ):
+                self._close_chunk(ctx, [stored[j].id for j in run])
+                run, run_tokens, previous = [], 0, -2
+
+    def _close_chunk(self, ctx: StrategyContext, ids: list[str]) -> None:
+        record = ChunkRecord(item="", id=f"c-{len(self.chunks)}", source_ids=ids)
+        item = ctx.store.append(ctx.slot("autobio:chunks"), record.body())
+        record.item = item.id
+        self.chunks.append(record)
+
+    def queued_chunks(self, ctx: StrategyContext) -> list[ChunkRecord]:
+        """Closed, uncompressed chunks ready for compression (holdback applied)."""
+        live = {s.id for s in ctx.messages()}
+        held = ctx.held_ids()
+        closed = [c for c in self.chunks if not c.compressed and set(c.source_ids) <= live]
+        hold_back = self.config.l1_holdback_chunks
+        ready = closed[: len(closed) - hold_back] if hold_back else closed
+        ready += [c for c in closed[len(ready) :] if c.id in self.demanded_chunks]
+        return [c for c in ready if not held.intersection(c.source_ids)]
+
+    # -------------------------------------------------------------- summaries
+    def _next_summary_id(self, ctx: StrategyContext, level: int) -> str:
+        counter = int(ctx.store.get(ctx.slot("autobio:counter"), 0))
+        ctx.store.set(ctx.slot("autobio:counter"), counter + 1)
+        return f"L{level}-{counter}"
+
+    def recall_pair(self, summary: SummaryEntry) -> tuple[Entry, Entry]:
+        """The question and answer that show ``summary`` in a context."""
+        question = Entry(
+            CONTEXT_MANAGER,
+            (TextBlock(text=self.config.summary_context_label),),
+            (),
+            summary.id,
+        )
+        answer = Entry(
+            self.config.summary_participant,
+            (TextBlock(text=summary.content),),
+            tuple(self.leaves_of(summary)),
+            summary.id,
+        )
+        return question, answer
+
+    def recall_tokens(self, ctx: StrategyContext, summary: SummaryEntry) -> int:
+        """The one price of a recall pair: used by the solver and the renderer alike."""
+        q, a = self.recall_pair(summary)
+        return ctx.counter.count_message(q.to_message()) + ctx.counter.count_message(a.to_message())
+
+    def leaves_of(self, summary: SummaryEntry) -> list[str]:
+        """Message ids a summary covers."""
+        if summary.level == 1:
+            return list(summary.source_ids)
+        out: list[str] = []
+        for child in summary.source_ids:
+            if child in self.summaries:
+                out.extend(self.leaves_of(self.summaries[child]))
+        return out
+
+    def frontier_summaries(self) -> list[SummaryEntry]:
+        """Summaries with no parent, in chronological order of their first message."""
+        return [s for s in self.summaries.values() if s.parent_id is None]
+
+    # ------------------------------------------------------------------- tick
+    def is_ready(self, ctx: StrategyContext) -> bool:
+        return not self.pending_work(ctx)
+
+    def pending_work(self, ctx: StrategyContext) -> list[str]:
+        work = [f"compress {c.id}" for c in self.queued_chunks(ctx)]
+        work += [f"merge {'+'.join(g)}" for g in self.merge_groups(ctx)]
+        return work
+
+    def tick(self, ctx: StrategyContext) -> bool:
+        """One unit of work: compress the oldest queued chunk, else one merge."""
+        self.rebuild_chunks(ctx)
+        queued = self.queued_chunks(ctx)
+        groups = self.merge_groups(ctx)
+        if not queued and not groups:
+            return False
+        if ctx.summarizer is None:
+            return False  # nothing can be written without a summariser
+        if self.config.compression_model is None:
+            raise SummarizerNotConfiguredError(
+                "compression_model is not configured: memories are written in one model's "
+                "voice and no substitute is used; set AutobiographicalConfig.compression_model"
+            )
+        for chunk in queued:
+            if self._compress(ctx, chunk):
+                return True
+        return any(self._merge(ctx, group) for group in groups)
+
+    def _compress(self, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
+        cfg = self.config
+        stored = ctx.messages()
+        by_id = {s.id: s for s in stored}
+        messages = [by_id[i].message for i in chunk.source_ids]
+        has_tools = any(
+            isinstance(b, ToolUseBlock | ToolResultBlock) for m in messages for b in m.content
+        )
+        text = "".join(m.text for m in messages)
+        if not has_tools and len("".join(text.split())) < cfg.min_chunk_chars_for_llm:
+            content = f"A quiet stretch of {len(messages)} routine messages."
+            self._store_l1(ctx, chunk, content, stub=True)
+            return True
+        if has_tools and not ctx.tools():
+            return False  # wait until the agent's tools are known
+        request = self._l1_request(ctx, stored, chunk)
+        assert ctx.summarizer is not None
+        self.calls += 1
+        completion = ctx.summarizer.complete(request)
+        if not completion.acceptable:
+            return False
+        self._store_l1(ctx, chunk, completion.text.strip(), tokens=completion.usage.output_tokens)
+        return True
+
+    def _store_l1(
+        self,
+        ctx: StrategyContext,
+        chunk: ChunkRecord,
+        content: str,
+        *,
+        stub: bool = False,
+        tokens: int = 0,
+    ) -> None:
+        with ctx.store.transaction():
+            summary = SummaryEntry(
+                item="",
+                id=self._next_summary_id(ctx, 1),
+                level=1,
+                content=content,
+                tokens=tokens or math.ceil(len(content) / 3),
+                source_ids=list(chunk.source_ids),
+                first=chunk.source_ids[0],
+                last=chunk.source_ids[-1],
+                stub=stub,
+            )
+            item = ctx.store.append(ctx.slot("autobio:summaries"), summary.body())
+            summary.item = item.id
+            chunk.compressed, chunk.summary_id = True, summary.id
+            ctx.store.edit(ctx.slot("autobio:chunks"), chunk.item, chunk.body())
+        self.summaries[summary.id] = summary
+        self.demanded_chunks.discard(chunk.id)
+
+    def _ladder(
+        self, ctx: StrategyContext, before_position: int, index: dict[str, int]
+    ) -> list[Message]:
+        """Recall pairs of the parentless memories before a position, newest first to the cap."""
+        pairs: list[tuple[int, list[Message]]] = []
+        budget = self.config.recall_budget_tokens
+        candidates = [
+            s for s in self.frontier_summaries() if index.get(s.last, 1 << 60) < before_position
+        ]
+        candidates.sort(key=lambda s: index[s.first], reverse=True)
+        for s in candidates:
+            header = Message.text_message(CONTEXT_MANAGER, f"[CM] Recall memory {s.id}.")
+            answer = Message.text_message(self.config.summary_participant, s.content)
+            cost = ctx.counter.count_message(header) + ctx.counter.count_message(answer)
+            if cost > budget:
+                continue
+            budget -= cost
+            pairs.append((index[s.first], [header, answer]))
+        pairs.sort(key=lambda p: p[0])
+        return [m for _, pair in pairs for m in pair]
+
+    def _instruction(self, level: int) -> Message:
+        n = self.config.summary_target_tokens
+        if level == 1:
+            text = (
+                "[CM] Write the memory of what happened since the memory notification above, "
+                "in the first person, from your own perspective. Keep concrete details: paths, "
+                "values, decisions, open questions and what the user is asking for. Aim for "
+                f"about {n} tokens. Output only the memory itself, with no preamble. If the "
+                "stretch was routine, a short memory saying so is right."
+            )
+        else:
+            text = (
+                "[CM] You have just reviewed the memories above in order. Write one memory "
+                f"(level {level}) that keeps their through-line: what happened, decisions, open "
+                f"threads and concrete details, in the first person, about {n} tokens. Output "
+                "only the memory itself."
+            )
+        return Message.text_message(CONTEXT_MANAGER, text)
+
+    def _l1_request(
+        self, ctx: StrategyContext, stored: list[StoredMessage], chunk: ChunkRecord
+    ) -> CompletionRequest:
+        index = {s.id: i for i, s in enumerate(stored)}
+        start = index[chunk.source_ids[0]]
+        win = self.windows(ctx, stored)
+        represented = {leaf for s in self.summaries.values() for leaf in self.leaves_of(s)}
+        head = [s.message for s in stored[: min(win.head_end, start)] if s.id not in represented]
+        ladder = self._ladder(ctx, start, index)
+        middle = [
+            s.message
+            for s in stored[win.head_end : start]
+            if s.id not in represented and s.id not in chunk.source_ids
+        ]
+        marker = Message.text_message(
+            CONTEXT_MANAGER,
+            f"{MEMORY_MARKER} from the messages that follow; you will write it afterwards "
+            "in your own voice.",
+        )
+        body = [by.message for by in stored[start : index[chunk.source_ids[-1]] + 1]]
+        messages = [*head, *ladder, *middle, marker, *body, self._instruction(1)]
+        return self._request(ctx, messages)
+
+    def _request(self, ctx: StrategyContext, messages: list[Message]) -> CompletionRequest:
+        cfg = self.config
+        assert cfg.compression_model is not None
+        tools = ctx.tools()
+        return CompletionRequest(
+            model=cfg.compression_model,
+            messages=tuple(_strip_thinking(messages)),
+            system=ctx.system_prompt(),
+            max_tokens=max(16_000, round(1.5 * cfg.summary_target_tokens)),
+            tools=tuple(tools) if tools else None,
+            agent=cfg.summary_participant,
+            target_tokens=cfg.summary_target_tokens,
+        )
+
+    # ------------------------------------------------------------------ merges
+    def merge_groups(self, ctx: StrategyContext) -> list[list[str]]:
+        """Groups of contiguous parentless siblings ready to merge, oldest first."""
+        stored = ctx.messages()
+        index = {s.id: i for i, s in enumerate(stored)}
+        held = ctx.held_ids()
+        threshold = self.config.merge_threshold
+        groups: list[list[str]] = [g for g in self.demanded_merges if self._mergeable(g)]
+        by_level: dict[int, list[SummaryEntry]] = {}
+        for s in self.frontier_summaries():
+            if s.first in index and s.last in index:
+                by_level.setdefault(s.level, []).append(s)
+        for level, entries in sorted(by_level.items()):
+            entries.sort(key=lambda s: index[s.first])
+            runs: list[list[SummaryEntry]] = []
+            for s in entries:
+                if runs and index[s.first] == index[runs[-1][-1].last] + 1:
+                    runs[-1].append(s)
+                else:
+                    runs.append([s])
+            for r, run in enumerate(runs):
+                newest = r == len(runs) - 1
+                take = run[:threshold]
+                if newest and len(run) < threshold:
+                    continue
+                if not newest and len(run) < 2:
+                    continue
+                if newest and len(run) - len(take) == 1 and threshold > 2:
+                    take = run[: threshold - 1]  # never strand a single memory
+                ids = [s.id for s in take]
+                leaves = {leaf for s in take for leaf in self.leaves_of(s)}
+                if held.intersection(leaves) or self.merge_attempts.get(tuple(ids), 0) >= 5:
+                    continue
+                if ids not in groups:
+                    groups.append(ids)
+            del level
+        return groups
+
+    def _mergeable(self, ids: list[str]) -> bool:
+        return all(i in self.summaries and self.summaries[i].parent_id is None for i in ids)
+
+    def _merge(self, ctx: StrategyContext, ids: list[str]) -> bool:
+        sources = [self.summaries[i] for i in ids]
+        level = sources[0].level + 1
+        stored = ctx.messages()
+        index = {s.id: i for i, s in enumerate(stored)}
+        start = index[sources[0].first]
+        ladder = self._ladder(ctx, start, index)
+        target: list[Message] = []
+        for s in sources:
+            if s.level == 1:
+                target += [stored[index[i]].message for i in s.source_ids if i in index]
+            else:
+                for child_id in s.source_ids:
+                    child = self.summaries.get(child_id)
+                    if child is not None:
+                        target.append(
+                            Message.text_message(CONTEXT_MANAGER, f"[CM] Recall memory {child.id}.")
+                        )
+                        target.append(
+                            Message.text_message(self.config.summary_participant, child.content)
+                        )
+        request = self._request(ctx, [*ladder, *target, self._instruction(level)])
+        assert ctx.summarizer is not None
+        self.calls += 1
+        completion = ctx.summarizer.complete(request)
+        if not completion.acceptable:
+            key = tuple(ids)
+            self.merge_attempts[key] = self.merge_attempts.get(key, 0) + 1
+            return False
+        with ctx.store.transaction():
+            parent = SummaryEntry(
+                item="",
+                id=self._next_summary_id(ctx, level),
+                level=level,
+                content=completion.text.strip(),
+                tokens=completion.usage.output_tokens or math.ceil(len(completion.text) / 3),
+                source_ids=ids,
+                first=sources[0].first,
+                last=sources[-1].last,
+            )
+            item = ctx.store.append(ctx.slot("autobio:summaries"), parent.body())
+            parent.item = item.id
+            for s in sources:
+                s.parent_id = parent.id
+                ctx.store.edit(ctx.slot("autobio:summaries"), s.item, s.body())
+        self.summaries[parent.id] = parent
+        self.demanded_merges = [g for g in self.demanded_merges if g != ids]
+        return True
+
+    # -------------------------------------------------------------------- pins
+    def pin_range(
+        self,
+        ctx: StrategyContext,
+        first: str,
+        last: str,
+        *,
+        name: str | None = None,
+        level: int | None = None,
+        max_level: int | None = None,
+        kind: str = "range",
+    ) -> str:
+        """Protect ``first..last``: raw, at exactly ``level``, or no deeper than ``max_level``."""
+        ids = [s.id for s in ctx.messages()]
+        for x in (first, last):
+            if x not in ids:
+                raise KeyError(f"no message with id {x!r}")
+        if ids.index(first) > ids.index(last):
+            raise ConfigError(f"pin range {first!r}..{last!r} is reversed")
+        self.pin_counter += 1
+        pin = Pin(f"pin-{self.pin_counter}", first, last, name, level, max_level, kind)
+        self.pins.append(pin)
+        self._save_pins(ctx)
+        self.rebuild_chunks(ctx)
+        return pin.id
+
+    def unpin(self, ctx: StrategyContext, pin_id: str) -> bool:
+        """Remove a pin; False when it does not exist."""
+        before = len(self.pins)
+        self.pins = [p for p in self.pins if p.id != pin_id]
+        if len(self.pins) == before:
+            return False
+        self._save_pins(ctx)
+        return True
+
+    def _save_pins(self, ctx: StrategyContext) -> None:
+        ctx.store.set(
+            ctx.slot("autobio:pins"),
+            {"pins": [p.__dict__ for p in self.pins], "counter": self.pin_counter},
+        )
+
+    def lock(self, ctx: StrategyContext, message_id: str, locked: bool = True) -> None:
+        """Keep (or stop keeping) a message at its current resolution."""
+        if locked:
+            self.locks.add(message_id)
+        else:
+            self.locks.discard(message_id)
+        ctx.store.set(ctx.slot("autobio:locks"), sorted(self.locks))
+
+    # ---------------------------------------------------------------- compile
+    def select(
+        self, ctx: StrategyContext, budget: RequestBudget, *, dry_run: bool = False
+    ) -> Selection:
+        from ..adapter import solve_frontier
+
+        if not dry_run:
+            self.rebuild_chunks(ctx)
+        stored = ctx.messages()
+        win = self.windows(ctx, stored)
+        plan = solve_frontier(self, ctx, stored, win, budget)
+        if not dry_run:
+            self._route(plan.produce)
+        if plan.error is not None:
+            if dry_run:
+                return Selection([], {**plan.stats, "fits": False})
+            raise plan.error
+        entries: list[Entry] = []
+        for kind, key in plan.units:
+            if kind == "raw":
+                s = plan.by_id[key]
+                entries.append(Entry(s.message.participant, s.message.content, (s.id,)))
+            else:
+                entries.extend(self.recall_pair(self.summaries[key]))
+        stats = {**plan.stats, "fits": True}
+        if not dry_run:
+            self.resolutions = plan.frontier
+            ctx.store.set(ctx.slot("autobio:resolutions"), plan.frontier)
+        return Selection(entries, stats)
+
+    def _route(self, produce: Sequence[Any]) -> None:
+        for request in produce:
+            if request.level == 1:
+                for chunk in self.chunks:
+                    if not chunk.compressed and (
+                        request.first in chunk.source_ids or request.last in chunk.source_ids
+                    ):
+                        self.demanded_chunks.add(chunk.id)
+
+    # ------------------------------------------------------------------ search
+    def search_summaries(
+        self, text: str | None = None, *, levels: Sequence[int] | None = None, limit: int = 50
+    ) -> list[tuple[SummaryEntry, int]]:
+        """Summaries by case-insensitive substring count, most matches first."""
+        out = []
+        for s in self.summaries.values():
+            if levels is not None and s.level not in levels:
+                continue
+            matches = s.content.lower().count(text.lower()) if text else 1
+            if matches:
+                out.append((s, matches))
+        out.sort(key=lambda x: (-x[1], -x[0].created))
+        return out[:limit]
+
+
+def _strip_thinking(messages: list[Message]) -> list[Message]:
+    from ..messages import ThinkingBlock
+
+    out = []
+    for m in messages:
+        content = tuple(b for b in m.content if not isinstance(b, ThinkingBlock))
+        if content:
+            same = len(content) == len(m.content)
+            out.append(m if same else m.model_copy(update={"content": content}))
+    return out
