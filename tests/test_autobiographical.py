@@ -1,0 +1,377 @@
+"""AutobiographicalStrategy: chunking, compression requests and gates, merges, pins, holds,
+search, the adaptive compile through the solver adapter, and budgets (spec §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import solvers
+from context_manager import (
+    CharsCounter,
+    Completion,
+    CompletionRequest,
+    ContextManager,
+    OverBudgetError,
+    SummarizerNotConfiguredError,
+    ToolResultBlock,
+    ToolUseBlock,
+    tool_pair_problems,
+)
+from context_manager.strategies.autobiographical import AutobiographicalStrategy
+from context_manager.summarizer import MEMORY_MARKER, ExtractiveSummarizer, Usage
+
+
+class ScriptedSummarizer:
+    """A provider stand-in: records every request, answers from a script."""
+
+    def __init__(self, answer: Callable[[CompletionRequest, int], Completion] | None = None):
+        self.requests: list[CompletionRequest] = []
+        self.answer = answer
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        self.requests.append(request)
+        if self.answer is not None:
+            return self.answer(request, len(self.requests))
+        n = len(self.requests)
+        return Completion(
+            text=f"I remember part {n}.", stop_reason="end_turn", usage=Usage(output_tokens=6)
+        )
+
+
+def open_cm(
+    tmp_path: Path, summarizer: Any = None, name: str = "cm.db", **options: Any
+) -> tuple[ContextManager, AutobiographicalStrategy]:
+    config = {
+        "compression_model": "test-model",
+        "target_chunk_tokens": 100,
+        "recent_window_tokens": 0,
+        "l1_holdback_chunks": 0,
+        "min_chunk_chars_for_llm": 0,
+        **options,
+    }
+    strategy = AutobiographicalStrategy(**config)
+    cm = ContextManager.open(
+        path=tmp_path / name, strategy=strategy, summarizer=summarizer, counter=CharsCounter()
+    )
+    return cm, strategy
+
+
+def words(n: int, tag: str) -> str:
+    return " ".join(f"{tag}w{i}" for i in range(n))
+
+
+def test_partial_chunk_is_never_compressed(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s, target_chunk_tokens=1000)
+    for i in range(6):
+        cm.add_message("User", f"message {i}")
+    cm.compile(max_tokens=10_000, reserve_for_response=100)
+    cm.drain()
+    assert s.requests == [] and strategy.summaries == {}
+    cm.close()
+
+
+def test_chunks_are_disjoint_compressed_and_survive_a_reopen(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s)
+    for i in range(40):
+        cm.add_message("User" if i % 2 else "Claude", words(20, f"m{i}"))
+    cm.drain()
+    l1 = [x for x in strategy.summaries.values() if x.level == 1]
+    assert l1 and len(l1) == len(strategy.chunks)
+    seen: set[str] = set()
+    for chunk in strategy.chunks:
+        assert chunk.compressed and chunk.summary_id is not None
+        assert len(chunk.source_ids) >= 4
+        assert not seen.intersection(chunk.source_ids)
+        seen.update(chunk.source_ids)
+    calls = len(s.requests)
+    cm.close()
+    fresh = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, fresh, target_chunk_tokens=170)
+    cm.drain()
+    assert fresh.requests == [] or all(  # only merges of existing memories, no re-compression
+        MEMORY_MARKER not in r.messages[-3].text for r in fresh.requests
+    )
+    assert len([x for x in strategy.summaries.values() if x.level == 1]) == len(l1)
+    assert calls > 0
+    cm.close()
+
+
+def test_holdback_waits_for_the_next_chunk(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s, l1_holdback_chunks=1)
+    for i in range(5):
+        cm.add_message("User", words(20, f"a{i}"))
+    assert len(strategy.chunks) == 1
+    assert strategy.queued_chunks(cm._ctx) == []
+    for i in range(5):
+        cm.add_message("User", words(20, f"b{i}"))
+    assert [c.id for c in strategy.queued_chunks(cm._ctx)] == ["c-0"]
+    cm.close()
+
+
+def tool_cycle(cm: ContextManager, i: int) -> None:
+    cm.add_message("Claude", [ToolUseBlock(id=f"t{i}", name="bash", input={"cmd": words(10, "x")})])
+    cm.add_message("User", [ToolResultBlock(tool_use_id=f"t{i}", content=words(30, f"out{i}"))])
+
+
+def test_chunks_never_split_a_tool_pair_and_requests_stay_paired(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s)
+    cm.set_tool_definitions([{"name": "bash", "input_schema": {"type": "object"}}])
+    for i in range(12):
+        cm.add_message("User", words(15, f"u{i}"))
+        tool_cycle(cm, i)
+    cm.drain()
+    assert s.requests
+    for request in s.requests:
+        assert tool_pair_problems(list(request.messages)) == []
+    by_id = {m.id: m.message for m in cm.get_messages()}
+    for chunk in strategy.chunks:
+        assert not by_id[chunk.source_ids[-1]].tool_use_ids
+    cm.close()
+
+
+def test_no_compression_model_refuses_to_write(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, _ = open_cm(tmp_path, s, compression_model=None)
+    for i in range(8):
+        cm.add_message("User", words(20, f"m{i}"))
+    with pytest.raises(SummarizerNotConfiguredError, match="compression_model"):
+        cm.tick()
+    assert s.requests == []
+    cm.close()
+
+
+def test_no_summarizer_is_a_quiet_no_op(tmp_path: Path) -> None:
+    cm, strategy = open_cm(tmp_path, None)
+    for i in range(8):
+        cm.add_message("User", words(20, f"m{i}"))
+    assert cm.tick() is False and strategy.summaries == {}
+    assert not cm.is_ready()
+    cm.close()
+
+
+def test_thin_chunks_get_a_stub_and_tool_chunks_wait_for_tools(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s, min_chunk_chars_for_llm=10_000, target_chunk_tokens=40)
+    for i in range(5):
+        cm.add_message("User", words(8, f"q{i}"))
+    cm.drain()
+    assert s.requests == [] and [x.stub for x in strategy.summaries.values()] == [True]
+    for i in range(3):
+        tool_cycle(cm, i)
+    cm.add_message("User", "done")
+    assert cm.tick() is False  # tools unknown: the chunk with tool blocks waits
+    cm.set_tool_definitions([{"name": "bash"}])
+    assert cm.tick() is True and len(s.requests) == 1
+    cm.close()
+
+
+def test_l1_request_is_as_of_the_chunk(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s, merge_threshold=100)
+    cm.set_system_prompt("You are the agent.")
+    ids = [cm.add_message("User", words(20, f"m{i}")) for i in range(15)]
+    cm.drain()
+    first, second = s.requests[0], s.requests[1]
+    assert first.system == "You are the agent." and first.model == "test-model"
+    assert first.max_tokens == 16_000
+    texts = [m.text for m in second.messages]
+    assert texts[0] == "[CM] Recall memory L1-0."  # the ladder of earlier memories
+    marker = next(i for i, t in enumerate(texts) if t.startswith(MEMORY_MARKER))
+    chunk = strategy.chunks[1].source_ids
+    assert texts[marker + 1 : marker + 1 + len(chunk)] == [cm.get_message(i).text for i in chunk]
+    later = cm.get_message(ids[-1]).text
+    assert all(later != t for t in texts)  # nothing after the chunk
+    cm.close()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Completion(text="partial", stop_reason="max_tokens"),
+        Completion(text="no", stop_reason="refusal"),
+        Completion(text="  ", stop_reason="end_turn"),
+    ],
+)
+def test_only_end_turn_becomes_memory(tmp_path: Path, bad: Completion) -> None:
+    s = ScriptedSummarizer(lambda r, n: bad)
+    cm, strategy = open_cm(tmp_path, s)
+    for i in range(5):
+        cm.add_message("User", words(20, f"m{i}"))
+    assert cm.tick() is False
+    assert strategy.summaries == {} and not strategy.chunks[0].compressed
+    cm.close()
+
+
+def test_merges_form_contiguous_higher_levels(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s, merge_threshold=3)
+    for i in range(80):
+        cm.add_message("User", words(20, f"m{i}"))
+    cm.drain()
+    levels = sorted({x.level for x in strategy.summaries.values()})
+    assert levels[:2] == [1, 2]
+    for x in strategy.summaries.values():
+        if x.level > 1:
+            children = [strategy.summaries[c] for c in x.source_ids]
+            assert all(c.level == x.level - 1 and c.parent_id == x.id for c in children)
+    cm.close()
+
+
+def test_pins_render_raw_in_order_and_persist(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s, target_chunk_tokens=60)
+    ids = [cm.add_message("User", words(20, f"m{i}")) for i in range(6)]
+    pin = cm.mark_document(ids[5], name="spec")  # before its chunk closes
+    ids += [cm.add_message("User", words(20, f"m{i}")) for i in range(6, 12)]
+    cm.drain()
+    assert all(ids[5] not in c.source_ids for c in strategy.chunks)
+    result = cm.compile(max_tokens=260, reserve_for_response=10)
+    texts = [m.text for m in result.messages]
+    assert cm.get_message(ids[5]).text in texts
+    assert len(texts) < 12  # the rest folded around the pinned message
+    cm.close()
+    cm, strategy = open_cm(tmp_path, s, target_chunk_tokens=60)
+    assert [p.id for p in cm.list_pins()] == [pin] and cm.list_pins()[0].name == "spec"
+    assert cm.unpin(pin) is True and cm.unpin(pin) is False
+    cm.close()
+
+
+def test_pins_follow_branches(tmp_path: Path) -> None:
+    cm, _ = open_cm(tmp_path, ScriptedSummarizer())
+    a = cm.add_message("User", "a")
+    b = cm.add_message("User", "b")
+    shared = cm.pin_range(a, a)
+    cm.fork("experimental")
+    cm.pin_range(b, b)
+    assert len(cm.list_pins()) == 2
+    cm.switch_branch("main")
+    assert [p.id for p in cm.list_pins()] == [shared]
+    cm.close()
+
+
+def test_holds_keep_messages_out_of_compression(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s)
+    cm.set_tool_definitions([{"name": "bash"}])
+    for i in range(3):
+        cm.add_message("User", words(20, f"m{i}"))
+    cm.add_message("Claude", [ToolUseBlock(id="t", name="bash")])
+    held = cm.add_message(
+        "User", [ToolResultBlock(tool_use_id="t", content="PLACEHOLDER")], hold=True
+    )
+    for i in range(6):
+        cm.add_message("User", words(20, f"n{i}"))
+    cm.drain()
+    assert all("PLACEHOLDER" not in m.text for r in s.requests for m in r.messages)
+    assert all(held not in c.source_ids for c in strategy.chunks)
+    texts = [m.text for m in cm.compile(max_tokens=100_000, reserve_for_response=10).messages]
+    assert "PLACEHOLDER" in texts
+    cm.edit_message(held, [ToolResultBlock(tool_use_id="t", content="REAL RESULT")])
+    cm.release_compression([held])
+    cm.drain()
+    assert any("REAL RESULT" in m.text for r in s.requests for m in r.messages)
+    cm.close()
+
+
+def test_search_summaries(tmp_path: Path) -> None:
+    answers = ["cats and CATS and cats", "one note about Cats", "dogs"]
+    s = ScriptedSummarizer(
+        lambda r, n: Completion(text=answers[(n - 1) % 3], stop_reason="end_turn")
+    )
+    cm, _ = open_cm(tmp_path, s, merge_threshold=100)
+    for i in range(15):
+        cm.add_message("User", words(20, f"m{i}"))
+    cm.drain()
+    found = cm.search_summaries("cats")
+    assert [m for _, m in found] == [3, 1]
+    assert cm.get_summary("nonexistent") is None
+    cm.close()
+
+
+def test_over_budget_refuses_with_diagnostics(tmp_path: Path) -> None:
+    cm, _ = open_cm(tmp_path, ScriptedSummarizer(), recent_window_tokens=100_000)
+    for i in range(30):
+        cm.add_message("User", words(80, f"m{i}"))
+    with pytest.raises(OverBudgetError, match="exceed the hard budget") as info:
+        cm.compile(max_tokens=500, reserve_for_response=100)
+    assert info.value.actual > info.value.budget == 400
+    assert info.value.diagnostics["tail_tokens"] > 0
+    preview = cm.compile(max_tokens=500, reserve_for_response=100, dry_run=True)
+    assert preview.render_stats["fits"] is False
+    cm.close()
+
+
+@pytest.mark.parametrize("method", ["kv-stable", "flat-profile", "oldest-first", "exact"])
+def test_adaptive_compile_folds_the_middle_within_budget(tmp_path: Path, method: str) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s, recent_window_tokens=200, folding_strategy=method)
+    for i in range(30):
+        cm.add_message("User" if i % 2 else "Claude", words(20, f"m{i}"))
+        cm.drain()
+    raw = sum(CharsCounter().count_message(x.message) for x in cm.get_messages())
+    for _ in range(3):
+        result = cm.compile(max_tokens=800, reserve_for_response=100)
+        tokens = sum(CharsCounter().count_message(m) for m in result.messages)
+        assert tokens <= 700 < raw
+        assert result.render_stats["summaries"]
+    covered = {i for e in strategy.summaries.values() for i in strategy.leaves_of(e)}
+    shown = {m.text for m in result.messages}
+    for stored in cm.get_messages():  # raw, or inside a summary shown
+        assert stored.message.text in shown or stored.id in covered
+    cm.close()
+
+
+def test_dry_run_commits_nothing(tmp_path: Path) -> None:
+    cm, strategy = open_cm(tmp_path, ScriptedSummarizer(), recent_window_tokens=200)
+    for i in range(30):
+        cm.add_message("User", words(20, f"m{i}"))
+        cm.drain()
+    live = cm.compile(max_tokens=2000, reserve_for_response=200)
+    stats = cm.get_render_stats()
+    before = dict(strategy.resolutions)
+    cm.compile(max_tokens=700, reserve_for_response=100, dry_run=True)
+    assert strategy.resolutions == before and cm.get_render_stats() == stats
+    assert live.render_stats == stats
+    cm.close()
+
+
+def test_render_stats_before_and_after(tmp_path: Path) -> None:
+    cm, _ = open_cm(tmp_path, ScriptedSummarizer(), recent_window_tokens=100)
+    assert cm.get_render_stats() is None
+    for i in range(8):
+        cm.add_message("User", f"short {i}")
+    stats = cm.compile(max_tokens=10_000, reserve_for_response=100).render_stats
+    assert stats["summaries"] == {}
+    total = stats["head"]["messages"] + stats["tail"]["messages"] + stats["middle_raw"]["messages"]
+    assert total == 8
+
+
+@pytest.mark.parametrize("method", [m for m in solvers.names() if m not in ("brute-force",)])
+def test_long_run_never_errors(tmp_path: Path, method: str) -> None:
+    options = {"policy": "reference"} if method == "kv-unified" else {}
+    cm, _ = open_cm(
+        tmp_path,
+        ExtractiveSummarizer(target_tokens=40),
+        recent_window_tokens=400,
+        target_chunk_tokens=120,
+        merge_threshold=3,
+        summary_target_tokens=40,
+        folding_strategy=method,
+        solver_options=options,
+        l1_holdback_chunks=1,
+    )
+    for i in range(120):
+        cm.add_message("User" if i % 2 else "Claude", words(12, f"t{i}"))
+        cm.drain()
+        result = cm.compile(max_tokens=1500, reserve_for_response=100)
+        assert sum(CharsCounter().count_message(m) for m in result.messages) <= 1400
+        assert tool_pair_problems(result.messages) == []
+    cm.close()
