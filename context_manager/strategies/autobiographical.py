@@ -48,6 +48,8 @@ class AutobiographicalConfig(BaseModel):
     """The model whose voice memories are written in. No default: without it the
     strategy refuses to write summaries."""
     target_chunk_tokens: int = Field(default=3000, gt=0)
+    """A chunk closes once it holds this many tokens and ``min_chunk_messages`` messages,
+    or twice this many tokens whatever its length (so a huge message can still fold)."""
     min_chunk_messages: int = Field(default=4, ge=1)
     recent_window_tokens: int = Field(default=30_000, ge=0)
     head_window_tokens: int = Field(default=0, ge=0)
@@ -264,11 +266,8 @@ class AutobiographicalStrategy(Strategy):
             run.append(i)
             run_tokens += win.tokens[i]
             previous = i
-            if (
-                run_tokens >= cfg.target_chunk_tokens
-                and len(run) >= cfg.min_chunk_messages
-                and not s.message.tool_use_ids
-            ):
+            full = len(run) >= cfg.min_chunk_messages or run_tokens >= 2 * cfg.target_chunk_tokens
+            if run_tokens >= cfg.target_chunk_tokens and full and not s.message.tool_use_ids:
                 self._close_chunk(ctx, [stored[j].id for j in run])
                 run, run_tokens, previous = [], 0, -2
 
