@@ -29,7 +29,7 @@ from context_manager import (
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.transcripts import load_swe_agent
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "swe-agent"
+DATA = Path(__file__).resolve().parent / "data" / "swe-agent"  # MIT, LICENSE beside the files
 COUNTER = CharsCounter()
 
 
@@ -166,7 +166,14 @@ ManagerMachine.TestCase.settings = settings(max_examples=25, stateful_step_count
 TestManagerMachine = ManagerMachine.TestCase
 
 
-@pytest.mark.parametrize("path", sorted(DATA.glob("*.traj")), ids=lambda p: p.stem)
+TRANSCRIPTS = sorted(DATA.glob("*.traj"))
+
+
+def test_the_transcripts_are_there() -> None:
+    assert len(TRANSCRIPTS) == 4 and (DATA / "LICENSE").exists()
+
+
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=lambda p: p.stem)
 @pytest.mark.parametrize("method", [m for m in solvers.names() if m != "brute-force"])
 def test_swe_agent_round_trip(tmp_path: Path, path: Path, method: str) -> None:
     messages = load_swe_agent(path)
