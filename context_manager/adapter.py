@@ -47,14 +47,15 @@ def build_problem(
     """The fold problem of the current state."""
     cfg = strategy.config
     position = {s.id: i for i, s in enumerate(stored)}
-    leaves = [
-        Leaf(
-            id=s.id,
-            tokens=win.tokens[i],
-            zone="head" if i < win.head_end else "tail" if i >= win.tail_start else "middle",
-        )
-        for i, s in enumerate(stored)
-    ]
+    cache = strategy.model_cache
+    leaves = []
+    for i, s in enumerate(stored):
+        zone = "head" if i < win.head_end else "tail" if i >= win.tail_start else "middle"
+        key = (s.id, win.tokens[i], zone)
+        leaf = cache.get(key)
+        if leaf is None:
+            leaf = cache[key] = Leaf(id=s.id, tokens=win.tokens[i], zone=zone)
+        leaves.append(leaf)
     included: set[str] = set()
     summaries: list[Summary] = []
     for s in sorted(strategy.summaries.values(), key=lambda x: (x.level, x.id)):
@@ -66,14 +67,16 @@ def build_problem(
             continue
         if s.level > 1 and not all(c in included for c in s.source_ids):
             continue
-        summaries.append(
-            Summary(
+        key = (s.id, s.level, s.content, tuple(s.source_ids))
+        summary = cache.get(key)
+        if summary is None:
+            summary = cache[key] = Summary(
                 id=s.id,
                 level=s.level,
                 tokens=strategy.recall_tokens(ctx, s),
                 children=tuple(s.source_ids),
             )
-        )
+        summaries.append(summary)
         included.add(s.id)
     pins = []
     for pin in strategy.pins:

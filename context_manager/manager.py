@@ -95,12 +95,14 @@ class ContextManager:
         self._tools: list[dict[str, Any]] | None = None
         self._system_prompt: str | None = None
         self._cache: list[StoredMessage] | None = None
+        self._tokens: dict[str, int] = {}
         self._render_stats: dict[str, Any] | None = None
         self._closed = False
         self._ctx = StrategyContext(
             store=store,
             namespace=namespace,
-            messages=self.get_messages,
+            messages=self._messages,
+            count=self._count,
             counter=counter,
             summarizer=summarizer,
             is_held=self._is_held,
@@ -202,10 +204,12 @@ class ContextManager:
             timestamp=timestamp if timestamp is not None else time.time(),
         )
         item = self._store.append(self._slot, message.model_dump(mode="json"))
-        self._cache = None
+        stored = StoredMessage(item.id, item.seq, message)
+        if self._cache is not None:
+            self._cache.append(stored)
         if hold:
             self.hold_compression([item.id], timeout=None if hold is True else float(hold))
-        self._strategy.on_new_message(self._ctx, StoredMessage(item.id, item.seq, message))
+        self._strategy.on_new_message(self._ctx, stored)
         return item.id
 
     def edit_message(self, message_id: str, content: str | Sequence[ContentBlock]) -> None:
@@ -214,14 +218,20 @@ class ContextManager:
         blocks = (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
         new = old.model_copy(update={"content": blocks})
         self._store.edit(self._slot, message_id, new.model_dump(mode="json"))
-        self._cache = None
+        self._tokens.pop(message_id, None)
+        if self._cache is not None:
+            self._cache = [
+                StoredMessage(s.id, s.seq, new) if s.id == message_id else s for s in self._cache
+            ]
 
     def remove_message(self, message_id: str) -> None:
         """Remove a message from the record (and drop its hold)."""
         self.get_message(message_id)
         self._store.redact(self._slot, message_id)
         self._holds.pop(message_id, None)
-        self._cache = None
+        self._tokens.pop(message_id, None)
+        if self._cache is not None:
+            self._cache = [s for s in self._cache if s.id != message_id]
 
     def get_message(self, message_id: str) -> Message:
         """One message.
@@ -231,19 +241,29 @@ class ContextManager:
         KeyError
             For an unknown id.
         """
-        for stored in self.get_messages():
+        for stored in reversed(self._messages()):
             if stored.id == message_id:
                 return stored.message
         raise KeyError(f"no message with id {message_id!r} on branch {self.current_branch!r}")
 
     def get_messages(self) -> list[StoredMessage]:
         """Every live message of the current branch, oldest first."""
+        return list(self._messages())
+
+    def _messages(self) -> list[StoredMessage]:
         if self._cache is None:
             self._cache = [
                 StoredMessage(i.id, i.seq, Message.model_validate(i.body))
                 for i in self._store.items(self._slot)
             ]
-        return list(self._cache)
+        return self._cache
+
+    def _count(self, stored: StoredMessage) -> int:
+        tokens = self._tokens.get(stored.id)
+        if tokens is None:
+            tokens = self._counter.count_message(stored.message)
+            self._tokens[stored.id] = tokens
+        return tokens
 
     # ------------------------------------------------------------------ compile
     def compile(
@@ -476,6 +496,7 @@ class ContextManager:
 
     def _reload(self) -> None:
         self._cache = None
+        self._tokens.clear()
         self._holds.clear()
         self._render_stats = None
         self._strategy.initialize(self._ctx)

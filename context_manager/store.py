@@ -212,12 +212,15 @@ class Store:
     # ------------------------------------------------------------ append slots
     def append(self, slot: str, body: Any) -> Item:
         """Append an item to ``slot``; its id is unique in the store."""
+        cached = self._cache.get(slot)
         with self.transaction():
             rowid, seq = self._write(slot, "append", None, body)
             item_id = str(rowid)
             self._conn.execute("UPDATE records SET item = ? WHERE id = ?", (item_id, rowid))
-        self._cache.pop(slot, None)
-        return Item(item_id, seq, body)
+        item = Item(item_id, seq, json.loads(json.dumps(body)))
+        if cached is not None:
+            self._cache[slot] = [*cached, item]
+        return item
 
     def edit(self, slot: str, item_id: str, body: Any) -> None:
         """Replace the body of a live item.
@@ -228,12 +231,19 @@ class Store:
             When ``item_id`` is not a live item of ``slot`` on this branch.
         """
         self._require_item(slot, item_id)
+        cached = self._cache.get(slot)
         self._write(slot, "edit", item_id, body)
+        if cached is not None:
+            copy = json.loads(json.dumps(body))
+            self._cache[slot] = [Item(i.id, i.seq, copy) if i.id == item_id else i for i in cached]
 
     def redact(self, slot: str, item_id: str) -> None:
         """Remove a live item (the record stays; the item no longer reads)."""
         self._require_item(slot, item_id)
+        cached = self._cache.get(slot)
         self._write(slot, "redact", item_id, None)
+        if cached is not None:
+            self._cache[slot] = [i for i in cached if i.id != item_id]
 
     def items(self, slot: str) -> list[Item]:
         """Live items of ``slot`` in append order, edits applied."""
@@ -245,7 +255,7 @@ class Store:
 
     def item(self, slot: str, item_id: str) -> Item | None:
         """One live item, or None."""
-        for it in self.items(slot):
+        for it in reversed(self.items(slot)):
             if it.id == item_id:
                 return it
         return None

@@ -162,11 +162,15 @@ class Hierarchy:
                     )
                 if child in self.summary_index:
                     edges.append((child, s.id))
-        graph = nx.DiGraph(edges)
-        try:
-            cycle = nx.find_cycle(graph)
-        except nx.NetworkXNoCycle:
-            cycle = []
+        # A cycle always breaks the level rule (levels rise by one along every edge),
+        # so the graph search runs only when some edge breaks it, to name the cycle.
+        level_of = {s.id: s.level for s in self.summaries}
+        cycle = []
+        if any(level_of[child] != level_of[parent] - 1 for child, parent in edges):
+            try:
+                cycle = nx.find_cycle(nx.DiGraph(edges))
+            except nx.NetworkXNoCycle:
+                cycle = []
         if cycle:
             path = " -> ".join([str(u) for u, _ in cycle] + [str(cycle[0][0])])
             raise CycleError(

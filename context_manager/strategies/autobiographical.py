@@ -177,6 +177,8 @@ class AutobiographicalStrategy(Strategy):
         self.demanded_merges: list[list[str]] = []
         self.merge_attempts: dict[tuple[str, ...], int] = {}
         self.calls = 0
+        self.model_cache: dict[tuple[Any, ...], Any] = {}
+        """Validated folding models reused across compiles (keyed by their content)."""
 
     # ------------------------------------------------------------------ state
     def initialize(self, ctx: StrategyContext) -> None:
@@ -194,6 +196,7 @@ class AutobiographicalStrategy(Strategy):
         self.pin_counter = int(pins["counter"])
         self.locks = set(store.get(ctx.slot("autobio:locks"), []))
         self.resolutions = dict(store.get(ctx.slot("autobio:resolutions"), {}))
+        self.model_cache = {}
         self.demanded_chunks = set()
         self.demanded_merges = []
 
@@ -205,7 +208,7 @@ class AutobiographicalStrategy(Strategy):
 
     # ---------------------------------------------------------------- windows
     def _tokens(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> list[int]:
-        return [ctx.counter.count_message(s.message) for s in stored]
+        return [ctx.count(s) for s in stored]
 
     def windows(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> _Windows:
         """Head end and tail start (indices) for the current messages."""
@@ -256,7 +259,14 @@ class AutobiographicalStrategy(Strategy):
         run: list[int] = []
         run_tokens = 0
         previous = -2
-        for i in range(win.head_end, win.tail_start):
+        start = win.head_end
+        if self.chunks:  # records own the past: resume after the newest record
+            last = self.chunks[-1].source_ids[-1]
+            for i in range(len(stored) - 1, -1, -1):
+                if stored[i].id == last:
+                    start = max(start, i + 1)
+                    break
+        for i in range(start, win.tail_start):
             s = stored[i]
             if s.id in owned or s.id in pinned:
                 run, run_tokens, previous = [], 0, -2

@@ -67,6 +67,9 @@ class StrategyContext:
     store: Store
     namespace: str
     messages: Callable[[], list[StoredMessage]]
+    """Live messages, oldest first (do not mutate the list)."""
+    count: Callable[[StoredMessage], int]
+    """Tokens of a stored message (cached by id)."""
     counter: TokenCounter
     summarizer: Summarizer | None
     is_held: Callable[[str], bool]
