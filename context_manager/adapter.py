@@ -48,7 +48,7 @@ def build_problem(
     cfg = strategy.config
     position = {s.id: i for i, s in enumerate(stored)}
     cache = strategy.model_cache
-    leaves = []
+    leaves: list[Leaf] = []
     for i, s in enumerate(stored):
         zone = "head" if i < win.head_end else "tail" if i >= win.tail_start else "middle"
         key = (s.id, win.tokens[i], zone)
@@ -58,26 +58,26 @@ def build_problem(
         leaves.append(leaf)
     included: set[str] = set()
     summaries: list[Summary] = []
-    for s in sorted(strategy.summaries.values(), key=lambda x: (x.level, x.id)):
-        leaf_ids = strategy.leaves_of(s)
+    for entry in sorted(strategy.summaries.values(), key=lambda x: (x.level, x.id)):
+        leaf_ids = strategy.leaves_of(entry)
         spots = sorted(position[x] for x in leaf_ids if x in position)
         if len(spots) != len(leaf_ids) or not spots:
             continue  # a covered message is gone: this summary cannot be shown
         if spots[-1] - spots[0] + 1 != len(spots):
             continue
-        if s.level > 1 and not all(c in included for c in s.source_ids):
+        if entry.level > 1 and not all(c in included for c in entry.source_ids):
             continue
-        key = (s.id, s.level, s.content, tuple(s.source_ids))
-        summary = cache.get(key)
+        summary_key = (entry.id, entry.level, entry.content, tuple(entry.source_ids))
+        summary = cache.get(summary_key)
         if summary is None:
-            summary = cache[key] = Summary(
-                id=s.id,
-                level=s.level,
-                tokens=strategy.recall_tokens(ctx, s),
-                children=tuple(s.source_ids),
+            summary = cache[summary_key] = Summary(
+                id=entry.id,
+                level=entry.level,
+                tokens=strategy.recall_tokens(ctx, entry),
+                children=tuple(entry.source_ids),
             )
         summaries.append(summary)
-        included.add(s.id)
+        included.add(entry.id)
     pins = []
     for pin in strategy.pins:
         if pin.first in position and pin.last in position:
