@@ -462,6 +462,17 @@ class ContextManager:
         search = getattr(self._strategy, "search_summaries", None)
         return [] if search is None else list(search(text, levels=levels, limit=limit))
 
+    def get_summaries_in_range(
+        self,
+        *,
+        from_time: float | None = None,
+        to_time: float | None = None,
+        level: int | None = None,
+    ) -> list[Any]:
+        """Summaries whose messages' timestamps meet ``[from_time, to_time]`` (open bounds)."""
+        query = getattr(self._strategy, "summaries_in_range", None)
+        return [] if query is None else list(query(self._ctx, from_time, to_time, level))
+
     def get_summary(self, summary_id: str) -> Any:
         """One summary, or None."""
         return getattr(self._strategy, "summaries", {}).get(summary_id)

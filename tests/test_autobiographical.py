@@ -375,3 +375,24 @@ def test_long_run_never_errors(tmp_path: Path, method: str) -> None:
         assert sum(CharsCounter().count_message(m) for m in result.messages) <= 1400
         assert tool_pair_problems(result.messages) == []
     cm.close()
+
+
+def test_solver_demand_and_summaries_in_range(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s, l1_holdback_chunks=3, merge_threshold=50)
+    stamps = []
+    for i in range(30):
+        stamps.append(1000.0 + i)
+        cm.add_message("User", words(20, f"m{i}"), timestamp=stamps[-1])
+    cm.drain()
+    held_back = [c for c in strategy.chunks if not c.compressed]
+    assert held_back  # the newest chunks wait for the holdback
+    with pytest.raises(OverBudgetError) as info:
+        cm.compile(max_tokens=150, reserve_for_response=10)  # demand L1s past the holdback
+    assert info.value.diagnostics["floor_tokens"] > 140
+    cm.drain()
+    assert all(c.compressed for c in held_back)
+    found = cm.get_summaries_in_range(from_time=1000.0, to_time=1003.0)
+    assert found and found[0].first == cm.get_messages()[0].id
+    assert cm.get_summaries_in_range(from_time=5000.0) == []
+    cm.close()

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import ConfigError, SummarizerNotConfiguredError
+from ..errors import ConfigError, SummarizerNotConfiguredError, UncoveredDropError
 from ..messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ..summarizer import MEMORY_MARKER, CompletionRequest
 from .base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
@@ -361,10 +361,32 @@ class AutobiographicalStrategy(Strategy):
                 "compression_model is not configured: memories are written in one model's "
                 "voice and no substitute is used; set AutobiographicalConfig.compression_model"
             )
+        if (
+            queued
+            and groups
+            and self._merge_saving(ctx, groups[0]) > self._chunk_saving(ctx, queued[0])
+        ) and self._merge(ctx, groups[0]):  # a merge first when it frees more context
+            return True
         for chunk in queued:
             if self._compress(ctx, chunk):
                 return True
         return any(self._merge(ctx, group) for group in groups)
+
+    def _expected_recall(self, ctx: StrategyContext, level: int) -> int:
+        costs = sorted(
+            self.recall_tokens(ctx, s) for s in self.summaries.values() if s.level == level
+        )
+        return costs[len(costs) // 2] if costs else self.config.summary_target_tokens
+
+    def _chunk_saving(self, ctx: StrategyContext, chunk: ChunkRecord) -> int:
+        by_id = {s.id: s for s in ctx.messages()}
+        raw = sum(ctx.count(by_id[i]) for i in chunk.source_ids if i in by_id)
+        return raw - self._expected_recall(ctx, 1)
+
+    def _merge_saving(self, ctx: StrategyContext, group: list[str]) -> int:
+        sources = [self.summaries[i] for i in group]
+        shown = sum(self.recall_tokens(ctx, s) for s in sources)
+        return shown - self._expected_recall(ctx, sources[0].level + 1)
 
     def _compress(self, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         cfg = self.config
@@ -646,7 +668,7 @@ class AutobiographicalStrategy(Strategy):
         win = self.windows(ctx, stored)
         plan = solve_frontier(self, ctx, stored, win, budget)
         if not dry_run:
-            self._route(plan.produce)
+            self._route(plan.produce, stored)
         if plan.error is not None:
             if dry_run:
                 return Selection([], {**plan.stats, "fits": False})
@@ -658,20 +680,68 @@ class AutobiographicalStrategy(Strategy):
                 entries.append(Entry(s.message.participant, s.message.content, (s.id,)))
             else:
                 entries.extend(self.recall_pair(self.summaries[key]))
+        shown = self.entries_cover(entries)
+        dropped = [s.id for s in stored if s.id not in shown]
+        if dropped:  # never send a context that silently loses a message
+            raise UncoveredDropError(dropped, "adaptive render")
         stats = {**plan.stats, "fits": True}
         if not dry_run:
             self.resolutions = plan.frontier
             ctx.store.set(ctx.slot("autobio:resolutions"), plan.frontier)
         return Selection(entries, stats)
 
-    def _route(self, produce: Sequence[Any]) -> None:
+    def _route(self, produce: Sequence[Any], stored: Sequence[StoredMessage]) -> None:
+        """Queue what the solver asked for: L1s of closed chunks in range (past the holdback),
+        or one merge of the contiguous parentless summaries one level below in range."""
+        index = {s.id: i for i, s in enumerate(stored)}
         for request in produce:
+            if request.first not in index or request.last not in index:
+                continue
+            lo, hi = index[request.first], index[request.last]
             if request.level == 1:
                 for chunk in self.chunks:
-                    if not chunk.compressed and (
-                        request.first in chunk.source_ids or request.last in chunk.source_ids
-                    ):
+                    spots = [index[i] for i in chunk.source_ids if i in index]
+                    if not chunk.compressed and spots and lo <= max(spots) and min(spots) <= hi:
                         self.demanded_chunks.add(chunk.id)
+                continue
+            run = sorted(
+                (
+                    s
+                    for s in self.frontier_summaries()
+                    if s.level == request.level - 1
+                    and s.first in index
+                    and s.last in index
+                    and lo <= index[s.first]
+                    and index[s.last] <= hi
+                ),
+                key=lambda s: index[s.first],
+            )
+            group: list[str] = []
+            for s in run:
+                if group and index[s.first] != index[self.summaries[group[-1]].last] + 1:
+                    break
+                group.append(s.id)
+            group = group[: self.config.merge_threshold]
+            if len(group) >= 2 and group not in self.demanded_merges:
+                self.demanded_merges.append(group)
+
+    def summaries_in_range(
+        self,
+        ctx: StrategyContext,
+        from_time: float | None = None,
+        to_time: float | None = None,
+        level: int | None = None,
+    ) -> list[SummaryEntry]:
+        """Summaries whose span (timestamps of its first and last message) meets the range."""
+        when = {s.id: s.message.timestamp for s in ctx.messages()}
+        out = []
+        for s in self.summaries.values():
+            start, end = when.get(s.first), when.get(s.last)
+            if start is None or end is None or (level is not None and s.level != level):
+                continue
+            if (from_time is None or end >= from_time) and (to_time is None or start <= to_time):
+                out.append((start, s))
+        return [s for _, s in sorted(out, key=lambda x: (x[0], x[1].level))]
 
     # ------------------------------------------------------------------ search
     def search_summaries(
