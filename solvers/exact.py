@@ -33,6 +33,8 @@ class ExactConfig(SolverConfig):
     """CP-SAT workers; 1 keeps the search deterministic."""
     seed: int = 0
     """CP-SAT random seed."""
+    presolve: bool = False
+    """Run CP-SAT's presolve (slower on these models)."""
 
 
 def budget_cap(problem: FoldProblem, floor_tokens: int) -> int | None:
@@ -96,6 +98,7 @@ class Exact(Solver):
             time_limit=time_limit if time_limit is not None else cfg.time_limit,
             workers=cfg.workers,
             seed=cfg.seed,
+            presolve=cfg.presolve,
         )
         code = solver.solve(model)
         status = translate_status(code, cp_model)

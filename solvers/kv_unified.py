@@ -141,6 +141,8 @@ class KvUnifiedConfig(SolverConfig):
     time_limit: float = Field(default=30.0, gt=0.0)
     workers: int = Field(default=1, ge=1)
     seed: int = 0
+    presolve: bool = False
+    """Run CP-SAT's presolve (slower on these models)."""
 
     @field_validator("policy", mode="before")
     @classmethod
@@ -384,7 +386,11 @@ class _Model:
     def solve(self, objective: Any, time_limit: float) -> tuple[Status | None, Any]:
         self.m.minimize(objective)
         solver = make_solver(
-            self.cp_model, time_limit=time_limit, workers=self.cfg.workers, seed=self.cfg.seed
+            self.cp_model,
+            time_limit=time_limit,
+            workers=self.cfg.workers,
+            seed=self.cfg.seed,
+            presolve=self.cfg.presolve,
         )
         code = solver.solve(self.m)
         self.m.clear_objective()
