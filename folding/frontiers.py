@@ -13,8 +13,9 @@ floor: the fewest tokens any valid frontier renders to) and the finest one
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -32,8 +33,7 @@ __all__ = [
 IntArray = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True)
-class Edge:
+class Edge(NamedTuple):
     """One edge of the boundary graph."""
 
     start: int
@@ -69,9 +69,11 @@ class BoundaryGraph:
         lo, hi = idx.lo, idx.hi
         self.conflicted = bool((lo > hi).any())
         """True when some leaf's constraints leave no level: no path exists."""
+        raw_tokens = idx.leaf_tokens.tolist()
+        raw_ok = (lo == 0).tolist()
         for pos, i in enumerate(self.leaves.tolist()):
-            if lo[i] == 0:
-                self.edges_from[pos].append(Edge(pos, pos + 1, i, 0, int(idx.leaf_tokens[i])))
+            if raw_ok[i]:
+                self.edges_from[pos].append(Edge(pos, pos + 1, i, 0, raw_tokens[i]))
         # allowed[k][i]: leaf i may be shown at level k (protected leaves are holes: allowed)
         bad_prefix: dict[int, IntArray] = {}
         for k in range(1, h.depth + 1):
@@ -117,13 +119,15 @@ class BoundaryGraph:
         back: list[Edge | None] = [None] * (self.m + 1)
         best[0] = (0.0,)
         for p in range(self.m):
-            if best[p] == inf:
+            here = best[p]
+            if here == inf:
                 continue
             for e in self.edges_from[p]:
                 w = weight(e)
-                base = best[p] if len(best[p]) == len(w) else (0.0,) * len(w)
-                cand = tuple(x + y for x, y in zip(base, w, strict=True))
-                if best[e.end] == inf or cand < best[e.end]:
+                base = here if len(here) == len(w) else (0.0,) * len(w)
+                cand = tuple(map(operator.add, base, w))
+                there = best[e.end]
+                if there == inf or cand < there:
                     best[e.end] = cand
                     back[e.end] = e
         if best[self.m] == inf:
