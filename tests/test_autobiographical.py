@@ -205,8 +205,11 @@ def test_only_end_turn_becomes_memory(tmp_path: Path, bad: Completion) -> None:
     cm, strategy = open_cm(tmp_path, s)
     for i in range(5):
         cm.add_message("User", words(20, f"m{i}"))
-    assert cm.tick() is False
-    assert strategy.summaries == {} and not strategy.chunks[0].compressed
+    assert cm.tick() is True  # an attempt was made ...
+    assert strategy.summaries == {} and not strategy.chunks[0].compressed  # ... not kept
+    cm.drain()  # after chunk_attempt_limit attempts the chunk stays raw for good
+    assert strategy.chunk_attempts == {"c-0": 3} and cm.is_ready()
+    assert strategy.summaries == {}
     cm.close()
 
 
@@ -395,4 +398,107 @@ def test_solver_demand_and_summaries_in_range(tmp_path: Path) -> None:
     found = cm.get_summaries_in_range(from_time=1000.0, to_time=1003.0)
     assert found and found[0].first == cm.get_messages()[0].id
     assert cm.get_summaries_in_range(from_time=5000.0) == []
+    cm.close()
+
+
+def test_tool_use_answers_are_retried_without_tools(tmp_path: Path) -> None:
+    def answer(request: CompletionRequest, n: int) -> Completion:
+        if n <= 2:
+            return Completion(text="", stop_reason="tool_use")
+        return Completion(text="I remember it.", stop_reason="end_turn")
+
+    s = ScriptedSummarizer(answer)
+    cm, strategy = open_cm(tmp_path, s)
+    cm.set_tool_definitions([{"name": "bash"}])
+    for i in range(5):
+        cm.add_message("User", words(20, f"m{i}"))
+    assert cm.tick() is True
+    assert len(s.requests) == 3
+    assert s.requests[1].messages[-1].text.endswith("do not call any tool.")
+    assert s.requests[1].tools is not None and s.requests[2].tools is None
+    assert [x.content for x in strategy.summaries.values()] == ["I remember it."]
+    cm.close()
+
+
+def test_reasoning_wrapped_answers_are_cleaned_or_retried(tmp_path: Path) -> None:
+    answers = iter(
+        [
+            Completion(text="<thinking>only thoughts</thinking>", stop_reason="end_turn"),
+            Completion(text="<thinking>x</thinking> The memory.", stop_reason="end_turn"),
+        ]
+    )
+    s = ScriptedSummarizer(lambda r, n: next(answers))
+    cm, strategy = open_cm(tmp_path, s)
+    for i in range(5):
+        cm.add_message("User", words(20, f"m{i}"))
+    assert cm.tick() is True and len(s.requests) == 2
+    assert s.requests[1].messages[-1].text.endswith("no reasoning markup.")
+    assert [x.content for x in strategy.summaries.values()] == ["The memory."]
+    cm.close()
+
+
+def test_failed_merges_are_quarantined_durably(tmp_path: Path) -> None:
+    def answer(request: CompletionRequest, n: int) -> Completion:
+        merging = "level 2" in request.messages[-1].text
+        if merging:
+            return Completion(text="no", stop_reason="refusal")
+        return Completion(text=f"memory {n}", stop_reason="end_turn")
+
+    s = ScriptedSummarizer(answer)
+    cm, strategy = open_cm(tmp_path, s, merge_threshold=2, merge_attempt_limit=2)
+    for i in range(10):
+        cm.add_message("User", words(20, f"m{i}"))
+    cm.drain()
+    assert all(x.level == 1 and x.parent_id is None for x in strategy.summaries.values())
+    assert strategy.merge_groups(cm._ctx) == []  # quarantined after two rejections
+    calls = len(s.requests)
+    cm.close()
+    cm, strategy = open_cm(tmp_path, s, merge_threshold=2, merge_attempt_limit=2)
+    cm.drain()
+    assert len(s.requests) == calls  # the quarantine survived the reopen
+    cm.close()
+
+
+def test_summarizer_failure_leaves_the_chunk_raw_and_retries_later(tmp_path: Path) -> None:
+    broken = [True]
+
+    def answer(request: CompletionRequest, n: int) -> Completion:
+        if broken[0]:
+            raise RuntimeError("Simulated LLM failure")
+        return Completion(text="I remember.", stop_reason="end_turn")
+
+    cm, strategy = open_cm(tmp_path, ScriptedSummarizer(answer))
+    for i in range(5):
+        cm.add_message("User", words(20, f"m{i}"))
+    with pytest.raises(RuntimeError, match="Simulated LLM failure"):
+        cm.tick()
+    assert strategy.summaries == {}
+    texts = [m.text for m in cm.compile(max_tokens=10_000, reserve_for_response=10).messages]
+    assert len(texts) == 5
+    broken[0] = False
+    assert cm.tick() is True and len(strategy.summaries) == 1
+    cm.close()
+
+
+def test_orphaned_chunk_records_stop_compression(tmp_path: Path) -> None:
+    from context_manager import Store
+
+    path = tmp_path / "cm.db"
+    with Store.open(path) as store:  # records naming messages that do not exist
+        for n in range(4):
+            store.append(
+                "default/autobio:chunks",
+                {
+                    "id": f"c-{n}",
+                    "source_ids": [f"ghost{n}"],
+                    "compressed": False,
+                    "summary_id": None,
+                },
+            )
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s)
+    for i in range(60):
+        cm.add_message("User", words(20, f"m{i}"))
+    cm.drain()
+    assert s.requests == [] and strategy.summaries == {} and strategy.failed_closed
     cm.close()

@@ -21,7 +21,9 @@ compile fully succeeded, never on a dry run.
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,12 +33,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, SummarizerNotConfiguredError, UncoveredDropError
 from ..messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from ..summarizer import MEMORY_MARKER, CompletionRequest
+from ..summarizer import MEMORY_MARKER, Completion, CompletionRequest
 from .base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
 
 __all__ = ["AutobiographicalConfig", "AutobiographicalStrategy", "ChunkRecord", "SummaryEntry"]
 
 CONTEXT_MANAGER = "Context Manager"
+NO_TOOLS = " Answer in plain text only; do not call any tool."
+PLAIN_PROSE = " Write plain prose only, with no tags and no reasoning markup."
+
+log = logging.getLogger(__name__)
 
 
 class AutobiographicalConfig(BaseModel):
@@ -57,6 +63,10 @@ class AutobiographicalConfig(BaseModel):
     min_chunk_chars_for_llm: int = Field(default=200, ge=0)
     """Text-only chunks with fewer non-space characters get a stub memory, no call."""
     merge_threshold: int = Field(default=6, ge=2)
+    merge_attempt_limit: int = Field(default=5, ge=1)
+    chunk_attempt_limit: int = Field(default=3, ge=1)
+    """Rejected attempts on one chunk before it stays raw for good (persisted)."""
+    """Rejected attempts on one merge before its sources are quarantined (persisted)."""
     summary_target_tokens: int = Field(default=2000, gt=0)
     summary_participant: str = "Claude"
     summary_context_label: str = "What do you remember from earlier?"
@@ -175,7 +185,9 @@ class AutobiographicalStrategy(Strategy):
         self.resolutions: dict[str, int] = {}
         self.demanded_chunks: set[str] = set()
         self.demanded_merges: list[list[str]] = []
-        self.merge_attempts: dict[tuple[str, ...], int] = {}
+        self.merge_attempts: dict[str, int] = {}
+        self.chunk_attempts: dict[str, int] = {}
+        self.failed_closed = False
         self.calls = 0
         self.model_cache: dict[tuple[Any, ...], Any] = {}
         """Validated folding models reused across compiles (keyed by their content)."""
@@ -196,6 +208,9 @@ class AutobiographicalStrategy(Strategy):
         self.pin_counter = int(pins["counter"])
         self.locks = set(store.get(ctx.slot("autobio:locks"), []))
         self.resolutions = dict(store.get(ctx.slot("autobio:resolutions"), {}))
+        self.merge_attempts = dict(store.get(ctx.slot("autobio:merge-attempts"), {}))
+        self.chunk_attempts = dict(store.get(ctx.slot("autobio:chunk-attempts"), {}))
+        self.failed_closed = False
         self.model_cache = {}
         self.demanded_chunks = set()
         self.demanded_merges = []
@@ -253,6 +268,8 @@ class AutobiographicalStrategy(Strategy):
         """Close new chunks over middle messages no record owns (records are persisted)."""
         cfg = self.config
         stored = ctx.messages()
+        if self._orphaned({s.id for s in stored}):
+            return
         win = self.windows(ctx, stored)
         owned = {i for c in self.chunks for i in c.source_ids}
         pinned = self._pinned_raw(stored)
@@ -287,15 +304,36 @@ class AutobiographicalStrategy(Strategy):
         record.item = item.id
         self.chunks.append(record)
 
+    def _orphaned(self, live: set[str]) -> bool:
+        """Most chunk records name no live message: identities were rewritten underneath."""
+        orphans = sum(1 for c in self.chunks if not live.intersection(c.source_ids))
+        broken = len(self.chunks) >= 3 and orphans * 2 > len(self.chunks)
+        if broken and not self.failed_closed:
+            self.failed_closed = True
+            log.error(
+                "%d of %d chunk records name no live message; compression is stopped so "
+                "memories are not written twice (message identities changed underneath)",
+                orphans,
+                len(self.chunks),
+            )
+        return broken
+
     def queued_chunks(self, ctx: StrategyContext) -> list[ChunkRecord]:
         """Closed, uncompressed chunks ready for compression (holdback applied)."""
         live = {s.id for s in ctx.messages()}
+        if self._orphaned(live):
+            return []
         held = ctx.held_ids()
         closed = [c for c in self.chunks if not c.compressed and set(c.source_ids) <= live]
         hold_back = self.config.l1_holdback_chunks
         ready = closed[: len(closed) - hold_back] if hold_back else closed
         ready += [c for c in closed[len(ready) :] if c.id in self.demanded_chunks]
-        return [c for c in ready if not held.intersection(c.source_ids)]
+        limit = self.config.chunk_attempt_limit
+        return [
+            c
+            for c in ready
+            if not held.intersection(c.source_ids) and self.chunk_attempts.get(c.id, 0) < limit
+        ]
 
     # -------------------------------------------------------------- summaries
     def _next_summary_id(self, ctx: StrategyContext, level: int) -> str:
@@ -361,16 +399,19 @@ class AutobiographicalStrategy(Strategy):
                 "compression_model is not configured: memories are written in one model's "
                 "voice and no substitute is used; set AutobiographicalConfig.compression_model"
             )
+        # A rejected attempt is work too (a call was made): the next tick moves on.
+        before = self.calls
         if (
             queued
             and groups
             and self._merge_saving(ctx, groups[0]) > self._chunk_saving(ctx, queued[0])
-        ) and self._merge(ctx, groups[0]):  # a merge first when it frees more context
+            and (self._merge(ctx, groups[0]) or self.calls > before)
+        ):  # a merge first when it frees more context
             return True
         for chunk in queued:
-            if self._compress(ctx, chunk):
+            if self._compress(ctx, chunk) or self.calls > before:
                 return True
-        return any(self._merge(ctx, group) for group in groups)
+        return any(self._merge(ctx, group) or self.calls > before for group in groups)
 
     def _expected_recall(self, ctx: StrategyContext, level: int) -> int:
         costs = sorted(
@@ -404,13 +445,39 @@ class AutobiographicalStrategy(Strategy):
         if has_tools and not ctx.tools():
             return False  # wait until the agent's tools are known
         request = self._l1_request(ctx, stored, chunk)
+        completion = self._ask(ctx, request)
+        if completion is None:  # never memory; after the limit the chunk stays raw
+            self.chunk_attempts[chunk.id] = self.chunk_attempts.get(chunk.id, 0) + 1
+            ctx.store.set(ctx.slot("autobio:chunk-attempts"), self.chunk_attempts)
+            return False
+        self._store_l1(ctx, chunk, completion.text, tokens=completion.usage.output_tokens)
+        return True
+
+    def _ask(self, ctx: StrategyContext, request: CompletionRequest) -> Completion | None:
+        """Call the summariser; retry a tool call or an empty answer; gate on end_turn.
+
+        A ``tool_use`` answer is retried once with a no-tools sentence, then once
+        without the tools; an empty or all-reasoning answer once with a plain-prose
+        sentence. Refusals, truncations and errors are never retried here and never
+        become memory. Returns the accepted completion (its text cleaned) or None.
+        """
         assert ctx.summarizer is not None
         self.calls += 1
         completion = ctx.summarizer.complete(request)
-        if not completion.acceptable:
-            return False
-        self._store_l1(ctx, chunk, completion.text.strip(), tokens=completion.usage.output_tokens)
-        return True
+        if completion.stop_reason == "tool_use":
+            request = _with_suffix(request, NO_TOOLS)
+            self.calls += 1
+            completion = ctx.summarizer.complete(request)
+            if completion.stop_reason == "tool_use":
+                self.calls += 1
+                completion = ctx.summarizer.complete(request.model_copy(update={"tools": None}))
+        elif completion.stop_reason == "end_turn" and not _clean(completion.text):
+            self.calls += 1
+            completion = ctx.summarizer.complete(_with_suffix(request, PLAIN_PROSE))
+        text = _clean(completion.text)
+        if completion.stop_reason != "end_turn" or not text:
+            return None
+        return completion.model_copy(update={"text": text})
 
     def _store_l1(
         self,
@@ -548,7 +615,8 @@ class AutobiographicalStrategy(Strategy):
                     take = run[: threshold - 1]  # never strand a single memory
                 ids = [s.id for s in take]
                 leaves = {leaf for s in take for leaf in self.leaves_of(s)}
-                if held.intersection(leaves) or self.merge_attempts.get(tuple(ids), 0) >= 5:
+                attempts = self.merge_attempts.get("+".join(ids), 0)
+                if held.intersection(leaves) or attempts >= self.config.merge_attempt_limit:
                     continue
                 if ids not in groups:
                     groups.append(ids)
@@ -580,19 +648,19 @@ class AutobiographicalStrategy(Strategy):
                             Message.text_message(self.config.summary_participant, child.content)
                         )
         request = self._request(ctx, [*ladder, *target, self._instruction(level)])
-        assert ctx.summarizer is not None
-        self.calls += 1
-        completion = ctx.summarizer.complete(request)
-        if not completion.acceptable:
-            key = tuple(ids)
+        answer = self._ask(ctx, request)
+        if answer is None:  # bounded retries, then the merge is quarantined (persisted)
+            key = "+".join(ids)
             self.merge_attempts[key] = self.merge_attempts.get(key, 0) + 1
+            ctx.store.set(ctx.slot("autobio:merge-attempts"), self.merge_attempts)
             return False
+        completion = answer
         with ctx.store.transaction():
             parent = SummaryEntry(
                 item="",
                 id=self._next_summary_id(ctx, level),
                 level=level,
-                content=completion.text.strip(),
+                content=completion.text,
                 tokens=completion.usage.output_tokens or math.ceil(len(completion.text) / 3),
                 source_ids=ids,
                 first=sources[0].first,
@@ -769,3 +837,24 @@ def _strip_thinking(messages: list[Message]) -> list[Message]:
             same = len(content) == len(m.content)
             out.append(m if same else m.model_copy(update={"content": content}))
     return out
+
+
+_THINKING = re.compile(r"^\s*<thinking>.*?</thinking>\s*", re.DOTALL)
+
+
+def _clean(text: str) -> str:
+    """The answer without a leading ``<thinking>`` preamble, stripped."""
+    return _THINKING.sub("", text).strip()
+
+
+def _with_suffix(request: CompletionRequest, suffix: str) -> CompletionRequest:
+    """The request with ``suffix`` appended to its final instruction turn."""
+    messages = list(request.messages)
+    last = messages[-1]
+    blocks = list(last.content)
+    if blocks and isinstance(blocks[-1], TextBlock):
+        blocks[-1] = TextBlock(text=blocks[-1].text + suffix)
+    else:
+        blocks.append(TextBlock(text=suffix.strip()))
+    messages[-1] = last.model_copy(update={"content": tuple(blocks)})
+    return request.model_copy(update={"messages": tuple(messages)})
