@@ -74,19 +74,9 @@ class BoundaryGraph:
         for pos, i in enumerate(self.leaves.tolist()):
             if raw_ok[i]:
                 self.edges_from[pos].append(Edge(pos, pos + 1, i, 0, raw_tokens[i]))
-        # allowed[k][i]: leaf i may be shown at level k (protected leaves are holes: allowed)
-        bad_prefix: dict[int, IntArray] = {}
-        for k in range(1, h.depth + 1):
-            bad = free & ((lo > k) | (hi < k))
-            bad_prefix[k] = np.concatenate([[0], np.cumsum(bad)])
-        for j in range(idx.n_summaries):
-            k = int(h.summary_level[j])
-            a, b = int(h.span_first[j]), int(h.span_last[j]) + 1
-            start, end = int(prefix[a]), int(prefix[b])
-            if end > start and bad_prefix[k][b] == bad_prefix[k][a]:
-                self.edges_from[start].append(
-                    Edge(start, end, idx.n + j, k, int(h.summary_tokens[j]))
-                )
+        for e in summary_edges(problem, prefix):
+            self.edges_from[e.start].append(e)
+        del h
 
     def levels_of(self, path: list[Edge]) -> IntArray:
         """The level array of a path (protected leaves raw)."""
@@ -142,6 +132,82 @@ class BoundaryGraph:
         return path[::-1]
 
 
+def summary_edges(problem: FoldProblem, prefix: IntArray) -> list[Edge]:
+    """Summary edges of the boundary graph, in input order.
+
+    ``prefix[i]`` is the number of non-protected leaves before leaf ``i``. A
+    summary is an edge when it has a non-protected member and every such member
+    allows its level.
+    """
+    h = problem.hierarchy
+    idx = problem.index
+    free = ~idx.protected
+    out: list[Edge] = []
+    bad_prefix: dict[int, IntArray] = {}
+    for k in range(1, h.depth + 1):
+        bad = free & ((idx.lo > k) | (idx.hi < k))
+        bad_prefix[k] = np.concatenate([[0], np.cumsum(bad)])
+    for j in range(idx.n_summaries):
+        k = int(h.summary_level[j])
+        a, b = int(h.span_first[j]), int(h.span_last[j]) + 1
+        start, end = int(prefix[a]), int(prefix[b])
+        if end > start and bad_prefix[k][b] == bad_prefix[k][a]:
+            out.append(Edge(start, end, idx.n + j, k, int(h.summary_tokens[j])))
+    return out
+
+
+def floor_levels(problem: FoldProblem) -> IntArray | None:
+    """Levels of :func:`cheapest_frontier` (same ties), without building the full graph.
+
+    Minimises (tokens, level x raw tokens) lexicographically over boundary-graph
+    paths; raw edges are implicit. None when no valid frontier exists.
+    """
+    idx = problem.index
+    if bool((idx.lo > idx.hi).any()):
+        return None
+    free = ~idx.protected
+    leaves = np.flatnonzero(free)
+    m = int(leaves.size)
+    prefix = np.concatenate([[0], np.cumsum(free)])
+    raw_pos = idx.leaf_tokens[leaves]
+    raw_ok = (idx.lo[leaves] == 0).tolist()
+    raw_list = raw_pos.tolist()
+    raw_prefix = np.concatenate([[0], np.cumsum(raw_pos)]).tolist()
+    starting: dict[int, list[Edge]] = {}
+    for e in summary_edges(problem, prefix):
+        starting.setdefault(e.start, []).append(e)
+    inf = float("inf")
+    best_t = [inf] * (m + 1)
+    best_d = [inf] * (m + 1)
+    back: list[Edge | None] = [None] * (m + 1)
+    best_t[0] = best_d[0] = 0.0
+    for p in range(m):
+        t, d = best_t[p], best_d[p]
+        if t == inf:
+            continue
+        if raw_ok[p]:
+            ct = t + raw_list[p]
+            if (ct, d) < (best_t[p + 1], best_d[p + 1]) or best_t[p + 1] == inf:
+                best_t[p + 1], best_d[p + 1], back[p + 1] = ct, d, None
+        for e in starting.get(p, ()):
+            ct = t + e.tokens
+            cd = d + e.level * (raw_prefix[e.end] - raw_prefix[e.start])
+            if best_t[e.end] == inf or (ct, cd) < (best_t[e.end], best_d[e.end]):
+                best_t[e.end], best_d[e.end], back[e.end] = ct, cd, e
+    if best_t[m] == inf:
+        return None
+    levels = np.zeros(idx.n, dtype=np.int64)
+    p = m
+    while p:
+        step = back[p]
+        if step is None:
+            p -= 1
+            continue
+        levels[leaves[step.start : step.end]] = step.level
+        p = step.start
+    return levels
+
+
 def cheapest_frontier(problem: FoldProblem) -> dict[str, int] | None:
     """The valid frontier with the fewest tokens (ignoring the budget), or None.
 
@@ -158,10 +224,8 @@ def cheapest_frontier(problem: FoldProblem) -> dict[str, int] | None:
     >>> cheapest_frontier(p)
     {'m0': 1, 'm1': 1}
     """
-    graph = BoundaryGraph(problem)
-    raw = problem.index.leaf_tokens
-    path = graph.shortest(lambda e: (e.tokens, _depth_cost(e, graph, raw)))
-    return None if path is None else frontier_from_levels(problem, graph.levels_of(path))
+    levels = floor_levels(problem)
+    return None if levels is None else frontier_from_levels(problem, levels)
 
 
 def finest_frontier(problem: FoldProblem) -> dict[str, int] | None:

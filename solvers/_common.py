@@ -14,6 +14,7 @@ from folding import (
     Status,
     render_levels,
 )
+from folding.frontiers import floor_levels
 from folding.render import resolve_units
 from folding.validate import _constraint_violations
 
@@ -78,15 +79,7 @@ def finest_levels(problem: FoldProblem) -> IntArray:
 
 def cheapest_levels(problem: FoldProblem) -> IntArray | None:
     """Levels of the cheapest valid frontier (the floor), or None."""
-    graph = BoundaryGraph(problem)
-    raw = problem.index.leaf_tokens
-
-    def weight(e: Any) -> tuple[float, ...]:
-        depth = 0 if e.level == 0 else e.level * int(raw[graph.leaves[e.start : e.end]].sum())
-        return (float(e.tokens), float(depth))
-
-    path = graph.shortest(weight)
-    return None if path is None else graph.levels_of(path)
+    return floor_levels(problem)
 
 
 def infeasible_diagnostics(problem: FoldProblem) -> dict[str, Any] | None:
