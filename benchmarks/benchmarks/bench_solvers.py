@@ -14,6 +14,7 @@ import os
 
 import solvers
 from folding import FoldProblem, fidelity_loss
+from solvers._cpsat import import_cp_model
 
 from .common import store, warm
 
@@ -37,6 +38,7 @@ class Solve:
         if method == "exact" and n_leaves > 15_000 and not XSLOW:
             raise NotImplementedError("exact at 75k leaves needs FOLDING_BENCH_XSLOW")
         self.problem = store(n_leaves)
+        import_cp_model()  # a one-off import per process, not part of a solve
         carried = solvers.solve(self.problem, method="kv-stable").frontier
         self.warm = warm(self.problem, carried, 190_000)
         self.shrink = warm(self.problem, carried, 150_000)
