@@ -119,6 +119,7 @@ class ManagerMachine(RuleBasedStateMachine):
             assert exc.actual > exc.budget == budget
             return
         assert tokens(first.messages) <= budget
+        assert tokens(first.messages) == first.render_stats["tokens"]  # one accountant
         assert tool_pair_problems(first.messages) == []
         shown = {m.text for m in first.messages}
         covered = {
