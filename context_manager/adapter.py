@@ -59,12 +59,11 @@ def build_problem(
     included: set[str] = set()
     summaries: list[Summary] = []
     for entry in sorted(strategy.summaries.values(), key=lambda x: (x.level, x.id)):
-        leaf_ids = strategy.leaves_of(entry)
-        spots = sorted(position[x] for x in leaf_ids if x in position)
-        if len(spots) != len(leaf_ids) or not spots:
+        first, last = position.get(entry.first), position.get(entry.last)
+        if first is None or last is None:
             continue  # a covered message is gone: this summary cannot be shown
-        if spots[-1] - spots[0] + 1 != len(spots):
-            continue
+        if last - first + 1 != strategy.span_size(entry):
+            continue  # a message inside was removed (the log only appends)
         if entry.level > 1 and not all(c in included for c in entry.source_ids):
             continue
         summary_key = (entry.id, entry.level, entry.content, tuple(entry.source_ids))

@@ -96,6 +96,7 @@ class ContextManager:
         self._system_prompt: str | None = None
         self._cache: list[StoredMessage] | None = None
         self._tokens: dict[str, int] = {}
+        self._version = 0
         self._render_stats: dict[str, Any] | None = None
         self._closed = False
         self._ctx = StrategyContext(
@@ -103,6 +104,7 @@ class ContextManager:
             namespace=namespace,
             messages=self._messages,
             count=self._count,
+            version=lambda: self._version,
             counter=counter,
             summarizer=summarizer,
             is_held=self._is_held,
@@ -219,6 +221,7 @@ class ContextManager:
         new = old.model_copy(update={"content": blocks})
         self._store.edit(self._slot, message_id, new.model_dump(mode="json"))
         self._tokens.pop(message_id, None)
+        self._version += 1
         if self._cache is not None:
             self._cache = [
                 StoredMessage(s.id, s.seq, new) if s.id == message_id else s for s in self._cache
@@ -230,6 +233,7 @@ class ContextManager:
         self._store.redact(self._slot, message_id)
         self._holds.pop(message_id, None)
         self._tokens.pop(message_id, None)
+        self._version += 1
         if self._cache is not None:
             self._cache = [s for s in self._cache if s.id != message_id]
 
@@ -508,6 +512,7 @@ class ContextManager:
     def _reload(self) -> None:
         self._cache = None
         self._tokens.clear()
+        self._version += 1
         self._holds.clear()
         self._render_stats = None
         self._strategy.initialize(self._ctx)

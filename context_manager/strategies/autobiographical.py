@@ -190,6 +190,7 @@ class AutobiographicalStrategy(Strategy):
         self.failed_closed = False
         self.calls = 0
         self.model_cache: dict[tuple[Any, ...], Any] = {}
+        self._token_cache: tuple[list[str], list[int], int] = ([], [], -1)
         """Validated folding models reused across compiles (keyed by their content)."""
 
     # ------------------------------------------------------------------ state
@@ -212,6 +213,7 @@ class AutobiographicalStrategy(Strategy):
         self.chunk_attempts = dict(store.get(ctx.slot("autobio:chunk-attempts"), {}))
         self.failed_closed = False
         self.model_cache = {}
+        self._token_cache = ([], [], -1)
         self.demanded_chunks = set()
         self.demanded_merges = []
 
@@ -223,7 +225,15 @@ class AutobiographicalStrategy(Strategy):
 
     # ---------------------------------------------------------------- windows
     def _tokens(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> list[int]:
-        return [ctx.count(s) for s in stored]
+        """Token counts aligned with ``stored``, extended incrementally on appends."""
+        ids, values, version = self._token_cache
+        n = len(ids)
+        if version != ctx.version() or n > len(stored) or (n and stored[n - 1].id != ids[-1]):
+            ids, values, n = [], [], 0
+        ids = ids + [s.id for s in stored[n:]]
+        values = values + [ctx.count(s) for s in stored[n:]]
+        self._token_cache = (ids, values, ctx.version())
+        return values
 
     def windows(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> _Windows:
         """Head end and tail start (indices) for the current messages."""
@@ -342,25 +352,41 @@ class AutobiographicalStrategy(Strategy):
         return f"L{level}-{counter}"
 
     def recall_pair(self, summary: SummaryEntry) -> tuple[Entry, Entry]:
-        """The question and answer that show ``summary`` in a context."""
-        question = Entry(
-            CONTEXT_MANAGER,
-            (TextBlock(text=self.config.summary_context_label),),
-            (),
-            summary.id,
-        )
-        answer = Entry(
-            self.config.summary_participant,
-            (TextBlock(text=summary.content),),
-            tuple(self.leaves_of(summary)),
-            summary.id,
-        )
-        return question, answer
+        """The question and answer that show ``summary`` in a context (cached per content)."""
+        key = ("recall", summary.id, summary.content)
+        cached = self.model_cache.get(key)
+        if cached is None:
+            label = (TextBlock(text=self.config.summary_context_label),)
+            body = (TextBlock(text=summary.content),)
+            question = Entry(
+                CONTEXT_MANAGER,
+                label,
+                (),
+                summary.id,
+                Message(participant=CONTEXT_MANAGER, content=label),
+            )
+            answer = Entry(
+                self.config.summary_participant,
+                body,
+                tuple(self.leaves_of(summary)),
+                summary.id,
+                Message(participant=self.config.summary_participant, content=body),
+            )
+            cached = self.model_cache[key] = (question, answer)
+        return cached
 
     def recall_tokens(self, ctx: StrategyContext, summary: SummaryEntry) -> int:
         """The one price of a recall pair: used by the solver and the renderer alike."""
         q, a = self.recall_pair(summary)
         return ctx.counter.count_message(q.to_message()) + ctx.counter.count_message(a.to_message())
+
+    def span_size(self, summary: SummaryEntry) -> int:
+        """Number of messages a summary covers (cached)."""
+        key = ("size", summary.id)
+        size = self.model_cache.get(key)
+        if size is None:
+            size = self.model_cache[key] = len(self.leaves_of(summary))
+        return int(size)
 
     def leaves_of(self, summary: SummaryEntry) -> list[str]:
         """Message ids a summary covers."""
@@ -745,7 +771,9 @@ class AutobiographicalStrategy(Strategy):
         for kind, key in plan.units:
             if kind == "raw":
                 s = plan.by_id[key]
-                entries.append(Entry(s.message.participant, s.message.content, (s.id,)))
+                entries.append(
+                    Entry(s.message.participant, s.message.content, (s.id,), None, s.message)
+                )
             else:
                 entries.extend(self.recall_pair(self.summaries[key]))
         shown = self.entries_cover(entries)
@@ -753,7 +781,7 @@ class AutobiographicalStrategy(Strategy):
         if dropped:  # never send a context that silently loses a message
             raise UncoveredDropError(dropped, "adaptive render")
         stats = {**plan.stats, "fits": True}
-        if not dry_run:
+        if not dry_run and plan.frontier != self.resolutions:
             self.resolutions = plan.frontier
             ctx.store.set(ctx.slot("autobio:resolutions"), plan.frontier)
         return Selection(entries, stats)

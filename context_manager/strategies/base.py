@@ -46,9 +46,13 @@ class Entry:
     content: tuple[ContentBlock, ...]
     source_ids: tuple[str, ...] = ()
     summary_id: str | None = None
+    message: Message | None = None
+    """The stored message this entry shows verbatim, when it is one (reused as is)."""
 
     def to_message(self) -> Message:
         """The entry as a plain :class:`Message`."""
+        if self.message is not None:
+            return self.message
         return Message(participant=self.participant, content=self.content)
 
 
@@ -70,6 +74,8 @@ class StrategyContext:
     """Live messages, oldest first (do not mutate the list)."""
     count: Callable[[StoredMessage], int]
     """Tokens of a stored message (cached by id)."""
+    version: Callable[[], int]
+    """Changes whenever a message is edited or removed or the branch switches."""
     counter: TokenCounter
     summarizer: Summarizer | None
     is_held: Callable[[str], bool]
