@@ -30,7 +30,7 @@ schema: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
-	cd benchmarks && ../$(BIN)/asv run --python=same --quick --show-stderr
+	cd benchmarks && ../$(BIN)/asv machine --yes > /dev/null && ../$(BIN)/asv run --python=same --quick --show-stderr
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
