@@ -502,3 +502,52 @@ def test_orphaned_chunk_records_stop_compression(tmp_path: Path) -> None:
     cm.drain()
     assert s.requests == [] and strategy.summaries == {} and strategy.failed_closed
     cm.close()
+
+
+def grouping(tmp_path: Path, spans: dict[str, tuple[int, int]], n: int, **options: Any) -> Any:
+    """Merge groups the strategy proposes for hand-placed L1 memories over ``n`` messages."""
+    from context_manager.strategies.autobiographical import SummaryEntry
+
+    cm, strategy = open_cm(tmp_path, ScriptedSummarizer(), target_chunk_tokens=10**9, **options)
+    ids = [cm.add_message("User", f"m{i}") for i in range(n)]
+    for name, (a, b) in spans.items():
+        strategy.summaries[name] = SummaryEntry(
+            item="",
+            id=name,
+            level=1,
+            content=name,
+            tokens=5,
+            source_ids=ids[a : b + 1],
+            first=ids[a],
+            last=ids[b],
+        )
+    groups = strategy.merge_groups(cm._ctx)
+    cm.close()
+    return groups
+
+
+def test_merge_grouping_contiguous_run_and_a_lone_newcomer(tmp_path: Path) -> None:
+    spans = {c: (6 * i, 6 * i + 5) for i, c in enumerate("abcdef")}
+    spans["july"] = (300, 310)
+    assert grouping(tmp_path, spans, 320) == [list("abcdef")]
+
+
+def test_merge_grouping_stranded_interior_run(tmp_path: Path) -> None:
+    spans = {
+        "a": (0, 5),
+        "b": (12, 20),
+        "c": (21, 30),
+        "d": (31, 40),
+        "e": (41, 50),
+        "f": (300, 310),
+    }
+    assert grouping(tmp_path, spans, 320) == [["b", "c", "d", "e"]]
+    newest_only = {"b": (12, 20), "c": (21, 30), "d": (31, 40), "e": (41, 50), "g": (51, 60)}
+    assert grouping(tmp_path, newest_only, 320) == []  # the newest run waits for 6
+
+
+def test_merge_grouping_excludes_too_wide_memories(tmp_path: Path) -> None:
+    spans = {"wide": (0, 200)} | {c: (201 + 10 * i, 210 + 10 * i) for i, c in enumerate("abcde")}
+    options = {"merge_max_source_span_messages": 100}
+    assert grouping(tmp_path, spans, 320, **options) == []
+    assert grouping(tmp_path, spans, 320, merge_threshold=5, **options) == [list("abcde")]

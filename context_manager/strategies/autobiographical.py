@@ -64,6 +64,9 @@ class AutobiographicalConfig(BaseModel):
     """Text-only chunks with fewer non-space characters get a stub memory, no call."""
     merge_threshold: int = Field(default=6, ge=2)
     merge_attempt_limit: int = Field(default=5, ge=1)
+    merge_max_source_span_messages: int = Field(default=1500, ge=1)
+    """A memory spanning more messages than this x merge_threshold^(level - 3) (the
+    exponent floored at 0) is not merged further."""
     chunk_attempt_limit: int = Field(default=3, ge=1)
     """Rejected attempts on one chunk before it stays raw for good (persisted)."""
     """Rejected attempts on one merge before its sources are quarantined (persisted)."""
@@ -619,9 +622,14 @@ class AutobiographicalStrategy(Strategy):
         threshold = self.config.merge_threshold
         groups: list[list[str]] = [g for g in self.demanded_merges if self._mergeable(g)]
         by_level: dict[int, list[SummaryEntry]] = {}
+        base = self.config.merge_max_source_span_messages
         for s in self.frontier_summaries():
-            if s.first in index and s.last in index:
-                by_level.setdefault(s.level, []).append(s)
+            if s.first not in index or s.last not in index:
+                continue
+            span = index[s.last] - index[s.first] + 1
+            if span > base * threshold ** max(0, s.level - 3):
+                continue  # too wide for its level: never merged further
+            by_level.setdefault(s.level, []).append(s)
         for level, entries in sorted(by_level.items()):
             entries.sort(key=lambda s: index[s.first])
             runs: list[list[SummaryEntry]] = []
