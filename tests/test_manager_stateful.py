@@ -92,10 +92,23 @@ class ManagerMachine(RuleBasedStateMachine):
         self.cm.add_message("User", [ToolResultBlock(tool_use_id=tid, content=body)])
 
     @precondition(lambda self: bool(self.cm.get_messages()))
-    @rule(data=st.data())
-    def pin(self, data: st.DataObject) -> None:
-        target = data.draw(st.sampled_from(self.ids()))
-        self.cm.pin_range(target, target)
+    @rule(data=st.data(), kind=st.sampled_from(["raw", "level", "max_level"]))
+    def pin(self, data: st.DataObject, kind: str) -> None:
+        ids = self.ids()
+        first = data.draw(st.integers(0, len(ids) - 1))
+        last = data.draw(st.integers(first, min(len(ids) - 1, first + 8)))
+        level = data.draw(st.integers(0, 3))
+        options = (
+            {"level": level}
+            if kind == "level"
+            else ({"max_level": level} if kind == "max_level" else {})
+        )
+        self.cm.pin_range(ids[first], ids[last], **options)
+
+    @precondition(lambda self: bool(self.cm.get_messages()))
+    @rule(data=st.data(), locked=st.booleans())
+    def lock(self, data: st.DataObject, locked: bool) -> None:
+        self.cm.lock_message(data.draw(st.sampled_from(self.ids())), locked)
 
     @precondition(lambda self: bool(self.cm.get_messages()))
     @rule(data=st.data(), release=st.booleans())
