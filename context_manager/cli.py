@@ -118,7 +118,7 @@ def _describe(problem: FoldProblem) -> None:
 
 @app.command()
 def demo() -> None:
-    """Show the bundled example problem: its hierarchy and its cheapest and finest frontiers."""
+    """Show the bundled example problem: its hierarchy, extreme frontiers and every solver."""
     problem = _example_problem()
     console.rule("[bold]ctxfold demo: a fold problem")
     console.print(
@@ -131,6 +131,32 @@ def demo() -> None:
     console.print("first units of the cheapest layout:")
     for unit in layout.units[:8]:
         console.print(f"  @{unit.offset:>6}  {unit.kind:<6} {unit.key:<8} {unit.tokens:>5} tok")
+    _compare_solvers(problem)
+
+
+def _compare_solvers(problem: FoldProblem) -> None:
+    """Solve the problem with every registered solver and tabulate the answers."""
+    import solvers
+    from folding import fidelity_loss
+
+    table = Table(title="every solver on this problem (lower fidelity loss keeps more detail)")
+    for col in ("solver", "status", "tokens", "of wall", "fidelity loss", "ms"):
+        table.add_column(col, justify="left" if col in ("solver", "status") else "right")
+    for name in solvers.names():
+        options: dict[str, object] = {"policy": "reference"} if name == "kv-unified" else {}
+        if name == "brute-force" and problem.n_leaves > 12:
+            continue
+        result = solvers.solve(problem, method=name, **options)
+        tokens = result.tokens or 0
+        table.add_row(
+            name,
+            result.status.value,
+            f"{tokens:,}",
+            f"{tokens / problem.budget.total:.0%}",
+            f"{fidelity_loss(problem, result.frontier):,.0f}",
+            f"{result.stats['solve_ms']:.1f}",
+        )
+    console.print(table)
 
 
 @app.command()
