@@ -146,7 +146,7 @@ def _compare_solvers(problem: FoldProblem) -> None:
         options: dict[str, object] = {"policy": "reference"} if name == "kv-unified" else {}
         if name == "brute-force" and problem.n_leaves > 12:
             continue
-        result = solvers.solve(problem, method=name, **options)
+        result = solvers.get(name, **options).solve(problem)
         tokens = result.tokens or 0
         table.add_row(
             name,
