@@ -460,11 +460,22 @@ class ContextManager:
         self._capable("lock")(self._ctx, message_id, locked)
 
     def search_summaries(
-        self, text: str | None = None, *, levels: Sequence[int] | None = None, limit: int = 50
+        self,
+        text: str | None = None,
+        *,
+        regex: str | None = None,
+        levels: Sequence[int] | None = None,
+        limit: int = 50,
+        include_merged: bool = False,
     ) -> list[Any]:
-        """Summaries containing ``text`` (case-insensitive), most matches first."""
+        """``(summary, matches)`` pairs for ``text`` (case-insensitive) or ``regex``,
+        most matches first; empty for strategies without summaries."""
         search = getattr(self._strategy, "search_summaries", None)
-        return [] if search is None else list(search(text, levels=levels, limit=limit))
+        if search is None:
+            return []
+        return list(
+            search(text, regex=regex, levels=levels, limit=limit, include_merged=include_merged)
+        )
 
     def get_summaries_in_range(
         self,

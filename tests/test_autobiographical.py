@@ -296,6 +296,25 @@ def test_search_summaries(tmp_path: Path) -> None:
     found = cm.search_summaries("cats")
     assert [m for _, m in found] == [3, 1]
     assert cm.get_summary("nonexistent") is None
+    assert len(cm.search_summaries()) == 3 and len(cm.search_summaries(limit=2)) == 2
+    assert cm.search_summaries("cats", levels=[2]) == []
+    cm.close()
+
+
+def test_search_by_regex_and_merged(tmp_path: Path) -> None:
+    answers = ["at 14:23 then 16:45 and 18:00", "no times here"]
+    s = ScriptedSummarizer(
+        lambda r, n: Completion(text=answers[min(n - 1, 1)], stop_reason="end_turn")
+    )
+    cm, _strategy = open_cm(tmp_path, s, merge_threshold=2)
+    for i in range(10):
+        cm.add_message("User", words(20, f"m{i}"))
+    cm.drain()
+    hits = cm.search_summaries(regex=r"\d{2}:\d{2}", include_merged=True)
+    assert [(x.id, m) for x, m in hits] == [("L1-0", 3)]
+    assert all(x.parent_id is None for x, _ in cm.search_summaries())
+    with pytest.raises(Exception, match="invalid regex"):
+        cm.search_summaries(regex="(")
     cm.close()
 
 

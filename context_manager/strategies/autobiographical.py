@@ -849,14 +849,43 @@ class AutobiographicalStrategy(Strategy):
 
     # ------------------------------------------------------------------ search
     def search_summaries(
-        self, text: str | None = None, *, levels: Sequence[int] | None = None, limit: int = 50
+        self,
+        text: str | None = None,
+        *,
+        regex: str | None = None,
+        levels: Sequence[int] | None = None,
+        limit: int = 50,
+        include_merged: bool = False,
     ) -> list[tuple[SummaryEntry, int]]:
-        """Summaries by case-insensitive substring count, most matches first."""
+        """Summaries with their match counts, most matches first (then newest).
+
+        ``regex`` (counted with ``re.finditer``) wins over ``text`` (a
+        case-insensitive substring count); with neither, every summary matches
+        once. Merged summaries (those with a parent) only with ``include_merged``.
+
+        Raises
+        ------
+        ConfigError
+            For an invalid regular expression or a non-positive limit.
+        """
+        if limit <= 0:
+            raise ConfigError(f"limit must be positive, got {limit}")
+        try:
+            pattern = re.compile(regex) if regex is not None else None
+        except re.error as exc:
+            raise ConfigError(f"invalid regex {regex!r}: {exc}") from None
         out = []
         for s in self.summaries.values():
             if levels is not None and s.level not in levels:
                 continue
-            matches = s.content.lower().count(text.lower()) if text else 1
+            if s.parent_id is not None and not include_merged:
+                continue
+            if pattern is not None:
+                matches = sum(1 for _ in pattern.finditer(s.content))
+            elif text:
+                matches = s.content.lower().count(text.lower())
+            else:
+                matches = 1
             if matches:
                 out.append((s, matches))
         out.sort(key=lambda x: (-x[1], -x[0].created))
