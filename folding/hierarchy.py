@@ -104,6 +104,9 @@ class Hierarchy:
     # ------------------------------------------------------------ validation
     @staticmethod
     def _unique(ids: tuple[str, ...], field: str, kind: str) -> dict[str, int]:
+        fast = dict(zip(ids, range(len(ids)), strict=True))
+        if len(fast) == len(ids):
+            return fast
         index: dict[str, int] = {}
         for i, node in enumerate(ids):
             if node in index:
@@ -118,6 +121,10 @@ class Hierarchy:
 
     def _check_zones(self) -> None:
         zones = [leaf.zone for leaf in self.leaves]
+        head = zones.count("head")
+        tail = zones.count("tail")
+        if zones[:head] == ["head"] * head and zones[len(zones) - tail :] == ["tail"] * tail:
+            return  # head a prefix, tail a suffix
         seen_middle_or_tail = False
         for leaf, zone in zip(self.leaves, zones, strict=True):
             if zone == "head" and seen_middle_or_tail:
@@ -143,7 +150,17 @@ class Hierarchy:
 
     def _check_references_and_cycles(self) -> None:
         edges: list[tuple[str, str]] = []
+        leaf_index = self.leaf_index
+        plain_l1: set[str] = set()
         for s in self.summaries:
+            children = s.children
+            if (
+                s.level == 1
+                and len(set(children)) == len(children)
+                and all(c in leaf_index for c in children)
+            ):
+                plain_l1.add(s.id)
+                continue  # the common case: distinct leaves
             seen: set[str] = set()
             for child in s.children:
                 if child in seen:
@@ -179,6 +196,8 @@ class Hierarchy:
                 node=str(cycle[0][0]),
             )
         for s in self.summaries:
+            if s.id in plain_l1:
+                continue
             for child in s.children:
                 if s.level == 1 and child not in self.leaf_index:
                     raise LevelError(
@@ -212,8 +231,12 @@ class Hierarchy:
         for j in order:
             s = self.summaries[j]
             if s.level == 1:
-                positions = sorted(self.leaf_index[c] for c in s.children)
-                intervals = [(p, p) for p in positions]
+                positions = [self.leaf_index[c] for c in s.children]
+                lo, hi = min(positions), max(positions)
+                if hi - lo + 1 == len(positions):  # distinct children: contiguous
+                    first[j], last[j] = lo, hi
+                    continue
+                intervals = [(p, p) for p in sorted(positions)]
             else:
                 intervals = sorted(
                     (int(first[self.summary_index[c]]), int(last[self.summary_index[c]]))
