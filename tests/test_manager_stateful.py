@@ -29,7 +29,7 @@ from context_manager import (
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.transcripts import load_swe_agent
 
-DATA = Path(__file__).resolve().parent / "data" / "swe-agent"  # MIT, LICENSE beside the files
+DATA = Path(__file__).resolve().parents[1] / "data" / "swe-agent"  # MIT, LICENSE beside them
 COUNTER = CharsCounter()
 
 
