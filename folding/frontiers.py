@@ -234,10 +234,20 @@ def finest_frontier(problem: FoldProblem) -> dict[str, int] | None:
     Minimises the sum over leaves of ``level x raw tokens``; usually all raw
     except where pins or locks demand a summary.
     """
+    levels = finest_levels(problem)
+    return None if levels is None else frontier_from_levels(problem, levels)
+
+
+def finest_levels(problem: FoldProblem) -> IntArray | None:
+    """Levels of :func:`finest_frontier`: all raw when nothing forces a summary, else the
+    path minimising (level x raw tokens, tokens). None when no valid frontier exists."""
+    idx = problem.index
+    if not (idx.lo > 0).any() and not (idx.lo > idx.hi).any():
+        return np.zeros(idx.n, dtype=np.int64)
     graph = BoundaryGraph(problem)
-    raw = problem.index.leaf_tokens
+    raw = idx.leaf_tokens
     path = graph.shortest(lambda e: (_depth_cost(e, graph, raw), e.tokens))
-    return None if path is None else frontier_from_levels(problem, graph.levels_of(path))
+    return None if path is None else graph.levels_of(path)
 
 
 def _depth_cost(e: Edge, graph: BoundaryGraph, raw: IntArray) -> int:

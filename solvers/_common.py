@@ -14,6 +14,7 @@ from folding import (
     Status,
     render_levels,
 )
+from folding.frontiers import finest_levels as folding_finest_levels
 from folding.frontiers import floor_levels
 from folding.render import resolve_units
 from folding.validate import _constraint_violations
@@ -60,21 +61,9 @@ def carried_levels(problem: FoldProblem) -> IntArray | None:
 
 def finest_levels(problem: FoldProblem) -> IntArray:
     """Levels of the least-folded valid frontier (all raw when nothing forces a summary)."""
-    idx = problem.index
-    if not (idx.lo > 0).any():
-        return np.zeros(idx.n, dtype=np.int64)
-    graph = BoundaryGraph(problem)
-    raw = idx.leaf_tokens
-
-    def weight(e: Any) -> tuple[float, ...]:
-        if e.level == 0:
-            return (0.0, float(e.tokens))
-        span = graph.leaves[e.start : e.end]
-        return (float(e.level * raw[span].sum()), float(e.tokens))
-
-    path = graph.shortest(weight)
-    assert path is not None, "finest_levels needs a feasible constraint set"
-    return graph.levels_of(path)
+    levels = folding_finest_levels(problem)
+    assert levels is not None, "finest_levels needs a feasible constraint set"
+    return levels
 
 
 def cheapest_levels(problem: FoldProblem) -> IntArray | None:
