@@ -29,6 +29,10 @@ class TestKvStable(_Runner, SolverConformance):
     method = "kv-stable"
 
 
+class TestThresholdPyramid(_Runner, SolverConformance):
+    method = "threshold-pyramid"
+
+
 class TestKvUnified(_Runner, SolverConformance):
     method = "kv-unified"
     options: ClassVar[dict[str, Any]] = {"policy": "reference"}
