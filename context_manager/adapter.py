@@ -102,9 +102,9 @@ def solve_frontier(
     budget: RequestBudget,
 ) -> AdapterPlan:
     """Solve the current state and return the units to render (or the refusal)."""
-    cfg = strategy.config
     problem = build_problem(strategy, ctx, stored, win, budget)
-    result = solvers.solve(problem, method=cfg.folding_strategy, **cfg.solver_options)
+    method, options = strategy.solver
+    result = solvers.solve(problem, method=method, **options)
     head = sum(win.tokens[: win.head_end])
     tail = sum(win.tokens[win.tail_start :])
     plan = AdapterPlan(produce=list(result.produce), by_id={s.id: s for s in stored})

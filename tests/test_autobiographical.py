@@ -570,3 +570,55 @@ def test_merge_grouping_excludes_too_wide_memories(tmp_path: Path) -> None:
     options = {"merge_max_source_span_messages": 100}
     assert grouping(tmp_path, spans, 320, **options) == []
     assert grouping(tmp_path, spans, 320, merge_threshold=5, **options) == [list("abcde")]
+
+
+def _ten_l1s_under_one_l2(tmp_path: Path) -> tuple[int, int]:
+    """Ten L1 memories merged into one L2; returns the price of an L1 and of the L2 pair."""
+    cm, strategy = open_cm(tmp_path, ScriptedSummarizer(), merge_threshold=10)
+    for i in range(40):
+        cm.add_message("User", words(20, f"m{i}"))
+    cm.drain()
+    by_level = sorted(strategy.summaries.values(), key=lambda s: (s.level, s.id))
+    assert [s.level for s in by_level].count(1) == 10 and by_level[-1].level == 2
+    l1 = max(strategy.recall_tokens(cm._ctx, s) for s in by_level[:-1])
+    l2 = strategy.recall_tokens(cm._ctx, by_level[-1])
+    cm.close()
+    return l1, l2
+
+
+@pytest.mark.parametrize("fits", [3, 10])
+def test_pyramid_opens_a_summary_only_when_all_its_children_fit(tmp_path: Path, fits: int) -> None:
+    l1, l2 = _ten_l1s_under_one_l2(tmp_path)
+    cm, strategy = open_cm(
+        tmp_path,
+        ScriptedSummarizer(),
+        merge_threshold=10,
+        adaptive_resolution=False,
+        l1_budget_tokens=fits * l1,
+        l2_budget_tokens=l2,
+        l3_budget_tokens=0,
+    )
+    result = cm.compile(max_tokens=100_000, reserve_for_response=0)
+    headers = [m.text for m in result.messages if m.text.startswith("[Recall ")]
+    if fits == 3:  # three L1s would leave seven messages' worth of children unshown
+        assert len(headers) == 1 and headers[0].startswith("[Recall L2-")
+    else:
+        assert len(headers) == 10 and all(h.startswith("[Recall L1-") for h in headers)
+    shown = {
+        i for e in strategy.select(cm._ctx, _budget(), dry_run=True).entries for i in e.source_ids
+    }
+    assert shown == {m.id for m in cm.get_messages()}  # every message raw or summarised
+    cm.close()
+
+
+def _budget() -> Any:
+    from context_manager.strategies.base import RequestBudget
+
+    return RequestBudget(100_000)
+
+
+def test_pyramid_template_is_checked(tmp_path: Path) -> None:
+    from context_manager.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="recall_header_template"):
+        AutobiographicalStrategy(compression_model="m", recall_header_template="{nope}")

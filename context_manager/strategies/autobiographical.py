@@ -76,8 +76,18 @@ class AutobiographicalConfig(BaseModel):
     recall_budget_tokens: int = Field(default=100_000, gt=0)
     """Cap on recall pairs in a compression request (newest first)."""
     adaptive_resolution: bool = True
+    """True: a solver (``folding_strategy``) picks the fold depth per region under the
+    budget. False: the threshold pyramid (newest history at L1, older at L2, oldest
+    coarser, within ``l1_budget_tokens`` / ``l2_budget_tokens`` / ``l3_budget_tokens``)."""
     folding_strategy: str = "kv-stable"
     solver_options: dict[str, Any] = Field(default_factory=dict)
+    l1_budget_tokens: int = Field(default=30_000, ge=0)
+    l2_budget_tokens: int = Field(default=30_000, ge=0)
+    l3_budget_tokens: int = Field(default=30_000, ge=0)
+    """Pyramid allowance of level 3 and of every level above."""
+    recall_header_template: str = "[Recall {id}]"
+    """Question of each recall pair on the pyramid path; ``{id}``, ``{level}``, ``{first}``
+    and ``{last}`` are substituted. The adaptive path asks ``summary_context_label``."""
     compression_slack_ratio: float = Field(default=0.1, ge=0.0, lt=1.0)
     over_budget_grace_ratio: float = Field(default=0.02, ge=0.0)
 
@@ -168,11 +178,6 @@ class AutobiographicalStrategy(Strategy):
         if config is not None and options:
             raise ConfigError("pass either config= or keyword options, not both")
         self.config = config if config is not None else AutobiographicalConfig(**options)
-        if not self.config.adaptive_resolution:
-            raise ConfigError(
-                "adaptive_resolution=False (the threshold-pyramid renderer) is not available; "
-                "use adaptive_resolution=True with a folding_strategy"
-            )
         import solvers
 
         if self.config.folding_strategy not in solvers.names():
@@ -180,6 +185,13 @@ class AutobiographicalStrategy(Strategy):
                 f"folding_strategy={self.config.folding_strategy!r} is not a registered solver; "
                 f"choose one of {', '.join(solvers.names())}"
             )
+        try:
+            self.config.recall_header_template.format(id="L1-0", level=1, first="a", last="b")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(
+                f"recall_header_template={self.config.recall_header_template!r} is invalid "
+                f"({exc!r}); use only the fields {{id}}, {{level}}, {{first}} and {{last}}"
+            ) from None
         self.summaries: dict[str, SummaryEntry] = {}
         self.chunks: list[ChunkRecord] = []
         self.pins: list[Pin] = []
@@ -195,6 +207,24 @@ class AutobiographicalStrategy(Strategy):
         self.model_cache: dict[tuple[Any, ...], Any] = {}
         self._token_cache: tuple[list[str], list[int], int] = ([], [], -1)
         """Validated folding models reused across compiles (keyed by their content)."""
+
+    @property
+    def solver(self) -> tuple[str, dict[str, Any]]:
+        """The solver each compile calls and its options."""
+        cfg = self.config
+        if cfg.adaptive_resolution:
+            return cfg.folding_strategy, dict(cfg.solver_options)
+        budgets = (cfg.l1_budget_tokens, cfg.l2_budget_tokens, cfg.l3_budget_tokens)
+        return "threshold-pyramid", {"level_budgets": budgets}
+
+    def recall_header(self, summary: SummaryEntry) -> str:
+        """The question of ``summary``'s recall pair in a compiled context."""
+        cfg = self.config
+        if cfg.adaptive_resolution:
+            return cfg.summary_context_label
+        return cfg.recall_header_template.format(
+            id=summary.id, level=summary.level, first=summary.first, last=summary.last
+        )
 
     # ------------------------------------------------------------------ state
     def initialize(self, ctx: StrategyContext) -> None:
@@ -359,7 +389,7 @@ class AutobiographicalStrategy(Strategy):
         key = ("recall", summary.id, summary.content)
         cached = self.model_cache.get(key)
         if cached is None:
-            label = (TextBlock(text=self.config.summary_context_label),)
+            label = (TextBlock(text=self.recall_header(summary)),)
             body = (TextBlock(text=summary.content),)
             question = Entry(
                 CONTEXT_MANAGER,
