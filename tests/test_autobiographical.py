@@ -193,22 +193,23 @@ def test_l1_request_is_as_of_the_chunk(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "attempts"),
     [
-        Completion(text="partial", stop_reason="max_tokens"),
-        Completion(text="no", stop_reason="refusal"),
-        Completion(text="  ", stop_reason="end_turn"),
+        (Completion(text="partial", stop_reason="max_tokens"), 3),
+        (Completion(text="  ", stop_reason="end_turn"), 3),
+        # a refusal with no variant to try is exhausted at once: the same request never again
+        (Completion(text="no", stop_reason="refusal"), 1),
     ],
 )
-def test_only_end_turn_becomes_memory(tmp_path: Path, bad: Completion) -> None:
+def test_only_end_turn_becomes_memory(tmp_path: Path, bad: Completion, attempts: int) -> None:
     s = ScriptedSummarizer(lambda r, n: bad)
     cm, strategy = open_cm(tmp_path, s)
     for i in range(5):
         cm.add_message("User", words(20, f"m{i}"))
     assert cm.tick() is True  # an attempt was made ...
     assert strategy.summaries == {} and not strategy.chunks[0].compressed  # ... not kept
-    cm.drain()  # after chunk_attempt_limit attempts the chunk stays raw for good
-    assert strategy.chunk_attempts == {"c-0": 3} and cm.is_ready()
+    cm.drain()  # after the attempts the chunk stays raw for good
+    assert strategy.chunk_attempts == {"c-0": attempts} and cm.is_ready()
     assert strategy.summaries == {}
     cm.close()
 
@@ -622,3 +623,73 @@ def test_pyramid_template_is_checked(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="recall_header_template"):
         AutobiographicalStrategy(compression_model="m", recall_header_template="{nope}")
+
+
+def _two_l2_ladder(tmp_path: Path, answer: Callable[[CompletionRequest, int], Completion]) -> Any:
+    """Six L1s merged three by three into two L2s, then a seventh chunk's request pending."""
+    refusing = {"on": False}
+
+    def script(request: CompletionRequest, n: int) -> Completion:
+        if refusing["on"]:
+            return answer(request, n)
+        return Completion(text=f"I remember part {n}.", stop_reason="end_turn")
+
+    s = ScriptedSummarizer(script)
+    cm, strategy = open_cm(tmp_path, s, merge_threshold=3)
+    for i in range(24):
+        cm.add_message("User", words(20, f"m{i}"))
+    cm.drain()
+    assert sorted(x.level for x in strategy.frontier_summaries()) == [2, 2]
+    refusing["on"] = True
+    for i in range(24, 28):
+        cm.add_message("User", words(20, f"m{i}"))
+    s.requests.clear()
+    return cm, strategy, s
+
+
+def _texts(request: CompletionRequest) -> list[str]:
+    return [m.text for m in request.messages]
+
+
+def test_a_refusal_tries_variants_that_open_one_merged_memory(tmp_path: Path) -> None:
+    def answer(request: CompletionRequest, n: int) -> Completion:
+        if n in (1, 2):  # canonical and the first variant refused
+            return Completion(text="I can't.", stop_reason="refusal")
+        return Completion(text="I remember the seventh part.", stop_reason="end_turn")
+
+    cm, strategy, s = _two_l2_ladder(tmp_path, answer)
+    before = len(strategy.summaries)
+    cm.drain()
+    assert len(s.requests) == 3
+    assert len(strategy.summaries) == before + 1
+    assert strategy.summaries[strategy.chunks[6].summary_id or ""].content.endswith("part.")
+    canonical = _texts(s.requests[0])
+    l2s = sorted(
+        (x for x in strategy.summaries.values() if x.level == 2),
+        key=lambda x: strategy.leaves_of(x)[0],
+    )
+    for variant, opened in zip(s.requests[1:], reversed(l2s), strict=True):  # newest first
+        at = canonical.index(f"[CM] Recall memory {opened.id}.")
+        children = [strategy.summaries[c] for c in opened.source_ids]
+        pairs = [t for c in children for t in (f"[CM] Recall memory {c.id}.", c.content)]
+        assert _texts(variant) == canonical[:at] + pairs + canonical[at + 2 :]
+        assert variant.model_copy(update={"messages": ()}) == s.requests[0].model_copy(
+            update={"messages": ()}
+        )  # model, tools, system and caps unchanged
+    cm.close()
+
+
+def test_refused_in_every_variant_is_never_sent_again(tmp_path: Path) -> None:
+    def refuse(request: CompletionRequest, n: int) -> Completion:
+        return Completion(text="No.", stop_reason="refusal")
+
+    cm, strategy, s = _two_l2_ladder(tmp_path, refuse)
+    cm.drain()
+    assert len(s.requests) == 3  # canonical + both variants
+    assert not strategy.chunks[6].compressed and cm.is_ready()
+    cm.close()
+    again = ScriptedSummarizer(refuse)
+    cm, strategy = open_cm(tmp_path, again, merge_threshold=3)
+    cm.drain()
+    assert again.requests == [] and not strategy.chunks[6].compressed
+    cm.close()

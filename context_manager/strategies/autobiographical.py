@@ -21,6 +21,7 @@ compile fully succeeded, never on a dry run.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
@@ -69,7 +70,11 @@ class AutobiographicalConfig(BaseModel):
     exponent floored at 0) is not merged further."""
     chunk_attempt_limit: int = Field(default=3, ge=1)
     """Rejected attempts on one chunk before it stays raw for good (persisted)."""
-    """Rejected attempts on one merge before its sources are quarantined (persisted)."""
+    compression_refusal_curve_fallbacks: int = Field(default=3, ge=0)
+    """After a refused L1 request, at most this many variants, each showing one merged
+    memory of the recall ladder as its children instead; 0 disables."""
+    compression_context_budget_tokens: int = Field(default=200_000, gt=0)
+    """A variant is sent only if its input plus the output cap fits this."""
     summary_target_tokens: int = Field(default=2000, gt=0)
     summary_participant: str = "Claude"
     summary_context_label: str = "What do you remember from earlier?"
@@ -202,6 +207,8 @@ class AutobiographicalStrategy(Strategy):
         self.demanded_merges: list[list[str]] = []
         self.merge_attempts: dict[str, int] = {}
         self.chunk_attempts: dict[str, int] = {}
+        self.exhausted: dict[str, set[str]] = {}
+        """Chunk id -> hashes of request shapes refused in every variant (persisted)."""
         self.failed_closed = False
         self.calls = 0
         self.model_cache: dict[tuple[Any, ...], Any] = {}
@@ -244,6 +251,9 @@ class AutobiographicalStrategy(Strategy):
         self.resolutions = dict(store.get(ctx.slot("autobio:resolutions"), {}))
         self.merge_attempts = dict(store.get(ctx.slot("autobio:merge-attempts"), {}))
         self.chunk_attempts = dict(store.get(ctx.slot("autobio:chunk-attempts"), {}))
+        self.exhausted = {}
+        for it in store.items(ctx.slot("autobio:refusal-ledger")):
+            self.exhausted.setdefault(it.body["chunk"], set()).add(it.body["shape"])
         self.failed_closed = False
         self.model_cache = {}
         self._token_cache = ([], [], -1)
@@ -375,8 +385,15 @@ class AutobiographicalStrategy(Strategy):
         return [
             c
             for c in ready
-            if not held.intersection(c.source_ids) and self.chunk_attempts.get(c.id, 0) < limit
+            if not held.intersection(c.source_ids)
+            and self.chunk_attempts.get(c.id, 0) < limit
+            and not (c.id in self.exhausted and self._refused_before(ctx, c))
         ]
+
+    def _refused_before(self, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
+        """The chunk's request today has the shape of one that every variant refused."""
+        stored = ctx.messages()
+        return _shape(self._l1_request(ctx, stored, chunk)) in self.exhausted[chunk.id]
 
     # -------------------------------------------------------------- summaries
     def _next_summary_id(self, ctx: StrategyContext, level: int) -> str:
@@ -503,22 +520,81 @@ class AutobiographicalStrategy(Strategy):
             return True
         if has_tools and not ctx.tools():
             return False  # wait until the agent's tools are known
-        request = self._l1_request(ctx, stored, chunk)
+        ladder = self._ladder_summaries(ctx, stored, chunk)
+        request = self._l1_request(ctx, stored, chunk, ladder)
+        shape = _shape(request)
+        if shape in self.exhausted.get(chunk.id, ()):
+            return False  # this exact request was refused in every variant before
         completion = self._ask(ctx, request)
-        if completion is None:  # never memory; after the limit the chunk stays raw
-            self.chunk_attempts[chunk.id] = self.chunk_attempts.get(chunk.id, 0) + 1
-            ctx.store.set(ctx.slot("autobio:chunk-attempts"), self.chunk_attempts)
+        if completion.stop_reason == "refusal":
+            for variant in self._variants(ctx, stored, chunk, ladder, request):
+                completion = self._ask(ctx, variant)
+                if completion.stop_reason != "refusal":
+                    break
+            if completion.stop_reason == "refusal":
+                with ctx.store.transaction():
+                    ctx.store.append(
+                        ctx.slot("autobio:refusal-ledger"),
+                        {"event": "exhausted", "chunk": chunk.id, "shape": shape},
+                    )
+                    self._count_attempt(ctx, chunk)
+                self.exhausted.setdefault(chunk.id, set()).add(shape)
+                log.warning("every variant of the memory request for %s was refused", chunk.id)
+                return False
+        if not completion.acceptable:  # never memory; after the limit the chunk stays raw
+            self._count_attempt(ctx, chunk)
             return False
         self._store_l1(ctx, chunk, completion.text, tokens=completion.usage.output_tokens)
         return True
 
-    def _ask(self, ctx: StrategyContext, request: CompletionRequest) -> Completion | None:
-        """Call the summariser; retry a tool call or an empty answer; gate on end_turn.
+    def _count_attempt(self, ctx: StrategyContext, chunk: ChunkRecord) -> None:
+        self.chunk_attempts[chunk.id] = self.chunk_attempts.get(chunk.id, 0) + 1
+        ctx.store.set(ctx.slot("autobio:chunk-attempts"), self.chunk_attempts)
+
+    def _variants(
+        self,
+        ctx: StrategyContext,
+        stored: list[StoredMessage],
+        chunk: ChunkRecord,
+        ladder: list[SummaryEntry],
+        canonical: CompletionRequest,
+    ) -> list[CompletionRequest]:
+        """Requests that differ from ``canonical`` only by one merged memory of the ladder
+        shown as its children: newest span end first, then higher level, then id."""
+        position = {s.id: i for i, s in enumerate(stored)}
+        candidates = []
+        for parent in ladder:
+            children = [self.summaries.get(c) for c in parent.source_ids]
+            if parent.level < 2 or not all(
+                c is not None and c.level == parent.level - 1 and c.content.strip()
+                for c in children
+            ):
+                continue
+            leaves = [leaf for c in children if c is not None for leaf in self.leaves_of(c)]
+            if leaves != self.leaves_of(parent):
+                continue
+            candidates.append(parent)
+        candidates.sort(key=lambda p: (-position[p.last], -p.level, p.id))
+        reserve = canonical.max_tokens
+        budget = self.config.compression_context_budget_tokens
+        out = []
+        for parent in candidates[: self.config.compression_refusal_curve_fallbacks]:
+            kids = [self.summaries[c] for c in parent.source_ids]
+            kids.sort(key=lambda c: position[c.first])
+            variant_ladder = [x for p in ladder for x in (kids if p is parent else [p])]
+            request = self._l1_request(ctx, stored, chunk, variant_ladder)
+            size = sum(ctx.counter.count_message(m) for m in request.messages)
+            if size + reserve <= budget:
+                out.append(request)
+        return out
+
+    def _ask(self, ctx: StrategyContext, request: CompletionRequest) -> Completion:
+        """Call the summariser; retry a tool call or an empty answer.
 
         A ``tool_use`` answer is retried once with a no-tools sentence, then once
         without the tools; an empty or all-reasoning answer once with a plain-prose
-        sentence. Refusals, truncations and errors are never retried here and never
-        become memory. Returns the accepted completion (its text cleaned) or None.
+        sentence. Refusals, truncations and errors are not retried here. Returns the
+        last completion with its text cleaned; only an ``acceptable`` one is memory.
         """
         assert ctx.summarizer is not None
         self.calls += 1
@@ -533,10 +609,7 @@ class AutobiographicalStrategy(Strategy):
         elif completion.stop_reason == "end_turn" and not _clean(completion.text):
             self.calls += 1
             completion = ctx.summarizer.complete(_with_suffix(request, PLAIN_PROSE))
-        text = _clean(completion.text)
-        if completion.stop_reason != "end_turn" or not text:
-            return None
-        return completion.model_copy(update={"text": text})
+        return completion.model_copy(update={"text": _clean(completion.text)})
 
     def _store_l1(
         self,
@@ -568,24 +641,40 @@ class AutobiographicalStrategy(Strategy):
 
     def _ladder(
         self, ctx: StrategyContext, before_position: int, index: dict[str, int]
-    ) -> list[Message]:
-        """Recall pairs of the parentless memories before a position, newest first to the cap."""
-        pairs: list[tuple[int, list[Message]]] = []
+    ) -> list[SummaryEntry]:
+        """The parentless memories before a position, filled newest first up to the recall
+        budget (an oversized one is skipped), in chronological order."""
+        chosen: list[SummaryEntry] = []
         budget = self.config.recall_budget_tokens
         candidates = [
             s for s in self.frontier_summaries() if index.get(s.last, 1 << 60) < before_position
         ]
         candidates.sort(key=lambda s: index[s.first], reverse=True)
         for s in candidates:
-            header = Message.text_message(CONTEXT_MANAGER, f"[CM] Recall memory {s.id}.")
-            answer = Message.text_message(self.config.summary_participant, s.content)
-            cost = ctx.counter.count_message(header) + ctx.counter.count_message(answer)
+            cost = sum(ctx.counter.count_message(m) for m in self._recall_messages(s))
             if cost > budget:
                 continue
             budget -= cost
-            pairs.append((index[s.first], [header, answer]))
-        pairs.sort(key=lambda p: p[0])
-        return [m for _, pair in pairs for m in pair]
+            chosen.append(s)
+        chosen.sort(key=lambda s: index[s.first])
+        return chosen
+
+    def _recall_messages(self, summary: SummaryEntry) -> tuple[Message, Message]:
+        """A memory as it appears in a summariser request."""
+        key = ("ask", summary.id, summary.content)
+        cached = self.model_cache.get(key)
+        if cached is None:
+            cached = self.model_cache[key] = (
+                Message.text_message(CONTEXT_MANAGER, f"[CM] Recall memory {summary.id}."),
+                Message.text_message(self.config.summary_participant, summary.content),
+            )
+        return cached
+
+    def _ladder_summaries(
+        self, ctx: StrategyContext, stored: list[StoredMessage], chunk: ChunkRecord
+    ) -> list[SummaryEntry]:
+        index = {s.id: i for i, s in enumerate(stored)}
+        return self._ladder(ctx, index[chunk.source_ids[0]], index)
 
     def _instruction(self, level: int) -> Message:
         n = self.config.summary_target_tokens
@@ -607,14 +696,20 @@ class AutobiographicalStrategy(Strategy):
         return Message.text_message(CONTEXT_MANAGER, text)
 
     def _l1_request(
-        self, ctx: StrategyContext, stored: list[StoredMessage], chunk: ChunkRecord
+        self,
+        ctx: StrategyContext,
+        stored: list[StoredMessage],
+        chunk: ChunkRecord,
+        ladder: list[SummaryEntry] | None = None,
     ) -> CompletionRequest:
         index = {s.id: i for i, s in enumerate(stored)}
         start = index[chunk.source_ids[0]]
         win = self.windows(ctx, stored)
         represented = {leaf for s in self.summaries.values() for leaf in self.leaves_of(s)}
         head = [s.message for s in stored[: min(win.head_end, start)] if s.id not in represented]
-        ladder = self._ladder(ctx, start, index)
+        if ladder is None:
+            ladder = self._ladder(ctx, start, index)
+        recall = [m for s in ladder for m in self._recall_messages(s)]
         middle = [
             s.message
             for s in stored[win.head_end : start]
@@ -626,7 +721,7 @@ class AutobiographicalStrategy(Strategy):
             "in your own voice.",
         )
         body = [by.message for by in stored[start : index[chunk.source_ids[-1]] + 1]]
-        messages = [*head, *ladder, *middle, marker, *body, self._instruction(1)]
+        messages = [*head, *recall, *middle, marker, *body, self._instruction(1)]
         return self._request(ctx, messages)
 
     def _request(self, ctx: StrategyContext, messages: list[Message]) -> CompletionRequest:
@@ -696,7 +791,7 @@ class AutobiographicalStrategy(Strategy):
         stored = ctx.messages()
         index = {s.id: i for i, s in enumerate(stored)}
         start = index[sources[0].first]
-        ladder = self._ladder(ctx, start, index)
+        ladder = [m for s in self._ladder(ctx, start, index) for m in self._recall_messages(s)]
         target: list[Message] = []
         for s in sources:
             if s.level == 1:
@@ -705,15 +800,10 @@ class AutobiographicalStrategy(Strategy):
                 for child_id in s.source_ids:
                     child = self.summaries.get(child_id)
                     if child is not None:
-                        target.append(
-                            Message.text_message(CONTEXT_MANAGER, f"[CM] Recall memory {child.id}.")
-                        )
-                        target.append(
-                            Message.text_message(self.config.summary_participant, child.content)
-                        )
+                        target.extend(self._recall_messages(child))
         request = self._request(ctx, [*ladder, *target, self._instruction(level)])
         answer = self._ask(ctx, request)
-        if answer is None:  # bounded retries, then the merge is quarantined (persisted)
+        if not answer.acceptable:  # bounded retries, then the merge is quarantined (persisted)
             key = "+".join(ids)
             self.merge_attempts[key] = self.merge_attempts.get(key, 0) + 1
             ctx.store.set(ctx.slot("autobio:merge-attempts"), self.merge_attempts)
@@ -920,6 +1010,11 @@ class AutobiographicalStrategy(Strategy):
                 out.append((s, matches))
         out.sort(key=lambda x: (-x[1], -x[0].created))
         return out[:limit]
+
+
+def _shape(request: CompletionRequest) -> str:
+    """A stable hash of a request: what a refusal ledger entry is keyed by."""
+    return hashlib.sha256(request.model_dump_json().encode()).hexdigest()
 
 
 def _strip_thinking(messages: list[Message]) -> list[Message]:
