@@ -693,3 +693,26 @@ def test_refused_in_every_variant_is_never_sent_again(tmp_path: Path) -> None:
     cm.drain()
     assert again.requests == [] and not strategy.chunks[6].compressed
     cm.close()
+
+
+def test_memories_without_chunk_records_are_adopted_once(tmp_path: Path) -> None:
+    from context_manager.strategies.autobiographical import SummaryEntry
+
+    cm = ContextManager.open(path=tmp_path / "cm.db", counter=CharsCounter())  # passthrough
+    ids = [cm.add_message("User", words(20, f"m{i}")) for i in range(14)]
+    for n, (a, b) in enumerate([(0, 5), (6, 9), (6, 13)]):
+        entry = SummaryEntry("", f"L1-{n}", 1, f"memory {n}", 3, ids[a : b + 1], ids[a], ids[b])
+        cm.store.append("default/autobio:summaries", entry.body())
+    cm.close()
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s)
+    assert [(c.summary_id, c.compressed) for c in strategy.chunks] == [
+        ("L1-0", True),
+        ("L1-2", True),
+    ]
+    cm.drain()
+    assert s.requests == [] and len(strategy.chunks) == 2
+    cm.close()
+    cm, strategy = open_cm(tmp_path, s)  # persisted: adopted once, not again
+    assert len(strategy.chunks) == 2
+    cm.close()

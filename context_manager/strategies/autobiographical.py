@@ -259,6 +259,32 @@ class AutobiographicalStrategy(Strategy):
         self._token_cache = ([], [], -1)
         self.demanded_chunks = set()
         self.demanded_merges = []
+        if not self.chunks and any(x.level == 1 for x in self.summaries.values()):
+            self._adopt_memories(ctx)
+        named = {c.summary_id for c in self.chunks}
+        for x in [x for x in self.summaries.values() if x.level == 1 and x.id not in named]:
+            log.info("memory %s overlaps an adopted chunk and is not shown or merged", x.id)
+            del self.summaries[x.id]
+
+    def _adopt_memories(self, ctx: StrategyContext) -> None:
+        """Chunk records for memories written without them: the widest L1 at each start,
+        skipping any that overlaps one already adopted, so nothing is compressed twice."""
+        position = {s.id: i for i, s in enumerate(ctx.messages())}
+        l1s = [
+            x
+            for x in self.summaries.values()
+            if x.level == 1 and x.source_ids and all(i in position for i in x.source_ids)
+        ]
+        l1s.sort(key=lambda x: (position[x.first], -len(x.source_ids), x.id))
+        taken: set[str] = set()
+        with ctx.store.transaction():
+            for x in l1s:
+                if taken.intersection(x.source_ids):
+                    continue
+                taken.update(x.source_ids)
+                record = ChunkRecord("", f"c-{len(self.chunks)}", list(x.source_ids), True, x.id)
+                record.item = ctx.store.append(ctx.slot("autobio:chunks"), record.body()).id
+                self.chunks.append(record)
 
     def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:
         self.rebuild_chunks(ctx)
