@@ -12,7 +12,7 @@ from .errors import (
     SummarizerNotConfiguredError,
     UncoveredDropError,
 )
-from .manager import CompileResult, ContextManager, Injection
+from .manager import CompileResult, ContextEntry, ContextManager, Injection
 from .messages import (
     ImageBlock,
     Message,
@@ -34,6 +34,7 @@ __all__ = [
     "Completion",
     "CompletionRequest",
     "ConfigError",
+    "ContextEntry",
     "ContextManager",
     "ContextManagerError",
     "ExtractiveSummarizer",

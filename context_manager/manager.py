@@ -19,7 +19,7 @@ from .strategies.passthrough import PassthroughStrategy
 from .summarizer import Summarizer
 from .tokens import TiktokenCounter, TokenCounter
 
-__all__ = ["INJECTION_PREFIX", "CompileResult", "ContextManager", "Injection"]
+__all__ = ["INJECTION_PREFIX", "CompileResult", "ContextEntry", "ContextManager", "Injection"]
 
 INJECTION_PREFIX = "system_context:"
 """Participant prefix of injected messages (``system_context:<namespace>``)."""
@@ -45,6 +45,25 @@ class Injection(BaseModel):
         return cls.model_validate(
             {"namespace": namespace, "position": position, "content": [TextBlock(text=text)]}
         )
+
+
+Relation = Literal["copy", "derived", "referenced"]
+
+
+class ContextEntry(BaseModel):
+    """A context-log record about a message.
+
+    ``relation`` says what happens when the message changes: a ``copy`` follows
+    edits and goes away with the message; ``derived`` (written from it, may go
+    stale) and ``referenced`` (only points at it) are never touched.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    source_id: str
+    relation: Relation
+    message: Message
 
 
 @dataclass
@@ -90,6 +109,7 @@ class ContextManager:
         self._counter = counter
         self._namespace = namespace
         self._slot = f"{namespace}/messages" if isolate else "messages"
+        self._log_slot = f"{namespace}/context" if isolate else "context"
         self._clock = clock
         self._holds: dict[str, float | None] = {}
         self._tools: list[dict[str, Any]] | None = None
@@ -219,7 +239,13 @@ class ContextManager:
         old = self.get_message(message_id)
         blocks = (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
         new = old.model_copy(update={"content": blocks})
-        self._store.edit(self._slot, message_id, new.model_dump(mode="json"))
+        with self._store.transaction():
+            self._store.edit(self._slot, message_id, new.model_dump(mode="json"))
+            for entry in self._log_entries(message_id, "copy"):
+                body = {"source_id": message_id, "relation": "copy"}
+                self._store.edit(
+                    self._log_slot, entry.id, {**body, "message": new.model_dump(mode="json")}
+                )
         self._tokens.pop(message_id, None)
         self._version += 1
         if self._cache is not None:
@@ -230,12 +256,65 @@ class ContextManager:
     def remove_message(self, message_id: str) -> None:
         """Remove a message from the record (and drop its hold)."""
         self.get_message(message_id)
-        self._store.redact(self._slot, message_id)
+        with self._store.transaction():
+            self._store.redact(self._slot, message_id)
+            for entry in self._log_entries(message_id, "copy"):
+                self._store.redact(self._log_slot, entry.id)
         self._holds.pop(message_id, None)
         self._tokens.pop(message_id, None)
         self._version += 1
         if self._cache is not None:
             self._cache = [s for s in self._cache if s.id != message_id]
+
+    def add_context_entry(
+        self,
+        message_id: str,
+        relation: Relation = "copy",
+        content: str | Sequence[ContentBlock] | None = None,
+    ) -> str:
+        """Record a context-log entry about a message; returns the entry id.
+
+        Parameters
+        ----------
+        message_id : str
+        relation : {"copy", "derived", "referenced"}
+            A ``copy`` follows the message's edits and is removed with it; the
+            others are left as they are.
+        content : str or sequence of blocks, optional
+            The entry's content; the message's own content when omitted.
+
+        Raises
+        ------
+        KeyError
+            For an unknown message id.
+        ConfigError
+            For an unknown relation.
+        """
+        self._check_open()
+        if relation not in ("copy", "derived", "referenced"):
+            raise ConfigError(
+                f"relation={relation!r} is not one of 'copy', 'derived', 'referenced'"
+            )
+        message = self.get_message(message_id)
+        if content is not None:
+            blocks = (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
+            message = message.model_copy(update={"content": blocks})
+        body = {
+            "source_id": message_id,
+            "relation": relation,
+            "message": message.model_dump(mode="json"),
+        }
+        return self._store.append(self._log_slot, body).id
+
+    def context_log(self) -> list[ContextEntry]:
+        """The context-log entries, oldest first."""
+        self._check_open()
+        return [ContextEntry(id=i.id, **i.body) for i in self._store.items(self._log_slot)]
+
+    def _log_entries(self, message_id: str, relation: Relation) -> list[ContextEntry]:
+        return [
+            e for e in self.context_log() if e.source_id == message_id and e.relation == relation
+        ]
 
     def get_message(self, message_id: str) -> Message:
         """One message.

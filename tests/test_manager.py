@@ -146,3 +146,24 @@ def test_tool_pairs_are_repaired() -> None:
     assert tool_pair_problems(fixed) == [] and [m.text for m in fixed] == ["next"]
     stubbed = enforce_tool_pairs([call, text])
     assert tool_pair_problems(stubbed) == [] and stubbed[1].tool_result_ids == ("t1",)
+
+
+def test_context_log_relations_follow_edits_and_removals(tmp_path: Path) -> None:
+    cm = ContextManager.open(path=tmp_path / "cm.db", counter=CharsCounter())
+    m = cm.add_message("User", "the original")
+    copy = cm.add_context_entry(m, "copy")
+    derived = cm.add_context_entry(m, "derived", "a note written from it")
+    referenced = cm.add_context_entry(m, "referenced")
+    cm.edit_message(m, "the edited text")
+    log = {e.id: e for e in cm.context_log()}
+    assert log[copy].message.text == "the edited text"
+    assert log[derived].message.text == "a note written from it"
+    assert log[referenced].message.text == "the original"
+    cm.remove_message(m)
+    assert [e.id for e in cm.context_log()] == [derived, referenced]
+    with pytest.raises(ConfigError, match="relation"):
+        cm.add_context_entry(cm.add_message("User", "x"), "mirror")  # type: ignore[arg-type]
+    cm.close()
+    cm = ContextManager.open(path=tmp_path / "cm.db", counter=CharsCounter())
+    assert [e.id for e in cm.context_log()] == [derived, referenced]  # persisted
+    cm.close()
