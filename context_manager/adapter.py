@@ -101,7 +101,13 @@ def solve_frontier(
     win: _Windows,
     budget: RequestBudget,
 ) -> AdapterPlan:
-    """Solve the current state and return the units to render (or the refusal)."""
+    """Solve the current state and return the units to render (or the refusal).
+
+    When not even the floor fits the input budget but it fits within
+    ``over_budget_grace_ratio`` of it (and never beyond ``max_tokens``), the floor
+    is rendered and the overshoot reported as ``grace_tokens``.
+    """
+    cfg = strategy.config
     problem = build_problem(strategy, ctx, stored, win, budget)
     method, options = strategy.solver
     result = solvers.solve(problem, method=method, **options)
@@ -117,7 +123,15 @@ def solve_frontier(
         "decision": result.diagnostics.get("decision"),
         "kv_cost": result.kv_cost,
     }
-    if result.status in Status.with_plan():
+    allowance = min(
+        budget.max_tokens, math.floor(budget.input_tokens * (1 + cfg.over_budget_grace_ratio))
+    )
+    graced = (
+        result.status is Status.OVER_BUDGET
+        and result.tokens is not None
+        and result.tokens <= allowance
+    )
+    if result.status in Status.with_plan() or graced:
         layout = render(problem, result.frontier)
         plan.units = [(u.kind, u.key) for u in layout.units]
         plan.frontier = dict(result.frontier)
@@ -139,6 +153,8 @@ def solve_frontier(
             "middle_raw": middle_raw,
             "summaries": {f"L{k}": v for k, v in sorted(levels.items())},
         }
+        if graced:
+            plan.stats["grace_tokens"] = layout.total - budget.input_tokens
         return plan
     diagnostics = _diagnostics(strategy, problem, result.diagnostics, head, tail)
     plan.stats = {**base, "tokens": result.tokens, "diagnostics": diagnostics}

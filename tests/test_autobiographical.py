@@ -716,3 +716,17 @@ def test_memories_without_chunk_records_are_adopted_once(tmp_path: Path) -> None
     cm, strategy = open_cm(tmp_path, s)  # persisted: adopted once, not again
     assert len(strategy.chunks) == 2
     cm.close()
+
+
+def test_grace_takes_from_the_response_reserve_only(tmp_path: Path) -> None:
+    cm, _ = open_cm(tmp_path, None, recent_window_tokens=100_000, over_budget_grace_ratio=0.25)
+    for i in range(15):
+        cm.add_message("User", words(20, f"m{i}"))
+    total = sum(cm._count(s) for s in cm.get_messages())
+    assert 400 < total <= 500  # the raw tail is over the input budget, within grace
+    result = cm.compile(max_tokens=500, reserve_for_response=100)
+    assert len(result.messages) == 15
+    assert result.render_stats["grace_tokens"] == total - 400
+    with pytest.raises(OverBudgetError):  # the grace never reaches past max_tokens
+        cm.compile(max_tokens=total - 1, reserve_for_response=0)
+    cm.close()

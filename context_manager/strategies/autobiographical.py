@@ -94,7 +94,10 @@ class AutobiographicalConfig(BaseModel):
     """Question of each recall pair on the pyramid path; ``{id}``, ``{level}``, ``{first}``
     and ``{last}`` are substituted. The adaptive path asks ``summary_context_label``."""
     compression_slack_ratio: float = Field(default=0.1, ge=0.0, lt=1.0)
-    over_budget_grace_ratio: float = Field(default=0.02, ge=0.0)
+    over_budget_grace_ratio: float = Field(default=0.0, ge=0.0)
+    """Overshoot of the input budget tolerated when nothing fits it, taken from the
+    response reserve only: a compile never exceeds ``max_tokens``. Solvers still aim
+    for the plain budget."""
 
 
 @dataclass
