@@ -34,7 +34,46 @@ class AdapterPlan:
     produce: list[ProduceRequest] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     error: Exception | None = None
-    by_id: dict[str, StoredMessage] = field(default_factory=dict)
+    members: dict[str, list[StoredMessage]] = field(default_factory=dict)
+    """The messages behind each leaf id (one, or a whole chunk's)."""
+
+
+@dataclass
+class StatedProblem:
+    """A fold problem and how its leaves map back to messages."""
+
+    problem: FoldProblem
+    members: dict[str, list[StoredMessage]]
+
+
+def _chunk_leaves(
+    strategy: AutobiographicalStrategy,
+    ctx: StrategyContext,
+    stored: Sequence[StoredMessage],
+    position: dict[str, int],
+    win: _Windows,
+) -> dict[int, tuple[str, int]]:
+    """Start index -> (chunk id, end index) of the chunks stated as one leaf each.
+
+    The messages of one L1 always share a level in any frontier, so a chunk
+    whose messages are all live, contiguous, in the middle and free of pins and
+    locks is one leaf: the problem shrinks by the chunk size and means the same.
+    """
+    protected = strategy.protected_ids(ctx, stored)
+    out: dict[int, tuple[str, int]] = {}
+    for chunk in strategy.chunks:
+        first = position.get(chunk.source_ids[0])
+        if first is None or first < win.head_end:
+            continue
+        end = first + len(chunk.source_ids)
+        if end > win.tail_start or len(chunk.source_ids) < 2:
+            continue
+        if [s.id for s in stored[first:end]] != chunk.source_ids:
+            continue
+        if protected and protected.intersection(chunk.source_ids):
+            continue
+        out[first] = (chunk.id, end)
+    return out
 
 
 def build_problem(
@@ -43,19 +82,43 @@ def build_problem(
     stored: Sequence[StoredMessage],
     win: _Windows,
     budget: RequestBudget,
-) -> FoldProblem:
-    """The fold problem of the current state."""
+) -> StatedProblem:
+    """The fold problem of the current state.
+
+    Leaves are messages, except that a chunk whose messages always share a level
+    is one leaf (see :func:`_chunk_leaves`); its id is the chunk's id.
+    """
     cfg = strategy.config
-    position = {s.id: i for i, s in enumerate(stored)}
+    position = strategy.positions(ctx, stored)
     cache = strategy.model_cache
+    chunk_at = _chunk_leaves(strategy, ctx, stored, position, win)
+    l1_leaf = {l1: cid for cid, l1 in _chunk_summaries(strategy, chunk_at)}
     leaves: list[Leaf] = []
-    for i, s in enumerate(stored):
+    members: dict[str, list[StoredMessage]] = {}
+    tokens = win.tokens
+    i, n = 0, len(stored)
+    while i < n:
+        span = chunk_at.get(i)
+        if span is not None:
+            cid, end = span
+            key: tuple[Any, ...] = (cid, end - i, sum(tokens[i:end]))
+            leaf = cache.get(key)
+            if leaf is None:
+                leaf = cache[key] = Leaf(id=cid, tokens=key[2], zone="middle")
+            group = list(stored[i:end])
+            members[cid] = group
+            leaves.append(leaf)
+            i = end
+            continue
+        s = stored[i]
         zone = "head" if i < win.head_end else "tail" if i >= win.tail_start else "middle"
-        key = (s.id, win.tokens[i], zone)
+        key = (s.id, tokens[i], zone)
         leaf = cache.get(key)
         if leaf is None:
-            leaf = cache[key] = Leaf(id=s.id, tokens=win.tokens[i], zone=zone)
+            leaf = cache[key] = Leaf(id=s.id, tokens=tokens[i], zone=zone)
+        members[s.id] = [s]
         leaves.append(leaf)
+        i += 1
     included: set[str] = set()
     summaries: list[Summary] = []
     for entry in sorted(strategy.summaries.values(), key=lambda x: (x.level, x.id)):
@@ -66,14 +129,15 @@ def build_problem(
             continue  # a message inside was removed (the log only appends)
         if entry.level > 1 and not all(c in included for c in entry.source_ids):
             continue
-        summary_key = (entry.id, entry.level, entry.content, tuple(entry.source_ids))
+        children = (l1_leaf[entry.id],) if entry.id in l1_leaf else tuple(entry.source_ids)
+        summary_key = (entry.id, entry.level, entry.content, children)
         summary = cache.get(summary_key)
         if summary is None:
             summary = cache[summary_key] = Summary(
                 id=entry.id,
                 level=entry.level,
                 tokens=strategy.recall_tokens(ctx, entry),
-                children=tuple(entry.source_ids),
+                children=children,
             )
         summaries.append(summary)
         included.add(entry.id)
@@ -82,16 +146,29 @@ def build_problem(
         if pin.first in position and pin.last in position:
             ids = tuple(x.id for x in stored[position[pin.first] : position[pin.last] + 1])
             pins.append(Pin(leaves=ids, level=pin.level, max_level=pin.max_level))
-    previous = {k: v for k, v in strategy.resolutions.items() if k in position and v}
+    previous = {k: v for k, v in strategy.resolutions.items() if v and k in members}
     total = budget.input_tokens
-    return FoldProblem(
+    problem = FoldProblem(
         leaves=tuple(leaves),
         summaries=tuple(summaries),
         pins=tuple(pins),
-        locks=tuple(x for x in sorted(strategy.locks) if x in position),
+        locks=tuple(x for x in sorted(strategy.locks) if x in members),
         budget=Budget(total=total, target=math.floor(total * (1 - cfg.compression_slack_ratio))),
         previous=previous if strategy.resolutions else None,
     )
+    return StatedProblem(problem, members)
+
+
+def _chunk_summaries(
+    strategy: AutobiographicalStrategy, chunk_at: dict[int, tuple[str, int]]
+) -> list[tuple[str, str]]:
+    """(chunk id, L1 id) of the chunks stated as one leaf that have their memory."""
+    stated = {cid for cid, _ in chunk_at.values()}
+    return [
+        (c.id, c.summary_id)
+        for c in strategy.chunks
+        if c.id in stated and c.summary_id is not None and c.summary_id in strategy.summaries
+    ]
 
 
 def solve_frontier(
@@ -108,12 +185,17 @@ def solve_frontier(
     is rendered and the overshoot reported as ``grace_tokens``.
     """
     cfg = strategy.config
-    problem = build_problem(strategy, ctx, stored, win, budget)
+    stated = build_problem(strategy, ctx, stored, win, budget)
+    problem, members = stated.problem, stated.members
     method, options = strategy.solver
     result = solvers.solve(problem, method=method, **options)
     head = sum(win.tokens[: win.head_end])
     tail = sum(win.tokens[win.tail_start :])
-    plan = AdapterPlan(produce=list(result.produce), by_id={s.id: s for s in stored})
+    produce = [
+        ProduceRequest(level=r.level, first=members[r.first][0].id, last=members[r.last][-1].id)
+        for r in result.produce
+    ]
+    plan = AdapterPlan(produce=produce, members=members)
     base = {
         "solver": result.solver,
         "status": result.status.value,
@@ -145,7 +227,7 @@ def solve_frontier(
                 bucket["count"] += 1
                 bucket["tokens"] += u.tokens
             elif zones[u.key] == "middle":
-                middle_raw["messages"] += 1
+                middle_raw["messages"] += len(members[u.key])
                 middle_raw["tokens"] += u.tokens
         plan.stats = {
             **base,

@@ -216,7 +216,8 @@ class AutobiographicalStrategy(Strategy):
         self.calls = 0
         self.model_cache: dict[tuple[Any, ...], Any] = {}
         self._token_cache: tuple[list[str], list[int], int] = ([], [], -1)
-        """Validated folding models reused across compiles (keyed by their content)."""
+        self._positions: tuple[dict[str, int], int] = ({}, -1)
+        self._owned: tuple[set[str], int] = (set(), 0)
 
     @property
     def solver(self) -> tuple[str, dict[str, Any]]:
@@ -260,6 +261,8 @@ class AutobiographicalStrategy(Strategy):
         self.failed_closed = False
         self.model_cache = {}
         self._token_cache = ([], [], -1)
+        self._positions = ({}, -1)
+        self._owned = (set(), 0)
         self.demanded_chunks = set()
         self.demanded_merges = []
         if not self.chunks and any(x.level == 1 for x in self.summaries.values()):
@@ -335,15 +338,43 @@ class AutobiographicalStrategy(Strategy):
             tail_start = max(head_end, min(tail_start, first_held))
         return _Windows(head_end, tail_start, tokens)
 
-    def _pinned_raw(self, stored: Sequence[StoredMessage]) -> set[str]:
-        index = {s.id: i for i, s in enumerate(stored)}
+    def positions(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> dict[str, int]:
+        """Message id -> index in ``stored`` (kept across calls, extended on appends)."""
+        index, version = self._positions
+        if version != ctx.version() or len(index) > len(stored):
+            index = {}  # an edit, a removal or a branch switch: rebuild
+        for i in range(len(index), len(stored)):
+            index[stored[i].id] = i
+        self._positions = (index, ctx.version())
+        return index
+
+    def _pinned(
+        self, ctx: StrategyContext, stored: Sequence[StoredMessage], *, raw_only: bool
+    ) -> set[str]:
+        if not self.pins:
+            return set()
+        index = self.positions(ctx, stored)
         out: set[str] = set()
         for pin in self.pins:
-            if pin.level is not None or pin.max_level is not None:
+            if raw_only and (pin.level is not None or pin.max_level is not None):
                 continue
             if pin.first in index and pin.last in index:
                 out.update(s.id for s in stored[index[pin.first] : index[pin.last] + 1])
         return out
+
+    def protected_ids(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> set[str]:
+        """Messages under any pin or lock."""
+        return self._pinned(ctx, stored, raw_only=False) | self.locks
+
+    def owned_ids(self) -> set[str]:
+        """Messages some chunk record owns (records only ever grow)."""
+        owned, count = self._owned
+        if count != len(self.chunks):
+            owned = owned if count < len(self.chunks) else set()
+            for c in self.chunks[count if owned else 0 :]:
+                owned.update(c.source_ids)
+            self._owned = (owned, len(self.chunks))
+        return owned
 
     # --------------------------------------------------------------- chunking
     def rebuild_chunks(self, ctx: StrategyContext) -> None:
@@ -353,8 +384,8 @@ class AutobiographicalStrategy(Strategy):
         if self._orphaned({s.id for s in stored}):
             return
         win = self.windows(ctx, stored)
-        owned = {i for c in self.chunks for i in c.source_ids}
-        pinned = self._pinned_raw(stored)
+        owned = self.owned_ids()
+        pinned = self._pinned(ctx, stored, raw_only=True)
         run: list[int] = []
         run_tokens = 0
         previous = -2
@@ -927,9 +958,9 @@ class AutobiographicalStrategy(Strategy):
         entries: list[Entry] = []
         for kind, key in plan.units:
             if kind == "raw":
-                s = plan.by_id[key]
-                entries.append(
+                entries.extend(
                     Entry(s.message.participant, s.message.content, (s.id,), None, s.message)
+                    for s in plan.members[key]
                 )
             else:
                 entries.extend(self.recall_pair(self.summaries[key]))
