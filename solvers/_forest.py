@@ -87,6 +87,9 @@ class Forest:
         nxt[ok] = positions[where[ok]]
         self.first_member = np.where(self.members > 0, nxt[self.first], -1)
         self.eligible = allowed & kept
+        self.whole = bool(kept[self.members > 0].all())
+        """Every selectable summary is in the forest: spans nest, so the quick
+        token deltas of :class:`FrontierState` are exact."""
 
     def parent_of_leaf(self, leaf: int, level: int) -> int:
         """The kept summary of ``level`` over ``leaf``, or -1."""
@@ -157,7 +160,7 @@ class FrontierState:
             return None
         return int(f.tokens[j]) - int(self.cost_at[a:b].sum())
 
-    def apply_raise(self, j: int, units: IntArray, delta: int) -> None:
+    def apply_raise(self, j: int, delta: int) -> None:
         """Show summary ``j`` (after :meth:`raise_delta` allowed it)."""
         a, b = self._span(j)
         free = ~self.idx.protected[a:b]

@@ -91,7 +91,7 @@ class OldestFirst(Solver):
                 while p < len(order) and order[p] <= end:
                     p += 1
                 continue
-            state.apply_raise(parent, step[1], step[0])
+            state.apply_raise(parent, step[0])
             raises += 1
         return _done(problem, state, produce, raises)
 
@@ -159,7 +159,7 @@ class FlatProfile(Solver):
                     for node in units.tolist():
                         leaf = node if node < idx.n else int(forest.first_member[node - idx.n])
                         visible[int(state.levels[leaf])] -= 1
-                    state.apply_raise(parent, units, delta)
+                    state.apply_raise(parent, delta)
                     visible[k + 1] += 1
                     heapq.heappush(heaps[k + 1], int(forest.first_member[parent]))
                     raises += 1

@@ -107,20 +107,24 @@ def ideal_cut(problem: FoldProblem, forest: Forest, alpha: float = 0.7) -> Front
         if current != (ratio, start):
             heapq.heappush(heap, (current[0], current[1], j))
             continue
-        step = state.raise_delta(j)  # the checked version: units must nest in the span
-        if step is None or step[0] >= 0:
+        if forest.whole:
+            delta = state.quick_raise_delta(j)
+        else:  # the checked version: units must nest in the span
+            step = state.raise_delta(j)
+            delta = None if step is None else step[0]
+        if delta is None or delta >= 0:
             continue
         a, b = int(first[j]), int(stop[j])
         more_lost = float(weights[a:b] @ (int(level[j]) - state.levels[a:b]))
-        state.apply_raise(j, step[1], step[0])
+        state.apply_raise(j, delta)
         lost_in[j] += more_lost
-        cost_in[j] += step[0]
+        cost_in[j] += delta
         for up in range(int(level[j]) + 1, forest.depth + 1):
             parent = int(forest.cover[up, a])
             if parent < 0:
                 continue
             lost_in[parent] += more_lost
-            cost_in[parent] += step[0]
+            cost_in[parent] += delta
             # re-key the direct parent now; higher ancestors are re-keyed when popped
             if up == int(level[j]) + 1 and forest.eligible[parent]:
                 k = key(parent)
