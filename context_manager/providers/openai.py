@@ -102,7 +102,8 @@ class OpenAISummarizer(ProviderSummarizer[openai.OpenAI]):
         ``base_url``); it is used with its own retries off and is not closed here.
     deadline : float
         Seconds one :meth:`complete` call may take, retries and waits included;
-        each attempt's timeout is the time left.
+        each attempt's connect, read and write timeouts are the time left (a
+        server that keeps trickling bytes can stretch the last attempt).
     retry : RetryPolicy, optional
         The backoff on 408/409/429/5xx and connection errors; a ``retry-after``
         (or ``retry-after-ms``) header replaces the backoff, but no wait is
