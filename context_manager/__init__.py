@@ -2,12 +2,20 @@
 
 :class:`ContextManager` keeps every message in a SQLite store and compiles the
 context of each model call through a strategy; summarisers write the
-summaries; token counters price messages.
+summaries (:mod:`context_manager.providers` holds the ones backed by model
+providers, importable from here too, loading their SDK on first use); token
+counters price messages.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ConfigError,
     ContextManagerError,
+    MissingAPIKeyError,
     OverBudgetError,
     SummarizerNotConfiguredError,
     UncoveredDropError,
@@ -27,7 +35,11 @@ from .strategies import PassthroughStrategy, Strategy
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
 from .tokens import ByteHeuristicCounter, CharsCounter, TiktokenCounter, TokenCounter
 
+if TYPE_CHECKING:
+    from .providers import AnthropicSummarizer, OpenAISummarizer
+
 __all__ = [
+    "AnthropicSummarizer",
     "ByteHeuristicCounter",
     "CharsCounter",
     "CompileResult",
@@ -41,6 +53,8 @@ __all__ = [
     "ImageBlock",
     "Injection",
     "Message",
+    "MissingAPIKeyError",
+    "OpenAISummarizer",
     "OverBudgetError",
     "PassthroughStrategy",
     "Store",
@@ -59,3 +73,12 @@ __all__ = [
     "enforce_tool_pairs",
     "tool_pair_problems",
 ]
+
+
+_PROVIDERS = ("AnthropicSummarizer", "OpenAISummarizer")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PROVIDERS:
+        return getattr(importlib.import_module(".providers", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,6 +7,7 @@ from typing import Any
 __all__ = [
     "ConfigError",
     "ContextManagerError",
+    "MissingAPIKeyError",
     "OverBudgetError",
     "SummarizerNotConfiguredError",
     "UncoveredDropError",
@@ -19,6 +20,10 @@ class ContextManagerError(Exception):
 
 class ConfigError(ContextManagerError, ValueError):
     """A configuration value is missing or invalid; the message names it and the fix."""
+
+
+class MissingAPIKeyError(ConfigError):
+    """A provider summariser found no API key: the message names the environment variable."""
 
 
 class SummarizerNotConfiguredError(ContextManagerError):
