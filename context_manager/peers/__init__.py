@@ -4,9 +4,9 @@
   the shared audit.
 * :mod:`.baselines`: observation masking and Anthropic-style
   ``clear_tool_uses``, written here (no optional package).
-* :mod:`.langchain`: LangChain's ``trim_messages``, ``SummarizationMiddleware``
+* :mod:`.langchain_peers`: LangChain's ``trim_messages``, ``SummarizationMiddleware``
   and ``ClearToolUsesEdit`` (needs the ``bench`` extra).
-* :mod:`.llamaindex`: LlamaIndex ``Memory`` (needs the ``bench`` extra).
+* :mod:`.llamaindex_peers`: LlamaIndex ``Memory`` (needs the ``bench`` extra).
 
 The peer modules import their packages lazily, so importing this package
 needs none of them.
