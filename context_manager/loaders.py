@@ -568,41 +568,40 @@ def load_chitchat(
     except ImportError:
         raise TranscriptError("chitchat-dataset is not installed: pip install chitchat-dataset") from None
     data = _read_json(Path(chitchat_dataset.__file__).parent / "dataset.json")
-    chats: list[Transcript] = []
-    for key, chat in data.items():
-        senders: list[str] = []
-        messages: list[Message] = []
-        words = 0
-        for group in chat.get("messages", []):
-            if not group:
-                continue
-            sender = str(group[0].get("sender"))
-            if sender not in senders:
-                senders.append(sender)
-            text = "\n".join(str(u.get("text", "")) for u in group)
-            words += len(text.split())
-            messages.append(
-                Message(
-                    participant="User" if sender == senders[0] else agent,
-                    content=(TextBlock(text=text),),
-                    metadata={"sender": sender},
-                    timestamp=_timestamp(group[0].get("timestamp")),
-                )
-            )
-        chats.append(
-            Transcript(
-                name=f"chitchat-{key}",
-                messages=messages,
-                call_points=_agent_call_points(messages, agent),
-                metadata={
-                    "data_set": "chitchat-dataset",
-                    "id": key,
-                    "prompt": chat.get("prompt"),
-                    "ratings": chat.get("ratings"),
-                    "words": words,
-                },
+    words = {
+        key: sum(len(str(u.get("text", "")).split()) for g in chat.get("messages", []) for u in g)
+        for key, chat in data.items()
+    }
+    keys = sorted(words, key=lambda k: -words[k]) if longest else list(data)
+    return [_chitchat_transcript(k, data[k], words[k], agent) for k in keys[:limit]]
+
+
+def _chitchat_transcript(key: str, chat: Mapping[str, Any], words: int, agent: str) -> Transcript:
+    senders: list[str] = []
+    messages: list[Message] = []
+    for group in chat.get("messages", []):
+        if not group:
+            continue
+        sender = str(group[0].get("sender"))
+        if sender not in senders:
+            senders.append(sender)
+        messages.append(
+            Message(
+                participant="User" if sender == senders[0] else agent,
+                content=(TextBlock(text="\n".join(str(u.get("text", "")) for u in group)),),
+                metadata={"sender": sender},
+                timestamp=_timestamp(group[0].get("timestamp")),
             )
         )
-    if longest:
-        chats.sort(key=lambda t: -int(t.metadata["words"]))
-    return chats[:limit]
+    return Transcript(
+        name=f"chitchat-{key}",
+        messages=messages,
+        call_points=_agent_call_points(messages, agent),
+        metadata={
+            "data_set": "chitchat-dataset",
+            "id": key,
+            "prompt": chat.get("prompt"),
+            "ratings": chat.get("ratings"),
+            "words": words,
+        },
+    )
