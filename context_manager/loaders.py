@@ -33,6 +33,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -160,9 +161,7 @@ def _read_jsonl(path: str | Path) -> list[Any]:
     return rows
 
 
-def _convert(
-    path: str | Path, convert: Callable[[], list[Message]], what: str
-) -> list[Message]:
+def _convert(path: str | Path, convert: Callable[[], list[Message]], what: str) -> list[Message]:
     try:
         return convert()
     except MessageFormatError as exc:
@@ -204,10 +203,13 @@ def load_openai(path: str | Path, *, agent: str = "assistant", user: str = "User
         follow the format (the message index and field are named).
     """
     data: Any = _read_jsonl(path) if Path(path).suffix == ".jsonl" else _read_json(path)
-    if isinstance(data, list) and data and all(isinstance(r, dict) and "messages" in r for r in data):
+    if (
+        isinstance(data, list)
+        and data
+        and all(isinstance(r, dict) and "messages" in r for r in data)
+    ):
         raise TranscriptError(
-            f"{path}: holds {len(data)} conversations, one a line; "
-            "use load_openai_conversations"
+            f"{path}: holds {len(data)} conversations, one a line; use load_openai_conversations"
         )
     messages = _message_list(data, path, "OpenAI chat messages")
     return _convert(path, lambda: from_openai(messages, agent=agent, user=user), "OpenAI chat")
@@ -233,7 +235,7 @@ def load_openai_conversations(
         where = f"{path}: line {number}"
         messages = _message_list(row, where, "a conversation")
         converted = _convert(
-            where, lambda m=messages: from_openai(m, agent=agent, user=user), "OpenAI chat"
+            where, partial(from_openai, messages, agent=agent, user=user), "OpenAI chat"
         )
         out.append(
             Transcript(
@@ -347,7 +349,9 @@ def _result_text(value: Any) -> str:
     return str(value)
 
 
-def _bfcl_tools(classes: Sequence[str], config: Mapping[str, Any], long_context: bool, where: str) -> dict[str, tuple[str, Any]]:
+def _bfcl_tools(
+    classes: Sequence[str], config: Mapping[str, Any], long_context: bool, where: str
+) -> dict[str, tuple[str, Any]]:
     """Fresh tool simulations of one entry: method name -> (class name, bound method)."""
     methods: dict[str, tuple[str, Any]] = {}
     for name in classes:
@@ -489,7 +493,9 @@ def load_bfcl_memory(scenario: str | None = None) -> list[Transcript]:
     for name in [scenario] if scenario else _BFCL_MEMORY_SCENARIOS:
         where = f"bfcl-eval memory {name}"
         messages: list[Message] = []
-        for conversation in _read_jsonl(data / "memory_prereq_conversation" / f"memory_{name}.json"):
+        for conversation in _read_jsonl(
+            data / "memory_prereq_conversation" / f"memory_{name}.json"
+        ):
             for turn in _literal_list(conversation["question"], where):
                 for raw in turn:
                     messages.append(Message.text_message("User", str(raw.get("content", ""))))
@@ -566,7 +572,9 @@ def load_chitchat(
     try:
         import chitchat_dataset
     except ImportError:
-        raise TranscriptError("chitchat-dataset is not installed: pip install chitchat-dataset") from None
+        raise TranscriptError(
+            "chitchat-dataset is not installed: pip install chitchat-dataset"
+        ) from None
     data = _read_json(Path(chitchat_dataset.__file__).parent / "dataset.json")
     words = {
         key: sum(len(str(u.get("text", "")).split()) for g in chat.get("messages", []) for u in g)

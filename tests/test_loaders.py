@@ -146,14 +146,18 @@ def test_anthropic_format_errors(tmp_path: Path, data: object, message: str) -> 
 
 def test_conversation_line_errors_name_the_line(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
-    path.write_text(json.dumps({"messages": OPENAI_CHAT}) + "\n" + json.dumps({"x": 1}), encoding="utf-8")
+    path.write_text(
+        json.dumps({"messages": OPENAI_CHAT}) + "\n" + json.dumps({"x": 1}), encoding="utf-8"
+    )
     with pytest.raises(TranscriptError, match=r"c\.jsonl: line 2"):
         load_openai_conversations(path)
 
 
 # ------------------------------------------------------------------ data packages
 def test_bfcl_multi_turn_replays_real_tool_results() -> None:
-    pytest.importorskip("bfcl_eval", reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)")
+    pytest.importorskip(
+        "bfcl_eval", reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)"
+    )
     pytest.importorskip("mpmath", reason="mpmath (bench extra) needed by the BFCL math tool")
     from context_manager.loaders import load_bfcl_multi_turn
 
@@ -170,12 +174,16 @@ def test_bfcl_multi_turn_replays_real_tool_results() -> None:
     assert "budget analysis" in str(grep.content)
     sort = next(u for u in uses if u.name == "sort")
     assert sort.input == {"file_name": "final_report.pdf"}  # positional argument named
-    assert first.call_points and all(first.messages[n].participant == "Claude" for n in first.call_points)
+    assert first.call_points and all(
+        first.messages[n].participant == "Claude" for n in first.call_points
+    )
     assert load_bfcl_multi_turn("base", limit=5) == transcripts  # the simulations are deterministic
 
 
 def test_bfcl_memory_exposes_ground_truth_facts() -> None:
-    pytest.importorskip("bfcl_eval", reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)")
+    pytest.importorskip(
+        "bfcl_eval", reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)"
+    )
     from context_manager.loaders import load_bfcl_memory
 
     (customer,) = load_bfcl_memory("customer")
@@ -190,7 +198,9 @@ def test_bfcl_memory_exposes_ground_truth_facts() -> None:
 
 
 def test_bfcl_unknown_category() -> None:
-    pytest.importorskip("bfcl_eval", reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)")
+    pytest.importorskip(
+        "bfcl_eval", reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)"
+    )
     from context_manager.loaders import load_bfcl_multi_turn
 
     with pytest.raises(TranscriptError, match="unknown BFCL multi-turn category"):

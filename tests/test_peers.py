@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from context_manager.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from context_manager.messages import (
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from context_manager.pairing import tool_pair_problems
 from context_manager.peers import (
     ClearToolUses,
@@ -140,16 +146,30 @@ def test_langchain_round_trip_keeps_ids(lc: None, history: list[Message]) -> Non
     converted = to_langchain(history)
     calls = [c["id"] for m in converted if isinstance(m, AIMessage) for c in m.tool_calls]
     answers = [m.tool_call_id for m in converted if isinstance(m, ToolMessage)]
-    assert calls == answers == [b.id for m in history for b in m.content if isinstance(b, ToolUseBlock)]
+    assert (
+        calls
+        == answers
+        == [b.id for m in history for b in m.content if isinstance(b, ToolUseBlock)]
+    )
     assert from_langchain(converted) == history
     mixed = [
-        Message(participant="Claude", content=(ThinkingBlock(thinking="hm", signature="s"),
-                                                TextBlock(text="go"),
-                                                ToolUseBlock(id="a", name="f", input={"x": 1}),
-                                                ToolUseBlock(id="b", name="g"))),
-        Message(participant="Tool", content=(ToolResultBlock(tool_use_id="a", content="1"),
-                                              ToolResultBlock(tool_use_id="b", content="2", is_error=True),
-                                              TextBlock(text="note"))),
+        Message(
+            participant="Claude",
+            content=(
+                ThinkingBlock(thinking="hm", signature="s"),
+                TextBlock(text="go"),
+                ToolUseBlock(id="a", name="f", input={"x": 1}),
+                ToolUseBlock(id="b", name="g"),
+            ),
+        ),
+        Message(
+            participant="Tool",
+            content=(
+                ToolResultBlock(tool_use_id="a", content="1"),
+                ToolResultBlock(tool_use_id="b", content="2", is_error=True),
+                TextBlock(text="note"),
+            ),
+        ),
     ]
     assert from_langchain(to_langchain(mixed)) == mixed
 
@@ -217,13 +237,16 @@ def test_extractive_chat_model_is_metered(lc: None) -> None:
     from context_manager.peers.langchain_peers import extractive_chat_model
 
     model, meter = extractive_chat_model(target_tokens=20)
-    prompt = "Ignore this.\n<messages>\n<message type=\"human\">Fix parse_config in src/app.py line 42.</message>\n</messages>"
+    prompt = (
+        "Ignore this.\n<messages>\n"
+        '<message type="human">Fix parse_config in src/app.py line 42.</message>\n</messages>'
+    )
     answer = model.invoke([HumanMessage(content=prompt)])
     assert "src/app.py" in answer.text and "<message" not in answer.text
     assert meter.take()[0] == 1
-    assert model.get_num_tokens_from_messages([HumanMessage(content="hi")]) == COUNTER.count_message(
-        Message.text_message("User", "hi")
-    )
+    assert model.get_num_tokens_from_messages(
+        [HumanMessage(content="hi")]
+    ) == COUNTER.count_message(Message.text_message("User", "hi"))
 
 
 def test_peer_error_is_recorded_not_raised(lc: None, history: list[Message]) -> None:
@@ -254,9 +277,17 @@ def test_llamaindex_round_trip_keeps_ids(li: None, history: list[Message]) -> No
     assert answers == [rid for m in history for rid in m.tool_result_ids]
     assert from_llamaindex(converted) == history
     mixed = [
-        Message(participant="Claude", content=(TextBlock(text="go"), ToolUseBlock(id="a", name="f", input={"x": 1}))),
-        Message(participant="bash", content=(ToolResultBlock(tool_use_id="a", content="1", is_error=True),
-                                              TextBlock(text="note"))),
+        Message(
+            participant="Claude",
+            content=(TextBlock(text="go"), ToolUseBlock(id="a", name="f", input={"x": 1})),
+        ),
+        Message(
+            participant="bash",
+            content=(
+                ToolResultBlock(tool_use_id="a", content="1", is_error=True),
+                TextBlock(text="note"),
+            ),
+        ),
         Message(participant="Alice", content=(TextBlock(text="hi"),)),
     ]
     assert from_llamaindex(to_llamaindex(mixed)) == mixed

@@ -16,10 +16,10 @@ and an exception raised by a peer library is recorded in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
-from ..messages import Message
+from ..messages import ContentBlock, Message, ToolResultBlock
 from ..pairing import tool_pair_problems
 from ..summarizer import Completion, CompletionRequest, Summarizer
 from ..tokens import TiktokenCounter, TokenCounter
@@ -36,6 +36,7 @@ __all__ = [
     "request_tokens",
     "run_guarded",
     "split_system",
+    "user_side_parts",
 ]
 
 SYSTEM = "System"
@@ -262,7 +263,6 @@ def default_counter(counter: TokenCounter | None) -> TokenCounter:
     return counter if counter is not None else TiktokenCounter()
 
 
-
 def call_points(history: Sequence[Message], agent: str = "Claude") -> list[int]:
     """Lengths ``n`` at which the agent's model is called on ``history[:n]``.
 
@@ -282,3 +282,21 @@ def call_points(history: Sequence[Message], agent: str = "Claude") -> list[int]:
         for n in range(1, len(history))
         if history[n].participant == agent and history[n - 1].participant != agent
     ]
+
+
+def user_side_parts(message: Message) -> list[ToolResultBlock | list[ContentBlock]]:
+    """A user-side message cut into tool results and runs of other blocks, in order.
+
+    Chat formats that carry each tool result as its own message (LangChain,
+    LlamaIndex, OpenAI) need this split; a message with no block gives one
+    empty run.
+    """
+    parts: list[ToolResultBlock | list[ContentBlock]] = []
+    for b in message.content:
+        if isinstance(b, ToolResultBlock):
+            parts.append(b)
+        elif parts and isinstance(parts[-1], list):
+            parts[-1].append(b)
+        else:
+            parts.append([b])
+    return parts or [[]]

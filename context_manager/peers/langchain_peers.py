@@ -33,7 +33,7 @@ history, as ``create_agent`` keeps its ``system_prompt``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..messages import (
@@ -59,6 +59,7 @@ from .base import (
     request_tokens,
     run_guarded,
     split_system,
+    user_side_parts,
 )
 
 if TYPE_CHECKING:
@@ -122,66 +123,55 @@ def to_langchain(messages: Sequence[Message], *, agent: str = "Claude") -> list[
     list of BaseMessage
         LangChain messages in the same order.
     """
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.messages import (
+        AIMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolCall,
+        ToolMessage,
+    )
 
     out: list[BaseMessage] = []
     for i, m in enumerate(messages):
-        part = 0
-
-        def ident() -> str:
-            return f"cm-{i}-{part}"
-
         if m.participant == SYSTEM:
-            out.append(SystemMessage(content=_lc_blocks(m.content) or "", id=ident()))
+            out.append(SystemMessage(content=_lc_blocks(m.content) or "", id=f"cm-{i}-0"))
             continue
         if m.participant == agent:
             calls = [
-                {"id": b.id, "name": b.name, "args": dict(b.input), "type": "tool_call"}
+                ToolCall(id=b.id, name=b.name, args=dict(b.input), type="tool_call")
                 for b in m.content
                 if isinstance(b, ToolUseBlock)
             ]
             rest = [b for b in m.content if not isinstance(b, ToolUseBlock)]
             content = _lc_blocks(rest) if rest else ""
-            out.append(AIMessage(content=content, tool_calls=calls, id=ident()))  # type: ignore[arg-type]
+            out.append(AIMessage(content=content, tool_calls=calls, id=f"cm-{i}-0"))
             continue
-        pending: list[ContentBlock] = []
-
-        def flush_pending() -> None:
-            nonlocal part
-            if pending:
-                extra = {_CONTINUES: True} if part else {}
-                out.append(
-                    HumanMessage(
-                        content=_lc_blocks(pending),
-                        name=m.participant,
-                        id=ident(),
-                        additional_kwargs=extra,
-                    )
+        for part, piece in enumerate(user_side_parts(m)):
+            extra: dict[str, Any] = {_CONTINUES: True} if part else {}
+            ident = f"cm-{i}-{part}"
+            if isinstance(piece, ToolResultBlock):
+                body: Any = (
+                    piece.content if isinstance(piece.content, str) else _lc_blocks(piece.content)
                 )
-                part += 1
-                pending.clear()
-
-        for b in m.content:
-            if isinstance(b, ToolResultBlock):
-                flush_pending()
-                body: Any = b.content if isinstance(b.content, str) else _lc_blocks(b.content)
-                extra = {_CONTINUES: True} if part else {}
                 out.append(
                     ToolMessage(
                         content=body,
-                        tool_call_id=b.tool_use_id,
+                        tool_call_id=piece.tool_use_id,
                         name=m.participant,
-                        status="error" if b.is_error else "success",
-                        id=ident(),
+                        status="error" if piece.is_error else "success",
+                        id=ident,
                         additional_kwargs=extra,
                     )
                 )
-                part += 1
             else:
-                pending.append(b)
-        flush_pending()
-        if not m.content:
-            out.append(HumanMessage(content="", name=m.participant, id=ident()))
+                out.append(
+                    HumanMessage(
+                        content=_lc_blocks(piece) if piece else "",
+                        name=m.participant,
+                        id=ident,
+                        additional_kwargs=extra,
+                    )
+                )
     return out
 
 
@@ -258,7 +248,9 @@ def from_langchain(
             if isinstance(body, str):
                 content = body
             else:
-                content = [b for b in _our_blocks(body, where) if isinstance(b, TextBlock | ImageBlock)]
+                content = [
+                    b for b in _our_blocks(body, where) if isinstance(b, TextBlock | ImageBlock)
+                ]
             block = ToolResultBlock(
                 tool_use_id=raw.tool_call_id, content=content, is_error=raw.status == "error"
             )
@@ -303,7 +295,7 @@ class _LangChainCounter:
         self.agent = agent
         self.extra = extra
 
-    def __call__(self, messages: Sequence[BaseMessage]) -> int:
+    def __call__(self, messages: Iterable[Any]) -> int:
         total = self.extra
         for m in messages:
             total += request_tokens(from_langchain([m], agent=self.agent), self.counter)
@@ -621,7 +613,7 @@ class ClearToolUsesPolicy:
                 model=self.model,
                 messages=lc,  # type: ignore[arg-type]
                 system_message=system_message,
-                state={"messages": lc},  # type: ignore[typeddict-item]
+                state={"messages": lc},  # type: ignore[arg-type]
             )
             middleware.wrap_model_call(request, handler)
             return from_langchain(captured[-1].messages, agent=self.agent)

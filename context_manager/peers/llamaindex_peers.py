@@ -50,6 +50,7 @@ from .base import (
     request_tokens,
     run_guarded,
     split_system,
+    user_side_parts,
 )
 
 if TYPE_CHECKING:
@@ -78,7 +79,9 @@ def _li_blocks(blocks: Sequence[ContentBlock]) -> list[Any]:
             data = b.data.encode("ascii") if b.data else None
             out.append(LiImage(url=b.url, image=data, image_mimetype=b.media_type))
         elif isinstance(b, ToolUseBlock):
-            out.append(ToolCallBlock(tool_call_id=b.id, tool_name=b.name, tool_kwargs=dict(b.input)))
+            out.append(
+                ToolCallBlock(tool_call_id=b.id, tool_name=b.name, tool_kwargs=dict(b.input))
+            )
     return out
 
 
@@ -114,32 +117,26 @@ def to_llamaindex(messages: Sequence[Message], *, agent: str = "Claude") -> list
         if m.participant == agent:
             out.append(ChatMessage(role="assistant", blocks=_li_blocks(m.content)))
             continue
-        parts = 0
-        pending: list[ContentBlock] = []
-
-        def flush(default: str) -> dict[str, Any]:
-            extra: dict[str, Any] = {_CONTINUES: True} if parts else {}
-            if m.participant != default:
-                extra[_NAME] = m.participant
-            return extra
-
-        for b in m.content:
-            if isinstance(b, ToolResultBlock):
-                if pending:
-                    out.append(ChatMessage(role="user", blocks=_li_blocks(pending), additional_kwargs=flush("User")))
-                    parts += 1
-                    pending = []
-                extra = flush("Tool")
-                extra["tool_call_id"] = b.tool_use_id
-                if b.is_error:
+        for part, piece in enumerate(user_side_parts(m)):
+            extra: dict[str, Any] = {_CONTINUES: True} if part else {}
+            if isinstance(piece, ToolResultBlock):
+                if m.participant != "Tool":
+                    extra[_NAME] = m.participant
+                extra["tool_call_id"] = piece.tool_use_id
+                if piece.is_error:
                     extra["is_error"] = True
-                body = [LiText(text=b.content)] if isinstance(b.content, str) else _li_blocks(b.content)
+                body = (
+                    [LiText(text=piece.content)]
+                    if isinstance(piece.content, str)
+                    else _li_blocks(piece.content)
+                )
                 out.append(ChatMessage(role="tool", blocks=body, additional_kwargs=extra))
-                parts += 1
             else:
-                pending.append(b)
-        if pending or not m.content:
-            out.append(ChatMessage(role="user", blocks=_li_blocks(pending), additional_kwargs=flush("User")))
+                if m.participant != "User":
+                    extra[_NAME] = m.participant
+                out.append(
+                    ChatMessage(role="user", blocks=_li_blocks(piece), additional_kwargs=extra)
+                )
     return out
 
 
@@ -157,7 +154,7 @@ def _our_blocks(blocks: Sequence[Any], where: str) -> list[ContentBlock]:
             signature = b.additional_information.get("signature")
             out.append(ThinkingBlock(thinking=b.content or "", signature=signature))
         elif isinstance(b, LiImage):
-            data = b.image.decode("ascii") if b.image else None
+            data = b.image.decode("ascii") if isinstance(b.image, bytes) else None
             url = str(b.url) if b.url else None
             out.append(ImageBlock(url=url, data=data, media_type=b.image_mimetype))
         elif isinstance(b, ToolCallBlock):
@@ -214,7 +211,9 @@ def from_llamaindex(
                 body = "".join(b.text for b in blocks if isinstance(b, TextBlock))
             else:
                 body = [b for b in blocks if isinstance(b, TextBlock | ImageBlock)]
-            result = ToolResultBlock(tool_use_id=str(call_id), content=body, is_error=bool(extra.get("is_error")))
+            result = ToolResultBlock(
+                tool_use_id=str(call_id), content=body, is_error=bool(extra.get("is_error"))
+            )
             if out and (joinable or extra.get(_CONTINUES)):
                 out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, result)})
             else:
@@ -274,12 +273,12 @@ def extractive_llm(
     meter : MeteredSummarizer
         Counts its calls and tokens.
     """
+    from llama_index.core.base.llms.types import ChatMessage as LiChatMessage
     from llama_index.core.base.llms.types import (
         ChatResponse,
         CompletionResponse,
         LLMMetadata,
     )
-    from llama_index.core.base.llms.types import ChatMessage as LiChatMessage
     from llama_index.core.llms import CustomLLM
 
     exact = default_counter(counter)
@@ -316,7 +315,9 @@ def extractive_llm(
         def metadata(self) -> LLMMetadata:
             return LLMMetadata(model_name="extractive", is_chat_model=True)
 
-        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        def complete(
+            self, prompt: str, formatted: bool = False, **kwargs: Any
+        ) -> CompletionResponse:
             return CompletionResponse(text=answer([Message.text_message("User", prompt)]))
 
         def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
@@ -401,7 +402,9 @@ class MemoryPolicy:
         if engines[0] is not None:
             self._loop.run_until_complete(engines[0].dispose())
         engines[0] = create_async_engine("sqlite+aiosqlite:///:memory:")
-        blocks = [FactExtractionMemoryBlock(llm=self.llm, priority=1)] if self.facts else []
+        blocks: list[Any] = (
+            [FactExtractionMemoryBlock(llm=self.llm, priority=1)] if self.facts else []
+        )
         return Memory.from_defaults(
             session_id="benchmark",
             token_limit=limit,
