@@ -1,0 +1,615 @@
+"""Transcript loaders for the policy benchmark.
+
+Core formats (no optional package):
+
+* :func:`load_openai`: an OpenAI chat-completions conversation (JSON list,
+  ``{"messages": [...]}`` object, or JSONL with one message a line);
+* :func:`load_openai_conversations`: JSONL with one ``{"messages": [...]}``
+  conversation a line (the fine-tuning layout);
+* :func:`load_anthropic`: an Anthropic Messages API conversation (JSON list,
+  or an object with ``messages`` and an optional ``system``).
+
+Data packages (optional, imported lazily):
+
+* :func:`load_bfcl_multi_turn`: the multi-turn sets of ``bfcl-eval``; the
+  ground-truth calls are replayed against the package's tool simulations,
+  giving real ``tool_use`` / ``tool_result`` transcripts;
+* :func:`load_bfcl_memory`: the memory sets of ``bfcl-eval``: the
+  prerequisite conversations of each scenario, with the questions asked
+  afterwards and their ground-truth answers as :attr:`Transcript.facts`;
+* :func:`load_chitchat`: long human open-domain chats of ``chitchat-dataset``.
+
+Every loader raises :class:`TranscriptError` naming the path (or package)
+and what is wrong.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import importlib
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+from .messages import (
+    Message,
+    MessageFormatError,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    from_anthropic,
+    from_openai,
+)
+
+__all__ = [
+    "BFCL_MULTI_TURN_CATEGORIES",
+    "Probe",
+    "Transcript",
+    "TranscriptError",
+    "load_anthropic",
+    "load_bfcl_memory",
+    "load_bfcl_multi_turn",
+    "load_chitchat",
+    "load_openai",
+    "load_openai_conversations",
+]
+
+
+class TranscriptError(MessageFormatError):
+    """A transcript could not be loaded: names the path (or package) and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A question asked after a conversation, with its accepted answers.
+
+    Attributes
+    ----------
+    id : str
+        The question's id in its data set.
+    question : str
+        The question.
+    answers : tuple of str
+        Accepted answer strings (any one is right).
+    source : str
+        The passage of the conversation the answer comes from.
+    """
+
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A conversation to replay, with what must be remembered of it.
+
+    Attributes
+    ----------
+    name : str
+        Stable identifier (data set id or file name).
+    messages : list of Message
+        The conversation.
+    facts : list of str
+        Strings whose presence in a request shows a fact was retained (the
+        first accepted answer of each probe); empty when the data set has none.
+    probes : list of Probe
+        The questions behind :attr:`facts`, with every accepted answer.
+    call_points : list of int
+        Lengths ``n`` at which the model is called on ``messages[:n]``.
+    metadata : dict
+        Source details (data set, category, ids...).
+    """
+
+    name: str
+    messages: list[Message]
+    facts: list[str] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)
+    call_points: list[int] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _agent_call_points(messages: Sequence[Message], agent: str) -> list[int]:
+    return [
+        n
+        for n in range(1, len(messages))
+        if messages[n].participant == agent and messages[n - 1].participant != agent
+    ]
+
+
+# ------------------------------------------------------------------ files
+def _read_text(path: str | Path) -> str:
+    p = Path(path)
+    if not p.exists():
+        raise TranscriptError(f"{p}: no such file")
+    if not p.is_file():
+        raise TranscriptError(f"{p}: not a regular file")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise TranscriptError(f"{p}: cannot read: {exc.strerror or exc}") from None
+
+
+def _read_json(path: str | Path) -> Any:
+    text = _read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+
+
+def _read_jsonl(path: str | Path) -> list[Any]:
+    rows: list[Any] = []
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(f"{path}: line {number} is not valid JSON ({exc.msg})") from None
+    return rows
+
+
+def _convert(path: str | Path, convert: Callable[[], list[Message]], what: str) -> list[Message]:
+    try:
+        return convert()
+    except MessageFormatError as exc:
+        raise TranscriptError(f"{path}: not {what}: {exc}") from None
+    except (TypeError, AttributeError, ValueError) as exc:
+        raise TranscriptError(f"{path}: not {what}: {exc}") from None
+
+
+def _message_list(data: Any, path: str | Path, what: str) -> list[Mapping[str, Any]]:
+    messages = data.get("messages") if isinstance(data, dict) else data
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise TranscriptError(
+            f"{path}: expected {what}: a JSON list of message objects or an object "
+            "with a 'messages' list"
+        )
+    return messages
+
+
+def load_openai(path: str | Path, *, agent: str = "assistant", user: str = "User") -> list[Message]:
+    """Read an OpenAI chat-completions conversation.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.jsonl``: one message object a line. Anything else: JSON, either a
+        list of messages or an object with a ``messages`` list.
+    agent, user : str
+        Participants of assistant and user messages.
+
+    Returns
+    -------
+    list of Message
+        The conversation (system messages become a ``System`` participant).
+
+    Raises
+    ------
+    TranscriptError
+        Missing or unreadable file, invalid JSON, or messages that do not
+        follow the format (the message index and field are named).
+    """
+    data: Any = _read_jsonl(path) if Path(path).suffix == ".jsonl" else _read_json(path)
+    if (
+        isinstance(data, list)
+        and data
+        and all(isinstance(r, dict) and "messages" in r for r in data)
+    ):
+        raise TranscriptError(
+            f"{path}: holds {len(data)} conversations, one a line; use load_openai_conversations"
+        )
+    messages = _message_list(data, path, "OpenAI chat messages")
+    return _convert(path, lambda: from_openai(messages, agent=agent, user=user), "OpenAI chat")
+
+
+def load_openai_conversations(
+    path: str | Path, *, agent: str = "assistant", user: str = "User"
+) -> list[Transcript]:
+    """Read JSONL with one ``{"messages": [...]}`` conversation a line.
+
+    Returns
+    -------
+    list of Transcript
+        One per line, named ``<file stem>:<line>``.
+
+    Raises
+    ------
+    TranscriptError
+        Missing or unreadable file, or a line that is not a conversation.
+    """
+    out: list[Transcript] = []
+    for number, row in enumerate(_read_jsonl(path), start=1):
+        where = f"{path}: line {number}"
+        messages = _message_list(row, where, "a conversation")
+        converted = _convert(
+            where, partial(from_openai, messages, agent=agent, user=user), "OpenAI chat"
+        )
+        out.append(
+            Transcript(
+                name=f"{Path(path).stem}:{number}",
+                messages=converted,
+                call_points=_agent_call_points(converted, agent),
+                metadata={"source": str(path), "line": number},
+            )
+        )
+    return out
+
+
+def load_anthropic(path: str | Path, *, agent: str = "Claude", user: str = "User") -> list[Message]:
+    """Read an Anthropic Messages API conversation.
+
+    Parameters
+    ----------
+    path : str or Path
+        JSON: a list of messages, or a request-like object with ``messages``
+        and an optional ``system`` (a string or a list of text blocks), which
+        becomes a leading ``System`` message.
+    agent, user : str
+        Participants of assistant and user messages.
+
+    Returns
+    -------
+    list of Message
+        The conversation.
+
+    Raises
+    ------
+    TranscriptError
+        Missing or unreadable file, invalid JSON, or messages that do not
+        follow the format.
+    """
+    data = _read_json(path)
+    messages = _message_list(data, path, "Anthropic messages")
+    out = _convert(path, lambda: from_anthropic(messages, agent=agent, user=user), "Anthropic")
+    system = data.get("system") if isinstance(data, dict) else None
+    if isinstance(system, list):
+        system = "\n\n".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
+    if system is not None and not isinstance(system, str):
+        raise TranscriptError(f"{path}: 'system' must be a string or a list of text blocks")
+    if system:
+        out.insert(0, Message.text_message("System", system))
+    return out
+
+
+# ------------------------------------------------------------------ bfcl-eval
+BFCL_MULTI_TURN_CATEGORIES = ("base", "long_context", "miss_func", "miss_param")
+"""The multi-turn sets of ``bfcl-eval``."""
+
+_BFCL_SOURCE = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
+_BFCL_MODULES = {
+    "GorillaFileSystem": "gorilla_file_system",
+    "MathAPI": "math_api",
+    "MessageAPI": "message_api",
+    "TwitterAPI": "posting_api",
+    "TicketAPI": "ticket_api",
+    "TradingBot": "trading_bot",
+    "TravelAPI": "travel_booking",
+    "VehicleControlAPI": "vehicle_control",
+}
+_BFCL_MEMORY_SCENARIOS = ("customer", "finance", "healthcare", "notetaker", "student")
+
+
+def _bfcl_data() -> Path:
+    try:
+        import bfcl_eval
+    except ImportError:
+        raise TranscriptError(
+            "bfcl-eval is not installed: pip install --no-deps bfcl-eval mpmath "
+            "(its data and tool simulations need no other dependency)"
+        ) from None
+    data = Path(bfcl_eval.__file__).parent / "data"
+    if not data.is_dir():
+        raise TranscriptError(f"{data}: the bfcl-eval data folder is missing")
+    return data
+
+
+def _literal_list(value: Any, where: str) -> Any:
+    """BFCL stores some fields as Python-literal strings."""
+    if isinstance(value, str):
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            raise TranscriptError(f"{where}: cannot read {value[:60]!r}") from None
+    return value
+
+
+def _parse_call(text: str, where: str) -> tuple[str, list[Any], dict[str, Any]]:
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            raise ValueError("not a plain function call")
+        args = [ast.literal_eval(a) for a in node.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+    except (ValueError, SyntaxError) as exc:
+        raise TranscriptError(f"{where}: cannot parse the call {text!r}: {exc}") from None
+    return node.func.id, args, kwargs
+
+
+def _result_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        try:
+            return json.dumps(value)
+        except TypeError:
+            return str(value)
+    return str(value)
+
+
+def _bfcl_tools(
+    classes: Sequence[str], config: Mapping[str, Any], long_context: bool, where: str
+) -> dict[str, tuple[str, Any]]:
+    """Fresh tool simulations of one entry: method name -> (class name, bound method)."""
+    methods: dict[str, tuple[str, Any]] = {}
+    for name in classes:
+        if name not in _BFCL_MODULES:
+            raise TranscriptError(f"{where}: no tool simulation for {name!r}")
+        module = importlib.import_module(f"{_BFCL_SOURCE}.{_BFCL_MODULES[name]}")
+        instance = getattr(module, name)()
+        if hasattr(instance, "_load_scenario"):  # MathAPI is stateless
+            instance._load_scenario(copy.deepcopy(config.get(name, {})), long_context=long_context)
+        for method_name, method in inspect.getmembers(instance, inspect.ismethod):
+            if not method_name.startswith("_"):
+                methods[method_name] = (name, method)
+    return methods
+
+
+def load_bfcl_multi_turn(
+    category: Literal["base", "long_context", "miss_func", "miss_param"] = "base",
+    *,
+    limit: int | None = None,
+    agent: str = "Claude",
+) -> list[Transcript]:
+    """Replay a ``bfcl-eval`` multi-turn set into tool-use transcripts.
+
+    Each entry's user turns are followed by its ground-truth calls, one
+    ``tool_use`` message each, answered by a ``tool_result`` message holding
+    what the package's tool simulation returns (a failing call gives an
+    error result, as in BFCL's own executor). Call ids are
+    ``<entry id>-<turn>-<call>``.
+
+    Parameters
+    ----------
+    category : {"base", "long_context", "miss_func", "miss_param"}
+        The set. ``long_context`` loads the simulations' large scenarios.
+    limit : int, optional
+        Only the first ``limit`` entries.
+    agent : str
+        Participant of the calls.
+
+    Returns
+    -------
+    list of Transcript
+        One per entry, ``facts`` empty.
+
+    Raises
+    ------
+    TranscriptError
+        When bfcl-eval is missing, the category unknown, or an entry cannot
+        be replayed.
+    """
+    if category not in BFCL_MULTI_TURN_CATEGORIES:
+        raise TranscriptError(
+            f"unknown BFCL multi-turn category {category!r}; "
+            f"choose one of {', '.join(BFCL_MULTI_TURN_CATEGORIES)}"
+        )
+    data = _bfcl_data()
+    questions = _read_jsonl(data / f"BFCL_v4_multi_turn_{category}.json")
+    answers = {
+        row["id"]: row["ground_truth"]
+        for row in _read_jsonl(data / "possible_answer" / f"BFCL_v4_multi_turn_{category}.json")
+    }
+    out: list[Transcript] = []
+    for entry in questions[:limit]:
+        where = f"bfcl-eval {entry.get('id')}"
+        turns = _literal_list(entry["question"], where)
+        truth = _literal_list(answers.get(entry["id"], []), where)
+        classes = _literal_list(entry["involved_classes"], where)
+        config = _literal_list(entry.get("initial_config", {}), where)
+        tools = _bfcl_tools(classes, config, category == "long_context", where)
+        messages: list[Message] = []
+        for t, turn in enumerate(turns):
+            for raw in turn:
+                messages.append(Message.text_message("User", str(raw.get("content", ""))))
+            for c, call in enumerate(truth[t] if t < len(truth) else []):
+                name, args, kwargs = _parse_call(call, where)
+                call_id = f"{entry['id']}-{t}-{c}"
+                owner, method = tools.get(name, ("Tool", None))
+                try:
+                    if method is None:
+                        raise KeyError(f"no tool named {name!r}")
+                    bound = inspect.signature(method).bind(*args, **kwargs)
+                    arguments = dict(bound.arguments)
+                except (TypeError, KeyError) as exc:
+                    arguments = dict(kwargs)
+                    result, is_error = f"Error during execution: {exc}", True
+                else:
+                    try:
+                        result, is_error = _result_text(method(**arguments)), False
+                    except Exception as exc:  # the simulation's own failure, kept as data
+                        result, is_error = f"Error during execution: {exc}", True
+                use = ToolUseBlock(id=call_id, name=name, input=arguments)
+                messages.append(Message(participant=agent, content=(use,)))
+                done = ToolResultBlock(tool_use_id=call_id, content=result, is_error=is_error)
+                messages.append(Message(participant=owner, content=(done,)))
+        out.append(
+            Transcript(
+                name=str(entry["id"]),
+                messages=messages,
+                call_points=_agent_call_points(messages, agent),
+                metadata={"data_set": "bfcl-eval", "category": category, "classes": classes},
+            )
+        )
+    return out
+
+
+def load_bfcl_memory(scenario: str | None = None) -> list[Transcript]:
+    """The ``bfcl-eval`` memory scenarios: conversations plus questions about them.
+
+    Each scenario's prerequisite conversations are concatenated in order
+    (user messages only: the data set holds no assistant answers). The model
+    is called after every user message. ``facts`` holds the first accepted
+    answer of each of the scenario's questions; ``probes`` holds the
+    questions, every accepted answer and the source passage.
+
+    Parameters
+    ----------
+    scenario : str, optional
+        One of ``customer``, ``finance``, ``healthcare``, ``notetaker``,
+        ``student``; all when None.
+
+    Returns
+    -------
+    list of Transcript
+        One per scenario.
+
+    Raises
+    ------
+    TranscriptError
+        When bfcl-eval is missing or the scenario unknown.
+    """
+    if scenario is not None and scenario not in _BFCL_MEMORY_SCENARIOS:
+        raise TranscriptError(
+            f"unknown BFCL memory scenario {scenario!r}; "
+            f"choose one of {', '.join(_BFCL_MEMORY_SCENARIOS)}"
+        )
+    data = _bfcl_data()
+    questions = _read_jsonl(data / "BFCL_v4_memory.json")
+    answers = {r["id"]: r for r in _read_jsonl(data / "possible_answer" / "BFCL_v4_memory.json")}
+    out: list[Transcript] = []
+    for name in [scenario] if scenario else _BFCL_MEMORY_SCENARIOS:
+        where = f"bfcl-eval memory {name}"
+        messages: list[Message] = []
+        for conversation in _read_jsonl(
+            data / "memory_prereq_conversation" / f"memory_{name}.json"
+        ):
+            for turn in _literal_list(conversation["question"], where):
+                for raw in turn:
+                    messages.append(Message.text_message("User", str(raw.get("content", ""))))
+        probes: list[Probe] = []
+        for q in questions:
+            if q.get("scenario") != name:
+                continue
+            answer = answers.get(q["id"])
+            if answer is None:
+                raise TranscriptError(f"{where}: question {q['id']} has no ground truth")
+            turns = _literal_list(q["question"], where)
+            text = " ".join(str(m.get("content", "")) for t in turns for m in t)
+            probes.append(
+                Probe(
+                    id=str(q["id"]),
+                    question=text,
+                    answers=tuple(str(a) for a in answer["ground_truth"]),
+                    source=str(answer.get("source", "")).strip(".\"' "),
+                )
+            )
+        out.append(
+            Transcript(
+                name=f"bfcl-memory-{name}",
+                messages=messages,
+                facts=[p.answers[0] for p in probes if p.answers],
+                probes=probes,
+                call_points=list(range(1, len(messages) + 1)),
+                metadata={"data_set": "bfcl-eval", "scenario": name},
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ chitchat-dataset
+def _timestamp(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+def load_chitchat(
+    *, limit: int | None = None, longest: bool = False, agent: str = "Claude"
+) -> list[Transcript]:
+    """Human open-domain chats of ``chitchat-dataset``.
+
+    The first sender of a chat is ``User``, the other is ``agent``, so the
+    model is called before each of the second sender's messages. A message
+    joins one sender's consecutive utterances by newlines; its timestamp is
+    the first utterance's and its metadata names the sender.
+
+    Parameters
+    ----------
+    limit : int, optional
+        At most this many chats.
+    longest : bool
+        Order by length in words, longest first (data set order otherwise).
+    agent : str
+        Participant of the second sender.
+
+    Returns
+    -------
+    list of Transcript
+        One per chat, ``facts`` empty; ``metadata`` carries the id, the
+        prompt, the ratings and the word count.
+
+    Raises
+    ------
+    TranscriptError
+        When chitchat-dataset is missing or its data file unreadable.
+    """
+    try:
+        import chitchat_dataset
+    except ImportError:
+        raise TranscriptError(
+            "chitchat-dataset is not installed: pip install chitchat-dataset"
+        ) from None
+    data = _read_json(Path(chitchat_dataset.__file__).parent / "dataset.json")
+    words = {
+        key: sum(len(str(u.get("text", "")).split()) for g in chat.get("messages", []) for u in g)
+        for key, chat in data.items()
+    }
+    keys = sorted(words, key=lambda k: -words[k]) if longest else list(data)
+    return [_chitchat_transcript(k, data[k], words[k], agent) for k in keys[:limit]]
+
+
+def _chitchat_transcript(key: str, chat: Mapping[str, Any], words: int, agent: str) -> Transcript:
+    senders: list[str] = []
+    messages: list[Message] = []
+    for group in chat.get("messages", []):
+        if not group:
+            continue
+        sender = str(group[0].get("sender"))
+        if sender not in senders:
+            senders.append(sender)
+        messages.append(
+            Message(
+                participant="User" if sender == senders[0] else agent,
+                content=(TextBlock(text="\n".join(str(u.get("text", "")) for u in group)),),
+                metadata={"sender": sender},
+                timestamp=_timestamp(group[0].get("timestamp")),
+            )
+        )
+    return Transcript(
+        name=f"chitchat-{key}",
+        messages=messages,
+        call_points=_agent_call_points(messages, agent),
+        metadata={
+            "data_set": "chitchat-dataset",
+            "id": key,
+            "prompt": chat.get("prompt"),
+            "ratings": chat.get("ratings"),
+            "words": words,
+        },
+    )

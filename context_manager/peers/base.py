@@ -1,0 +1,302 @@
+"""The policy interface of the benchmark, and what every policy shares.
+
+A *policy* is one way of managing the context window. At each point where a
+running agent would call its model, the benchmark hands the policy the whole
+transcript so far and a token budget; the policy answers with the request it
+would send (:class:`PolicyRequest`). A policy may keep state between calls,
+as a real running agent does; it must then notice when it is handed a
+different transcript and start over.
+
+Requests are audited, never repaired: tool pairing problems and budget
+overruns (by the exact counter) are recorded in :attr:`PolicyRequest.problems`,
+and an exception raised by a peer library is recorded in
+:attr:`PolicyRequest.error`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, runtime_checkable
+
+from ..messages import ContentBlock, Message, ToolResultBlock
+from ..pairing import tool_pair_problems
+from ..summarizer import Completion, CompletionRequest, Summarizer
+from ..tokens import TiktokenCounter, TokenCounter
+
+__all__ = [
+    "SYSTEM",
+    "HistoryFeed",
+    "MeteredSummarizer",
+    "Policy",
+    "PolicyRequest",
+    "audit",
+    "call_points",
+    "default_counter",
+    "request_tokens",
+    "run_guarded",
+    "split_system",
+    "user_side_parts",
+]
+
+SYSTEM = "System"
+"""The participant of system prompts (as :func:`~context_manager.messages.from_openai` names it)."""
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class PolicyRequest:
+    """The request a policy would send at one model call, and what producing it cost.
+
+    Attributes
+    ----------
+    messages : tuple of Message
+        The messages the model would see, in order (system prompt included).
+    tokens : int
+        Their size by the exact counter the policy was given.
+    summarizer_calls : int
+        Summariser (fake model) calls made while producing this request.
+    summarizer_input_tokens, summarizer_output_tokens : int
+        Tokens those calls consumed and produced, by the same exact counter.
+    problems : tuple of str
+        Invalidities found in the request (orphan tool results, unanswered
+        tool calls, budget overrun). Recorded, never fixed.
+    error : str or None
+        The exception a peer raised, as ``"Type: message"``; the request is
+        then empty.
+    """
+
+    messages: tuple[Message, ...]
+    tokens: int
+    summarizer_calls: int = 0
+    summarizer_input_tokens: int = 0
+    summarizer_output_tokens: int = 0
+    problems: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def summarizer_tokens(self) -> int:
+        """Input plus output tokens of the summariser calls."""
+        return self.summarizer_input_tokens + self.summarizer_output_tokens
+
+    @property
+    def valid(self) -> bool:
+        """True when the request has no recorded problem and no error."""
+        return not self.problems and self.error is None
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A way of managing the context window, asked for one request per model call.
+
+    Attributes
+    ----------
+    name : str
+        A short stable name for reports.
+    promises_budget : bool
+        Whether the policy itself promises that its requests fit the budget
+        (a trigger-based policy does not).
+    """
+
+    name: str
+    promises_budget: bool
+
+    def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
+        """The request this policy would send now.
+
+        Parameters
+        ----------
+        history : sequence of Message
+            The full transcript so far; it grows by appending between calls.
+        budget : int
+            The input token budget of this call.
+
+        Returns
+        -------
+        PolicyRequest
+            The messages that would be sent, audited, with the summariser cost.
+        """
+        ...
+
+
+class MeteredSummarizer:
+    """A summariser wrapper that counts calls and exact tokens.
+
+    Parameters
+    ----------
+    summarizer : Summarizer
+        The summariser that writes the text (the deterministic
+        :class:`~context_manager.summarizer.ExtractiveSummarizer` in the benchmark).
+    counter : TokenCounter
+        The exact counter used for the input and output tokens.
+    """
+
+    def __init__(self, summarizer: Summarizer, counter: TokenCounter) -> None:
+        self.summarizer = summarizer
+        self.counter = counter
+        self.calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        """Answer ``request`` and add its cost to the meter."""
+        completion = self.summarizer.complete(request)
+        self.calls += 1
+        self.input_tokens += request_tokens(request.messages, self.counter)
+        if request.system:
+            self.input_tokens += self.counter.count_text(request.system)
+        self.output_tokens += self.counter.count_text(completion.text)
+        return completion
+
+    def take(self) -> tuple[int, int, int]:
+        """Calls, input tokens and output tokens since the last take; resets them."""
+        out = (self.calls, self.input_tokens, self.output_tokens)
+        self.calls = self.input_tokens = self.output_tokens = 0
+        return out
+
+
+class HistoryFeed:
+    """Tracks which part of a growing transcript a stateful policy has already seen.
+
+    Examples
+    --------
+    >>> feed = HistoryFeed()
+    >>> a, b = Message.text_message("User", "a"), Message.text_message("User", "b")
+    >>> [m.text for m in feed.new_messages([a])[0]]
+    ['a']
+    >>> [m.text for m in feed.new_messages([a, b])[0]]
+    ['b']
+    >>> feed.new_messages([b])[1]
+    True
+    """
+
+    def __init__(self) -> None:
+        self._seen = 0
+        self._last: Message | None = None
+
+    def new_messages(self, history: Sequence[Message]) -> tuple[list[Message], bool]:
+        """The messages not seen yet, and whether the policy must start over.
+
+        The history must extend what was seen before; when it does not (a
+        shorter or different transcript), everything is new and the second
+        value is True.
+        """
+        restart = self._seen > 0 and (
+            len(history) < self._seen or history[self._seen - 1] != self._last
+        )
+        start = 0 if restart else self._seen
+        self._seen = len(history)
+        self._last = history[-1] if history else None
+        return list(history[start:]), restart
+
+
+def request_tokens(messages: Sequence[Message], counter: TokenCounter) -> int:
+    """Exact size of a request: the sum of its messages' counts."""
+    return sum(counter.count_message(m) for m in messages)
+
+
+def split_system(history: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+    """The leading system messages and the rest of the transcript."""
+    n = 0
+    while n < len(history) and history[n].participant == SYSTEM:
+        n += 1
+    return list(history[:n]), list(history[n:])
+
+
+def audit(
+    messages: Sequence[Message],
+    budget: int,
+    counter: TokenCounter,
+    meter: MeteredSummarizer | None = None,
+    *,
+    error: str | None = None,
+) -> PolicyRequest:
+    """Build a :class:`PolicyRequest`: count, record problems, take the meter.
+
+    Parameters
+    ----------
+    messages : sequence of Message
+        The request as the policy produced it.
+    budget : int
+        The budget of this call.
+    counter : TokenCounter
+        The exact counter.
+    meter : MeteredSummarizer, optional
+        Its calls since the last take are charged to this request.
+    error : str, optional
+        A peer's exception, recorded as is.
+
+    Returns
+    -------
+    PolicyRequest
+        The request with its exact size and every problem found.
+    """
+    tokens = request_tokens(messages, counter)
+    problems = tool_pair_problems(messages)
+    if tokens > budget:
+        problems.append(f"over budget: {tokens} tokens > {budget}")
+    calls, tokens_in, tokens_out = meter.take() if meter else (0, 0, 0)
+    return PolicyRequest(
+        messages=tuple(messages),
+        tokens=tokens,
+        summarizer_calls=calls,
+        summarizer_input_tokens=tokens_in,
+        summarizer_output_tokens=tokens_out,
+        problems=tuple(problems),
+        error=error,
+    )
+
+
+def run_guarded(
+    call: Callable[[], _T],
+) -> tuple[_T | None, str | None]:
+    """Run a peer library call; an exception becomes a recorded error string."""
+    try:
+        return call(), None
+    except Exception as exc:  # a peer's failure is data for the benchmark
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def default_counter(counter: TokenCounter | None) -> TokenCounter:
+    """``counter``, or the exact ``cl100k_base`` counter."""
+    return counter if counter is not None else TiktokenCounter()
+
+
+def call_points(history: Sequence[Message], agent: str = "Claude") -> list[int]:
+    """Lengths ``n`` at which the agent's model is called on ``history[:n]``.
+
+    The model is called right before each of the agent's messages: the
+    prefix then ends with a user-side message (a user turn or tool results),
+    never with a pending tool call.
+
+    Examples
+    --------
+    >>> h = [Message.text_message("System", "s"), Message.text_message("User", "q"),
+    ...      Message.text_message("Claude", "a"), Message.text_message("User", "q2")]
+    >>> call_points(h)
+    [2]
+    """
+    return [
+        n
+        for n in range(1, len(history))
+        if history[n].participant == agent and history[n - 1].participant != agent
+    ]
+
+
+def user_side_parts(message: Message) -> list[ToolResultBlock | list[ContentBlock]]:
+    """A user-side message cut into tool results and runs of other blocks, in order.
+
+    Chat formats that carry each tool result as its own message (LangChain,
+    LlamaIndex, OpenAI) need this split; a message with no block gives one
+    empty run.
+    """
+    parts: list[ToolResultBlock | list[ContentBlock]] = []
+    for b in message.content:
+        if isinstance(b, ToolResultBlock):
+            parts.append(b)
+        elif parts and isinstance(parts[-1], list):
+            parts[-1].append(b)
+        else:
+            parts.append([b])
+    return parts or [[]]

@@ -1,0 +1,624 @@
+"""LangChain peers: ``trim_messages``, ``SummarizationMiddleware``, ``ClearToolUsesEdit``.
+
+Needs the ``bench`` extra (``langchain``, ``langchain-core``); every import of
+those packages happens inside the functions and classes here, so importing
+this module costs nothing without them.
+
+How each peer is driven
+-----------------------
+* :class:`TrimMessagesPolicy` calls ``trim_messages`` on the whole history
+  (strategy ``"last"``, ``start_on="human"``, ``include_system=True``) with
+  the exact counter as ``token_counter``. Stateless, like the function.
+* :class:`SummarizationMiddlewarePolicy` calls the middleware's
+  ``before_model`` hook directly with an agent state dict, exactly as
+  ``create_agent`` does before each model call, and applies the returned
+  update (``RemoveMessage(REMOVE_ALL_MESSAGES)`` then the new messages) to
+  the state it keeps. New transcript messages are appended to that state
+  between calls, so summaries persist as in a running agent. Calling the hook
+  directly avoids running a LangGraph agent loop whose model turns would have
+  to be faked; the hook is the whole policy. The summary model is
+  :class:`ExtractiveChatModel`, prompted with the middleware's own default
+  prompt.
+* :class:`ClearToolUsesPolicy` calls ``ContextEditingMiddleware.wrap_model_call``
+  with a ``ModelRequest`` built from the history and a handler that captures
+  the edited request. Token counting uses ``token_count_method="model"``, so
+  the middleware asks :class:`ExtractiveChatModel` whose
+  ``get_num_tokens_from_messages`` is the exact counter. The middleware edits
+  the request, not the state, so this policy is stateless.
+
+The system prompt (leading ``System`` messages) is kept outside the managed
+history, as ``create_agent`` keeps its ``system_prompt``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..messages import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    MessageFormatError,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    text_of,
+)
+from ..summarizer import CompletionRequest, ExtractiveSummarizer, Summarizer
+from ..tokens import TokenCounter
+from .base import (
+    SYSTEM,
+    HistoryFeed,
+    MeteredSummarizer,
+    PolicyRequest,
+    audit,
+    default_counter,
+    request_tokens,
+    run_guarded,
+    split_system,
+    user_side_parts,
+)
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import BaseMessage
+
+__all__ = [
+    "ClearToolUsesPolicy",
+    "SummarizationMiddlewarePolicy",
+    "TrimMessagesPolicy",
+    "extractive_chat_model",
+    "from_langchain",
+    "to_langchain",
+]
+
+_CONTINUES = "context_manager_continues"
+"""Marks a LangChain message holding more blocks of the message before it."""
+
+
+# ------------------------------------------------------------------ conversion
+def _lc_blocks(blocks: Sequence[ContentBlock]) -> str | list[str | dict[str, Any]]:
+    if len(blocks) == 1 and isinstance(blocks[0], TextBlock):
+        return blocks[0].text
+    out: list[str | dict[str, Any]] = []
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            out.append({"type": "text", "text": b.text})
+        elif isinstance(b, ThinkingBlock):
+            block: dict[str, Any] = {"type": "thinking", "thinking": b.thinking}
+            if b.signature:
+                block["signature"] = b.signature
+            out.append(block)
+        elif isinstance(b, ImageBlock):
+            if b.url:
+                out.append({"type": "image", "url": b.url})
+            else:
+                out.append({"type": "image", "base64": b.data or "", "mime_type": b.media_type})
+    return out
+
+
+def to_langchain(messages: Sequence[Message], *, agent: str = "Claude") -> list[BaseMessage]:
+    """Convert messages to LangChain messages, keeping tool call ids.
+
+    ``System`` becomes ``SystemMessage``; the agent's messages become
+    ``AIMessage`` with ``tool_calls``; each tool result becomes a
+    ``ToolMessage`` (``name`` = participant, ``status="error"`` when it is an
+    error); other messages become ``HumanMessage`` named after the
+    participant. A message split into several LangChain messages marks the
+    later ones so :func:`from_langchain` joins them again. Every message gets
+    the id ``cm-<index>-<part>``.
+
+    Parameters
+    ----------
+    messages : sequence of Message
+        Our messages.
+    agent : str
+        The participant whose turns are the assistant side.
+
+    Returns
+    -------
+    list of BaseMessage
+        LangChain messages in the same order.
+    """
+    from langchain_core.messages import (
+        AIMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolCall,
+        ToolMessage,
+    )
+
+    out: list[BaseMessage] = []
+    for i, m in enumerate(messages):
+        if m.participant == SYSTEM:
+            out.append(SystemMessage(content=_lc_blocks(m.content) or "", id=f"cm-{i}-0"))
+            continue
+        if m.participant == agent:
+            calls = [
+                ToolCall(id=b.id, name=b.name, args=dict(b.input), type="tool_call")
+                for b in m.content
+                if isinstance(b, ToolUseBlock)
+            ]
+            rest = [b for b in m.content if not isinstance(b, ToolUseBlock)]
+            content = _lc_blocks(rest) if rest else ""
+            out.append(AIMessage(content=content, tool_calls=calls, id=f"cm-{i}-0"))
+            continue
+        for part, piece in enumerate(user_side_parts(m)):
+            extra: dict[str, Any] = {_CONTINUES: True} if part else {}
+            ident = f"cm-{i}-{part}"
+            if isinstance(piece, ToolResultBlock):
+                body: Any = (
+                    piece.content if isinstance(piece.content, str) else _lc_blocks(piece.content)
+                )
+                out.append(
+                    ToolMessage(
+                        content=body,
+                        tool_call_id=piece.tool_use_id,
+                        name=m.participant,
+                        status="error" if piece.is_error else "success",
+                        id=ident,
+                        additional_kwargs=extra,
+                    )
+                )
+            else:
+                out.append(
+                    HumanMessage(
+                        content=_lc_blocks(piece) if piece else "",
+                        name=m.participant,
+                        id=ident,
+                        additional_kwargs=extra,
+                    )
+                )
+    return out
+
+
+def _our_blocks(content: Any, where: str) -> list[ContentBlock]:
+    if isinstance(content, str):
+        return [TextBlock(text=content)]
+    blocks: list[ContentBlock] = []
+    for raw in content:
+        if isinstance(raw, str):
+            blocks.append(TextBlock(text=raw))
+            continue
+        kind = raw.get("type")
+        if kind == "text":
+            blocks.append(TextBlock(text=str(raw.get("text", ""))))
+        elif kind in ("thinking", "reasoning"):
+            text = raw.get("thinking", raw.get("reasoning", ""))
+            blocks.append(ThinkingBlock(thinking=str(text), signature=raw.get("signature")))
+        elif kind in ("image", "image_url"):
+            url = raw.get("url")
+            if isinstance(url, dict):  # OpenAI form {"image_url": {"url": ...}}
+                url = url.get("url")
+            if kind == "image_url":
+                url = (raw.get("image_url") or {}).get("url")
+            blocks.append(
+                ImageBlock(url=url)
+                if url
+                else ImageBlock(media_type=raw.get("mime_type"), data=raw.get("base64"))
+            )
+        elif kind in ("tool_use", "tool_call", "tool_call_chunk"):
+            continue  # carried by AIMessage.tool_calls
+        else:
+            raise MessageFormatError(f"{where}: unsupported LangChain content block {kind!r}")
+    return blocks
+
+
+def from_langchain(
+    messages: Sequence[BaseMessage], *, agent: str = "Claude", user: str = "User"
+) -> list[Message]:
+    """Convert LangChain messages back to ours, keeping tool call ids.
+
+    Consecutive ``ToolMessage`` objects become one message holding all their
+    results (the form where each result answers the message right before);
+    messages marked as continuing the previous one are joined to it.
+
+    Parameters
+    ----------
+    messages : sequence of BaseMessage
+        LangChain messages.
+    agent : str
+        Participant of ``AIMessage`` objects.
+    user : str
+        Participant of unnamed ``HumanMessage`` objects.
+
+    Returns
+    -------
+    list of Message
+        Our messages.
+
+    Raises
+    ------
+    MessageFormatError
+        For an unknown message type, a tool call without an id, or an
+        unsupported content block.
+    """
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    out: list[Message] = []
+    joinable = False  # may the next ToolMessage join out[-1]?
+    for i, raw in enumerate(messages):
+        where = f"LangChain message {i}"
+        if isinstance(raw, ToolMessage):
+            body: Any = raw.content
+            content: str | list[TextBlock | ImageBlock]
+            if isinstance(body, str):
+                content = body
+            else:
+                content = [
+                    b for b in _our_blocks(body, where) if isinstance(b, TextBlock | ImageBlock)
+                ]
+            block = ToolResultBlock(
+                tool_use_id=raw.tool_call_id, content=content, is_error=raw.status == "error"
+            )
+            if out and (joinable or raw.additional_kwargs.get(_CONTINUES)):
+                out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, block)})
+            else:
+                out.append(Message(participant=raw.name or "Tool", content=(block,)))
+            joinable = True
+            continue
+        if isinstance(raw, SystemMessage):
+            out.append(Message(participant=SYSTEM, content=tuple(_our_blocks(raw.content, where))))
+        elif isinstance(raw, AIMessage):
+            blocks = [b for b in _our_blocks(raw.content, where) if not _empty_text(b)]
+            for call in raw.tool_calls:
+                if not call.get("id"):
+                    raise MessageFormatError(f"{where}: tool call {call['name']!r} has no id")
+                blocks.append(
+                    ToolUseBlock(id=str(call["id"]), name=call["name"], input=dict(call["args"]))
+                )
+            out.append(Message(participant=agent, content=tuple(blocks or [TextBlock(text="")])))
+        elif isinstance(raw, HumanMessage):
+            blocks = _our_blocks(raw.content, where)
+            if out and raw.additional_kwargs.get(_CONTINUES):
+                out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, *blocks)})
+            else:
+                out.append(Message(participant=raw.name or user, content=tuple(blocks)))
+        else:
+            raise MessageFormatError(f"{where}: unsupported message type {type(raw).__name__}")
+        joinable = False
+    return out
+
+
+def _empty_text(block: ContentBlock) -> bool:
+    return isinstance(block, TextBlock) and not block.text
+
+
+class _LangChainCounter:
+    """The exact counter over LangChain messages (each converted on its own)."""
+
+    def __init__(self, counter: TokenCounter, agent: str, extra: int = 0) -> None:
+        self.counter = counter
+        self.agent = agent
+        self.extra = extra
+
+    def __call__(self, messages: Iterable[Any]) -> int:
+        total = self.extra
+        for m in messages:
+            total += request_tokens(from_langchain([m], agent=self.agent), self.counter)
+        return total
+
+
+# ------------------------------------------------------------------ fake chat model
+_XML_TAG = re.compile(r"</?[A-Za-z_][^<>]*>")
+
+
+def _summary_source(messages: list[Message]) -> list[Message]:
+    """What a summary request asks to summarise.
+
+    A prompt that wraps the transcript in ``<messages>...</messages>`` (the
+    documented contract of LangChain's summary prompt) is reduced to that
+    transcript with its XML tags removed; anything else is summarised whole.
+    """
+    if messages:
+        text = messages[-1].text
+        start, end = text.rfind("<messages>"), text.rfind("</messages>")
+        if 0 <= start < end:
+            inner = text[start + len("<messages>") : end]
+            inner = _XML_TAG.sub("\n", inner).replace("Messages to summarize:", "")
+            return [Message.text_message("User", inner)]
+    return messages
+
+
+def extractive_chat_model(
+    summarizer: Summarizer | None = None,
+    counter: TokenCounter | None = None,
+    *,
+    agent: str = "Claude",
+    target_tokens: int = 400,
+) -> tuple[BaseChatModel, MeteredSummarizer]:
+    """A LangChain chat model whose answers come from a (metered) summariser.
+
+    Parameters
+    ----------
+    summarizer : Summarizer, optional
+        Writes the answers; an :class:`ExtractiveSummarizer` by default.
+    counter : TokenCounter, optional
+        Exact counter for the meter and for ``get_num_tokens_from_messages``.
+    agent : str
+        Participant of AI messages when converting the prompt.
+    target_tokens : int
+        Length asked of the summariser.
+
+    Returns
+    -------
+    model : BaseChatModel
+        The chat model (a ``BaseChatModel`` subclass).
+    meter : MeteredSummarizer
+        Counts its calls and tokens.
+    """
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    exact = default_counter(counter)
+    meter = MeteredSummarizer(summarizer or ExtractiveSummarizer(), exact)
+
+    class ExtractiveChatModel(BaseChatModel):
+        """Answers every prompt with a deterministic extractive summary of it."""
+
+        @property
+        def _llm_type(self) -> str:
+            return "extractive"
+
+        def _generate(
+            self,
+            messages: list[BaseMessage],
+            stop: list[str] | None = None,
+            run_manager: Any = None,
+            **kwargs: Any,
+        ) -> ChatResult:
+            ours = from_langchain(messages, agent=agent)
+            request = CompletionRequest(
+                model="extractive",
+                messages=tuple(_summary_source(ours)),
+                target_tokens=target_tokens,
+                agent=agent,
+            )
+            completion = meter.summarizer.complete(request)
+            meter.calls += 1
+            meter.input_tokens += request_tokens(ours, exact)
+            meter.output_tokens += exact.count_text(completion.text)
+            message = AIMessage(content=completion.text)
+            return ChatResult(generations=[ChatGeneration(message=message)])
+
+        def get_num_tokens_from_messages(
+            self, messages: list[BaseMessage], tools: Sequence[Any] | None = None
+        ) -> int:
+            return _LangChainCounter(exact, agent)(messages)
+
+    return ExtractiveChatModel(), meter
+
+
+# ------------------------------------------------------------------ policies
+class TrimMessagesPolicy:
+    """``langchain_core.messages.trim_messages`` with the exact counter.
+
+    Parameters
+    ----------
+    agent : str
+        The participant whose turns are the assistant side.
+    counter : TokenCounter, optional
+        Exact counter, passed as ``token_counter`` (``cl100k_base`` by default).
+    start_on, end_on : str or None
+        Passed through (``start_on="human"`` as the documentation asks).
+    """
+
+    name = "langchain-trim-messages"
+    promises_budget = True
+
+    def __init__(
+        self,
+        *,
+        agent: str = "Claude",
+        counter: TokenCounter | None = None,
+        start_on: str | None = "human",
+        end_on: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.counter = default_counter(counter)
+        self.start_on = start_on
+        self.end_on = end_on
+
+    def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
+        """The last messages that fit ``budget``, starting on a human message."""
+        from langchain_core.messages import trim_messages
+
+        def call() -> list[Message]:
+            kept = trim_messages(
+                to_langchain(history, agent=self.agent),
+                max_tokens=budget,
+                strategy="last",
+                token_counter=_LangChainCounter(self.counter, self.agent),
+                include_system=True,
+                start_on=self.start_on,
+                end_on=self.end_on,
+            )
+            return from_langchain(kept, agent=self.agent)
+
+        out, error = run_guarded(call)
+        return audit(out or [], budget, self.counter, error=error)
+
+
+class SummarizationMiddlewarePolicy:
+    """LangChain v1 ``SummarizationMiddleware``, its ``before_model`` hook driven directly.
+
+    Parameters
+    ----------
+    agent : str
+        The participant whose turns are the assistant side.
+    counter : TokenCounter, optional
+        Exact counter, given to the middleware as ``token_counter``.
+    summarizer : Summarizer, optional
+        Behind the fake chat model; :class:`ExtractiveSummarizer` by default.
+    keep_fraction : float
+        The middleware keeps ``("tokens", keep_fraction * available)`` after
+        summarising, where ``available`` is the budget minus the system prompt.
+    trigger_fraction : float
+        It summarises once the history reaches ``trigger_fraction * available``.
+    trim_tokens_to_summarize : int or None
+        Passed through (LangChain's default is 4000).
+    summary_tokens : int
+        Length asked of the summariser.
+    """
+
+    name = "langchain-summarization-middleware"
+    promises_budget = False
+
+    def __init__(
+        self,
+        *,
+        agent: str = "Claude",
+        counter: TokenCounter | None = None,
+        summarizer: Summarizer | None = None,
+        keep_fraction: float = 0.5,
+        trigger_fraction: float = 1.0,
+        trim_tokens_to_summarize: int | None = 4000,
+        summary_tokens: int = 400,
+    ) -> None:
+        if not 0 < keep_fraction <= 1 or not 0 < trigger_fraction <= 1:
+            raise ValueError("keep_fraction and trigger_fraction must be in (0, 1]")
+        self.agent = agent
+        self.counter = default_counter(counter)
+        self.model, self.meter = extractive_chat_model(
+            summarizer, self.counter, agent=agent, target_tokens=summary_tokens
+        )
+        self.keep_fraction = keep_fraction
+        self.trigger_fraction = trigger_fraction
+        self.trim_tokens_to_summarize = trim_tokens_to_summarize
+        self._feed = HistoryFeed()
+        self._state: list[BaseMessage] = []
+        self._middleware: dict[int, Any] = {}
+
+    def _middleware_for(self, available: int) -> Any:
+        from langchain.agents.middleware import SummarizationMiddleware
+
+        if available not in self._middleware:
+            self._middleware[available] = SummarizationMiddleware(
+                self.model,
+                trigger=("tokens", max(1, int(available * self.trigger_fraction))),
+                keep=("tokens", max(1, int(available * self.keep_fraction))),
+                token_counter=_LangChainCounter(self.counter, self.agent),
+                trim_tokens_to_summarize=self.trim_tokens_to_summarize,
+            )
+        return self._middleware[available]
+
+    def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
+        """Append the new messages to the agent state, run the hook, send the state."""
+        from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+        system, _ = split_system(history)
+        new, restart = self._feed.new_messages(history)
+        if restart:
+            self._state = []
+        offset = len(history) - len(new)
+        for k, m in enumerate(new):
+            if offset + k < len(system):
+                continue  # the system prompt stays outside the state
+            for lc in to_langchain([m], agent=self.agent):
+                lc.id = f"cm-{offset + k}-{(lc.id or '').rsplit('-', 1)[-1]}"
+                self._state.append(lc)
+        available = budget - request_tokens(system, self.counter)
+        middleware = self._middleware_for(available)
+
+        def call() -> None:
+            update = middleware.before_model({"messages": self._state}, None)
+            if update:
+                state: list[BaseMessage] = list(self._state)
+                for m in update["messages"]:
+                    if getattr(m, "id", None) == REMOVE_ALL_MESSAGES:
+                        state = []
+                    else:
+                        state.append(m)
+                self._state = state
+
+        _, error = run_guarded(call)
+        if error:
+            return audit([], budget, self.counter, self.meter, error=error)
+        out = system + from_langchain(self._state, agent=self.agent)
+        return audit(out, budget, self.counter, self.meter)
+
+
+class ClearToolUsesPolicy:
+    """LangChain v1 ``ContextEditingMiddleware`` with ``ClearToolUsesEdit``.
+
+    Parameters
+    ----------
+    agent : str
+        The participant whose turns are the assistant side.
+    counter : TokenCounter, optional
+        Exact counter, reached through the chat model's
+        ``get_num_tokens_from_messages`` (system prompt included).
+    trigger : int, optional
+        Token threshold; the call's budget when None.
+    keep, clear_at_least, exclude_tools, clear_tool_inputs, placeholder
+        Passed to ``ClearToolUsesEdit``.
+    """
+
+    name = "langchain-clear-tool-uses"
+    promises_budget = False
+
+    def __init__(
+        self,
+        *,
+        agent: str = "Claude",
+        counter: TokenCounter | None = None,
+        trigger: int | None = None,
+        keep: int = 3,
+        clear_at_least: int = 0,
+        exclude_tools: Sequence[str] = (),
+        clear_tool_inputs: bool = False,
+        placeholder: str = "[cleared]",
+    ) -> None:
+        self.agent = agent
+        self.counter = default_counter(counter)
+        self.model, self.meter = extractive_chat_model(None, self.counter, agent=agent)
+        self.trigger = trigger
+        self.edit_options: dict[str, Any] = {
+            "keep": keep,
+            "clear_at_least": clear_at_least,
+            "exclude_tools": tuple(exclude_tools),
+            "clear_tool_inputs": clear_tool_inputs,
+            "placeholder": placeholder,
+        }
+
+    def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
+        """The history as the middleware edits it before the model call."""
+        from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
+        from langchain.agents.middleware.types import ModelRequest, ModelResponse
+        from langchain_core.messages import AIMessage, SystemMessage
+
+        system, rest = split_system(history)
+        edit = ClearToolUsesEdit(
+            trigger=budget if self.trigger is None else self.trigger, **self.edit_options
+        )
+        middleware = ContextEditingMiddleware(edits=[edit], token_count_method="model")
+        system_message = (
+            SystemMessage(content="\n\n".join(text_of(m.content) for m in system))
+            if system
+            else None
+        )
+        captured: list[Any] = []
+
+        def handler(request: Any) -> Any:
+            captured.append(request)
+            return ModelResponse(result=[AIMessage(content="")])
+
+        def call() -> list[Message]:
+            lc = to_langchain(rest, agent=self.agent)
+            request = ModelRequest(
+                model=self.model,
+                messages=lc,  # type: ignore[arg-type]
+                system_message=system_message,
+                state={"messages": lc},  # type: ignore[arg-type]
+            )
+            middleware.wrap_model_call(request, handler)
+            return from_langchain(captured[-1].messages, agent=self.agent)
+
+        out, error = run_guarded(call)
+        if error:
+            return audit([], budget, self.counter, error=error)
+        return audit(system + (out or []), budget, self.counter)

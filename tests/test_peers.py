@@ -1,0 +1,319 @@
+"""Peer policies: the two baselines always, LangChain and LlamaIndex with the bench extra."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from context_manager.messages import (
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from context_manager.pairing import tool_pair_problems
+from context_manager.peers import (
+    ClearToolUses,
+    ObservationMasking,
+    Policy,
+    PolicyRequest,
+    call_points,
+)
+from context_manager.peers.base import request_tokens
+from context_manager.peers.baselines import exchanges
+from context_manager.tokens import TiktokenCounter
+from context_manager.transcripts import load_swe_agent
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "swe-agent"
+BENCH = "the bench extra is not installed (pip install -e '.[bench]')"
+COUNTER = TiktokenCounter()
+
+
+@pytest.fixture(scope="module")
+def history() -> list[Message]:
+    """A real tool-calling trajectory (system, issue, then call/result pairs), truncated."""
+    return load_swe_agent(DATA / "marshmallow-1867-function-calling.traj")[:24]
+
+
+@pytest.fixture(scope="module")
+def observations() -> list[Message]:
+    """A trajectory whose observations are plain user messages."""
+    return load_swe_agent(DATA / "pydicom-1458-gpt4.traj")
+
+
+def replay(policy: Policy, history: list[Message], budget: int) -> list[PolicyRequest]:
+    """Ask the policy at every point where the agent calls its model."""
+    return [policy.request(history[:n], budget) for n in call_points(history)]
+
+
+def _results(request: PolicyRequest) -> list[ToolResultBlock]:
+    return [b for m in request.messages for b in m.content if isinstance(b, ToolResultBlock)]
+
+
+# ------------------------------------------------------------------ baselines
+def test_call_points_end_on_user_side(history: list[Message]) -> None:
+    points = call_points(history)
+    assert points[0] == 2  # system + issue, then the first agent turn
+    assert all(history[n - 1].participant != "Claude" for n in points)
+    assert all(tool_pair_problems(history[:n]) == [] for n in points)
+
+
+def test_masking_keeps_last_results_and_ids(history: list[Message]) -> None:
+    policy = ObservationMasking(keep=2, placeholder="[masked]")
+    request = policy.request(history, 10**6)
+    assert request.valid and request.summarizer_calls == 0
+    results = _results(request)
+    assert [r.content for r in results[:-2]] == ["[masked]"] * (len(results) - 2)
+    original = [b for m in history for b in m.content if isinstance(b, ToolResultBlock)]
+    assert results[-2:] == original[-2:]
+    assert [r.tool_use_id for r in results] == [r.tool_use_id for r in original]
+    assert request.tokens == request_tokens(request.messages, COUNTER)
+
+
+def test_masking_drops_oldest_exchanges_to_fit(history: list[Message]) -> None:
+    policy = ObservationMasking(keep=1)
+    for budget in (1500, 2500, 4000):
+        for n, request in zip(call_points(history), replay(policy, history, budget), strict=True):
+            assert tool_pair_problems(request.messages) == []
+            assert request.messages[0].participant == "System"
+            newest = exchanges(history[1:n])[-1]
+            if request_tokens([history[0], *newest], COUNTER) <= budget:
+                assert request.tokens <= budget, request.problems
+            else:  # the system prompt and the newest exchange alone are too big
+                assert any(p.startswith("over budget") for p in request.problems)
+    trimmed = policy.request(history, 1500)
+    assert len(trimmed.messages) < len(history)
+    assert trimmed.messages[-1] == history[-1]
+
+
+def test_masking_records_what_cannot_fit(history: list[Message]) -> None:
+    request = ObservationMasking().request(history[:4], 100)
+    assert not request.valid
+    assert any(p.startswith("over budget") for p in request.problems)
+    assert request.messages[0] == history[0]
+
+
+def test_clear_tool_uses_trigger_keep_and_clear_at_least(history: list[Message]) -> None:
+    policy = ClearToolUses(keep=2, placeholder="[cleared]")
+    total = request_tokens(history, COUNTER)
+    untouched = policy.request(history, total)  # not over the trigger
+    assert untouched.messages == tuple(history)
+    cleared = policy.request(history, total - 1)
+    results = _results(cleared)
+    assert all(r.content == "[cleared]" for r in results[:-2])
+    assert all(r.content != "[cleared]" for r in results[-2:])
+    assert tool_pair_problems(cleared.messages) == []
+    assert cleared.tokens < total
+    reluctant = ClearToolUses(keep=2, clear_at_least=10**6).request(history, total - 1)
+    assert reluctant.messages == tuple(history)
+
+
+def test_clear_tool_uses_excludes_tools_and_clears_inputs(history: list[Message]) -> None:
+    uses = [b for m in history for b in m.content if isinstance(b, ToolUseBlock)]
+    spared = uses[0].name
+    policy = ClearToolUses(keep=0, exclude_tools=[spared], clear_tool_inputs=True, trigger=0)
+    request = policy.request(history, 10**6)
+    new_uses = [b for m in request.messages for b in m.content if isinstance(b, ToolUseBlock)]
+    for old, new, result in zip(uses, new_uses, _results(request), strict=True):
+        assert new.id == old.id
+        if old.name == spared:
+            assert new.input == old.input and result.content != "[cleared]"
+        else:
+            assert new.input == {} and result.content == "[cleared]"
+
+
+def test_baselines_are_deterministic(history: list[Message]) -> None:
+    for make in (ObservationMasking, ClearToolUses):
+        assert replay(make(), history, 2500) == replay(make(), history, 2500)
+
+
+# ------------------------------------------------------------------ LangChain
+@pytest.fixture(scope="module")
+def lc() -> Iterator[None]:
+    pytest.importorskip("langchain_core", reason=BENCH)
+    pytest.importorskip("langchain", reason=BENCH)
+    yield
+
+
+def test_langchain_round_trip_keeps_ids(lc: None, history: list[Message]) -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from context_manager.peers.langchain_peers import from_langchain, to_langchain
+
+    converted = to_langchain(history)
+    calls = [c["id"] for m in converted if isinstance(m, AIMessage) for c in m.tool_calls]
+    answers = [m.tool_call_id for m in converted if isinstance(m, ToolMessage)]
+    assert (
+        calls
+        == answers
+        == [b.id for m in history for b in m.content if isinstance(b, ToolUseBlock)]
+    )
+    assert from_langchain(converted) == history
+    mixed = [
+        Message(
+            participant="Claude",
+            content=(
+                ThinkingBlock(thinking="hm", signature="s"),
+                TextBlock(text="go"),
+                ToolUseBlock(id="a", name="f", input={"x": 1}),
+                ToolUseBlock(id="b", name="g"),
+            ),
+        ),
+        Message(
+            participant="Tool",
+            content=(
+                ToolResultBlock(tool_use_id="a", content="1"),
+                ToolResultBlock(tool_use_id="b", content="2", is_error=True),
+                TextBlock(text="note"),
+            ),
+        ),
+    ]
+    assert from_langchain(to_langchain(mixed)) == mixed
+
+
+def test_trim_messages_fits_budget(lc: None, history: list[Message]) -> None:
+    from context_manager.peers.langchain_peers import TrimMessagesPolicy
+
+    policy = TrimMessagesPolicy()
+    for request in replay(policy, history, 3000):
+        assert request.error is None
+        assert request.tokens <= 3000
+        assert tool_pair_problems(request.messages) == []
+        assert request.messages[0].participant == "System"
+    # start_on="human": with one human turn, anything trimmed loses the whole exchange
+    assert len(policy.request(history, 3000).messages) == 1
+
+
+def test_summarization_middleware_summarises(lc: None, observations: list[Message]) -> None:
+    from context_manager.peers.langchain_peers import SummarizationMiddlewarePolicy
+
+    policy = SummarizationMiddlewarePolicy(summary_tokens=200)
+    requests = replay(policy, observations, 4000)
+    assert all(r.error is None for r in requests)
+    assert sum(r.summarizer_calls for r in requests) >= 1
+    assert all(r.summarizer_tokens > 0 for r in requests if r.summarizer_calls)
+    summarised = next(r for r in requests if r.summarizer_calls)
+    assert any(m.text.startswith("Here is a summary") for m in summarised.messages)
+    assert summarised.messages[0] == observations[0]  # the system prompt stays
+    full = request_tokens(observations, COUNTER)
+    assert requests[-1].tokens < full
+    again = replay(SummarizationMiddlewarePolicy(summary_tokens=200), observations, 4000)
+    assert again == requests
+
+
+def test_summarization_middleware_restarts_on_new_transcript(
+    lc: None, history: list[Message], observations: list[Message]
+) -> None:
+    from context_manager.peers.langchain_peers import SummarizationMiddlewarePolicy
+
+    policy = SummarizationMiddlewarePolicy()
+    policy.request(observations[:10], 10**6)
+    request = policy.request(history[:4], 10**6)
+    assert request.messages == tuple(history[:4])
+
+
+def test_langchain_clear_tool_uses_matches_anthropic_baseline(
+    lc: None, history: list[Message]
+) -> None:
+    from context_manager.peers.langchain_peers import ClearToolUsesPolicy
+
+    for options in ({}, {"keep": 1, "clear_tool_inputs": True}):
+        ours = replay(ClearToolUses(**options), history, 2000)  # type: ignore[arg-type]
+        theirs = replay(ClearToolUsesPolicy(**options), history, 2000)  # type: ignore[arg-type]
+        assert [r.messages for r in theirs] == [r.messages for r in ours]
+        assert all(r.error is None and tool_pair_problems(r.messages) == [] for r in theirs)
+    # LangChain stops once clear_at_least is reached; Anthropic clears every candidate
+    total = request_tokens(history, COUNTER)
+    lazy = ClearToolUsesPolicy(keep=0, clear_at_least=1).request(history, total - 1)
+    assert sum(r.content == "[cleared]" for r in _results(lazy)) == 1
+
+
+def test_extractive_chat_model_is_metered(lc: None) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from context_manager.peers.langchain_peers import extractive_chat_model
+
+    model, meter = extractive_chat_model(target_tokens=20)
+    prompt = (
+        "Ignore this.\n<messages>\n"
+        '<message type="human">Fix parse_config in src/app.py line 42.</message>\n</messages>'
+    )
+    answer = model.invoke([HumanMessage(content=prompt)])
+    assert "src/app.py" in answer.text and "<message" not in answer.text
+    assert meter.take()[0] == 1
+    assert model.get_num_tokens_from_messages(
+        [HumanMessage(content="hi")]
+    ) == COUNTER.count_message(Message.text_message("User", "hi"))
+
+
+def test_peer_error_is_recorded_not_raised(lc: None, history: list[Message]) -> None:
+    from context_manager.peers.langchain_peers import TrimMessagesPolicy
+
+    class BrokenCounter(TiktokenCounter):
+        def _count(self, message: Message) -> int:
+            raise RuntimeError("tokenizer unavailable")
+
+    request = TrimMessagesPolicy(counter=BrokenCounter()).request(history, 500)
+    assert request.error == "RuntimeError: tokenizer unavailable"
+    assert request.error is not None and request.messages == ()
+    assert not request.valid
+
+
+# ------------------------------------------------------------------ LlamaIndex
+@pytest.fixture(scope="module")
+def li() -> Iterator[None]:
+    pytest.importorskip("llama_index.core", reason=BENCH)
+    yield
+
+
+def test_llamaindex_round_trip_keeps_ids(li: None, history: list[Message]) -> None:
+    from context_manager.peers.llamaindex_peers import from_llamaindex, to_llamaindex
+
+    converted = to_llamaindex(history)
+    answers = [m.additional_kwargs["tool_call_id"] for m in converted if m.role == "tool"]
+    assert answers == [rid for m in history for rid in m.tool_result_ids]
+    assert from_llamaindex(converted) == history
+    mixed = [
+        Message(
+            participant="Claude",
+            content=(TextBlock(text="go"), ToolUseBlock(id="a", name="f", input={"x": 1})),
+        ),
+        Message(
+            participant="bash",
+            content=(
+                ToolResultBlock(tool_use_id="a", content="1", is_error=True),
+                TextBlock(text="note"),
+            ),
+        ),
+        Message(participant="Alice", content=(TextBlock(text="hi"),)),
+    ]
+    assert from_llamaindex(to_llamaindex(mixed)) == mixed
+
+
+def test_llamaindex_memory_flushes_into_facts(li: None, observations: list[Message]) -> None:
+    from context_manager.peers.llamaindex_peers import MemoryPolicy
+
+    with MemoryPolicy() as policy:
+        requests = replay(policy, observations, 5000)
+    assert all(r.error is None for r in requests)
+    assert sum(r.summarizer_calls for r in requests) >= 1
+    flushed = next(r for r in requests if r.summarizer_calls)
+    assert "<fact>" in flushed.messages[1].text  # memory block rendered as a system message
+    assert flushed.messages[0] == observations[0]
+    assert requests[-1].tokens < request_tokens(observations, COUNTER)
+    with MemoryPolicy() as other:
+        assert replay(other, observations, 5000) == requests
+
+
+def test_llamaindex_memory_without_blocks(li: None, history: list[Message]) -> None:
+    from context_manager.peers.llamaindex_peers import MemoryPolicy
+
+    with MemoryPolicy(facts=False) as policy:
+        requests = replay(policy, history, 3000)
+    assert all(r.summarizer_calls == 0 and r.error is None for r in requests)
+    assert all(tool_pair_problems(r.messages) == [] for r in requests)
+    # one user turn: the queue cannot flush at a user boundary, the overrun is recorded
+    assert any(p.startswith("over budget") for p in requests[-1].problems)
