@@ -11,7 +11,8 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench,nb]'
+	$(BIN)/python -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,7 +30,6 @@ schema: $(STAMP)
 	$(BIN)/python -c 'from folding.schema import write_schema; print(write_schema())'
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	cd benchmarks && ../$(BIN)/asv machine --yes > /dev/null && ../$(BIN)/asv run --python=same --quick --show-stderr
 
 clean:
