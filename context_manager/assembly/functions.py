@@ -220,7 +220,7 @@ def prune(
     )
     outcome = prune_results(messages, settings)
     return PruneResponse(
-        messages=tuple(outcome.messages),
+        messages=list(outcome.messages),
         pruned_tokens=outcome.pruned_tokens,
         pruned_parts=outcome.pruned_parts,
         scanned_parts=outcome.scanned_parts,
@@ -414,7 +414,7 @@ def assemble(
         )
     return AssembleResponse(
         system_prompt=system,
-        messages=tuple(view),
+        messages=list(view),
         token_count=token_count,
         usable=usable,
         effective_max_output_tokens=limits.max_output_tokens,

@@ -159,7 +159,7 @@ class AssembleResponse(_Response):
     """The assembled request: system prompt, messages and their accounting."""
 
     system_prompt: str
-    messages: tuple[AnyMessage, ...]
+    messages: list[AnyMessage]
     token_count: int
     usable: int
     effective_max_output_tokens: int
@@ -225,7 +225,7 @@ class CountTokensResponse(_Response):
 class PruneResponse(_Response):
     """Messages after pruning and what was pruned."""
 
-    messages: tuple[AnyMessage, ...]
+    messages: list[AnyMessage]
     pruned_tokens: int
     pruned_parts: int
     scanned_parts: int
