@@ -19,7 +19,6 @@ from assembly_fixtures import (
     call,
     custom,
     image,
-    inline_model,
     inline_result,
     result,
     text,
