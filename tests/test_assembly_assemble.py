@@ -281,3 +281,37 @@ def test_unknown_config_keys_are_rejected() -> None:
 def test_messages_are_required_by_assemble() -> None:
     with pytest.raises(AssemblyError, match="messages is required"):
         assemble({"model": SMALL})
+
+
+def test_request_models_are_accepted_as_well_as_mappings() -> None:
+    from context_manager.assembly import AssembleRequest
+
+    request = {"messages": tool_turn(0, "x"), "model": SMALL, "system_prompt": "S."}
+    as_model = AssembleRequest.model_validate(request)
+    assert assemble(as_model) == assemble(request)
+
+
+def test_every_function_takes_the_same_collaborators() -> None:
+    from context_manager.assembly import compact, count_tokens, prune
+
+    kwargs: dict[str, Any] = {
+        "config": AssemblyConfig(),
+        "summarizer": FakeSummarizer(),
+        "catalog": None,
+        "leases": InMemoryLeaseStore(),
+        "clock": StepClock(),
+    }
+    request = {"messages": tool_turn(0, "x"), "model": SMALL}
+    assert count_tokens(request, **kwargs).tokens > 0
+    assert prune(request, **kwargs).scanned_parts == 0
+    assert compact(request, **kwargs).status == "empty"
+    assert assemble(request, **kwargs).model_resolved == "inline"
+
+
+def test_public_names_are_documented() -> None:
+    import context_manager.assembly as package
+
+    for name in package.__all__:
+        obj = getattr(package, name)
+        if callable(obj):
+            assert obj.__doc__, f"context_manager.assembly.{name} has no docstring"

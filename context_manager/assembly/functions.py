@@ -153,10 +153,16 @@ def count_tokens(
     request: Mapping[str, Any] | CountTokensRequest,
     *,
     config: AssemblyConfig | None = None,
+    summarizer: Summarizer | None = None,
+    catalog: ModelCatalog | None = DEFAULT_CATALOG,
+    leases: LeaseStore | None = None,
+    clock: Clock = _wall_clock_ms,
 ) -> CountTokensResponse:
     """Estimate a conversation's tokens: every message (customs included), as sent.
 
     No media normalisation, capping or pruning; parts are reported, never added.
+    The model only selects the estimator, so the catalog is never asked; the
+    collaborators are accepted so that every function takes the same keywords.
 
     Raises
     ------
@@ -171,7 +177,7 @@ def count_tokens(
     {'tokens': 18, 'by_role': {'user': 18, 'assistant': 0, 'function_result': 0, 'custom': 0}, \
 'by_part': {'p': 1}, 'estimator': 'heuristic'}
     """
-    del config  # the estimate has no options
+    del config, summarizer, catalog, leases, clock  # the estimate needs none of them
     req = _parse(CountTokensRequest, request)
     messages = _require(req.messages)
     estimator = Estimator()
@@ -191,17 +197,24 @@ def prune(
     request: Mapping[str, Any] | PruneRequest,
     *,
     config: AssemblyConfig | None = None,
+    summarizer: Summarizer | None = None,
+    catalog: ModelCatalog | None = DEFAULT_CATALOG,
+    leases: LeaseStore | None = None,
+    clock: Clock = _wall_clock_ms,
 ) -> PruneResponse:
     """Replace old verbose (or aged) function results with placeholders.
 
     Only the normal pruning pass: no media normalisation, no cap, no summariser.
     An absent option takes the configured value; an explicit 0 is honoured.
+    Only ``config`` is used; the other collaborators are accepted so that every
+    function takes the same keywords.
 
     Raises
     ------
     AssemblyError
         ``context/invalid_request`` when ``messages`` is missing or malformed.
     """
+    del summarizer, catalog, leases, clock  # pruning is local and needs no model
     cfg = config or AssemblyConfig()
     req = _parse(PruneRequest, request)
     messages = _require(req.messages)
