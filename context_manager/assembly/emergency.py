@@ -54,7 +54,10 @@ def reference_for(
     """The reference that stands in for a result.
 
     ``original`` is the wire form of what is replaced: the whole message, or
-    the inline block.
+    the inline block. ``original_bytes`` is the length of its compact JSON and
+    ``sha256`` the hash of those bytes; ``preview`` is the first 160 characters
+    of the result's text (of its serialised ``details`` when it has no text),
+    with ``…`` when cut.
     """
     serialised = compact_json(original).encode("utf-8", "surrogatepass")
     text = joined_text(site.content)
