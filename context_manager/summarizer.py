@@ -46,6 +46,8 @@ class CompletionRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str = Field(min_length=1)
+    provider: str | None = None
+    """The provider that serves ``model``, when the caller names one."""
     messages: tuple[Message, ...]
     system: str | None = None
     max_tokens: int = Field(default=4096, gt=0)

@@ -22,11 +22,14 @@ from typing import Any, Protocol, runtime_checkable
 from .messages import ImageBlock, Message, ToolResultBlock
 
 __all__ = [
+    "HEURISTIC_IMAGE_TOKENS",
     "IMAGE_TOKENS",
     "ByteHeuristicCounter",
     "CharsCounter",
     "TiktokenCounter",
     "TokenCounter",
+    "compact_json",
+    "heuristic_text_tokens",
 ]
 
 IMAGE_TOKENS = 1600
@@ -34,6 +37,33 @@ IMAGE_TOKENS = 1600
 
 PER_MESSAGE_TOKENS = 4
 """Framing cost of one message (role and separators) for the tiktoken counter."""
+
+HEURISTIC_IMAGE_TOKENS = 4096
+"""Price of one image under the byte heuristic, whatever the size of its data."""
+
+
+def heuristic_text_tokens(text: str) -> int:
+    """Byte-heuristic tokens of a string: ``floor(UTF-8 bytes / 4)``.
+
+    Examples
+    --------
+    >>> heuristic_text_tokens("hello"), heuristic_text_tokens("éé")
+    (1, 1)
+    """
+    if text.isascii():
+        return len(text) // 4
+    return len(text.encode("utf-8", "surrogatepass")) // 4
+
+
+def compact_json(value: Any) -> str:
+    """JSON without whitespace, non-ASCII characters kept raw (the heuristic's serialisation).
+
+    Examples
+    --------
+    >>> compact_json({"a": [1, "é"], "b": None})
+    '{"a":[1,"é"],"b":null}'
+    """
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 @runtime_checkable
@@ -106,10 +136,10 @@ class ByteHeuristicCounter(_Cached):
     """UTF-8 bytes / 4 of the message's compact JSON, image data blanked, plus 4096 per image."""
 
     name = "heuristic"
-    image_tokens = 4096
+    image_tokens = HEURISTIC_IMAGE_TOKENS
 
     def count_text(self, text: str) -> int:
-        return len(text.encode("utf-8")) // 4
+        return heuristic_text_tokens(text)
 
     def _count(self, message: Message) -> int:
         body: dict[str, Any] = {
@@ -123,8 +153,7 @@ class ByteHeuristicCounter(_Cached):
                 for inner in block["content"]:
                     if inner.get("type") == "image":
                         inner["data"] = ""
-        raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-        return len(raw.encode("utf-8")) // 4 + self.image_tokens * _images(message)
+        return heuristic_text_tokens(compact_json(body)) + self.image_tokens * _images(message)
 
 
 class TiktokenCounter(_Cached):

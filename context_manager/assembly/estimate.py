@@ -1,0 +1,108 @@
+"""The byte-heuristic token estimate used for every model.
+
+Text costs ``floor(UTF-8 bytes / 4)``. A message costs the same of its compact
+JSON, with every image's data blanked and ``details`` of a function result
+nulled (unless they are a denial envelope, which the provider does see), plus
+4096 per image. Base64 length never counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ..tokens import HEURISTIC_IMAGE_TOKENS, compact_json, heuristic_text_tokens
+from .wire import AgentFunction, AnyMessage, FunctionResultMessage, count_images, joined_text
+
+__all__ = [
+    "ESTIMATOR",
+    "IMAGE_TOKENS",
+    "Estimator",
+    "function_tokens",
+    "is_denied",
+    "message_tokens",
+    "result_tokens",
+    "text_bytes",
+    "text_tokens",
+]
+
+ESTIMATOR: Final = "heuristic"
+"""The estimator name every response reports."""
+
+IMAGE_TOKENS: Final = HEURISTIC_IMAGE_TOKENS
+"""Price of one image, whatever its size."""
+
+text_tokens = heuristic_text_tokens
+
+
+def text_bytes(text: str) -> int:
+    """UTF-8 length of ``text``."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def is_denied(details: Any) -> bool:
+    """Whether ``details`` is a denial envelope (``{"status": "denied", ...}``)."""
+    return isinstance(details, dict) and details.get("status") == "denied"
+
+
+def message_tokens(message: AnyMessage) -> int:
+    """Estimated tokens of one message.
+
+    Examples
+    --------
+    >>> from context_manager.assembly.wire import TextBlock, UserMessage
+    >>> message_tokens(UserMessage(content=(TextBlock(text="hello"),), timestamp=1001))
+    18
+    """
+    body = message.wire()
+    if (
+        isinstance(message, FunctionResultMessage)
+        and message.details is not None
+        and not is_denied(message.details)
+    ):
+        body["details"] = None
+    images = 0
+    for block in body["content"]:
+        kind = block["type"]
+        if kind == "image":
+            block["data"] = ""
+            images += 1
+        elif kind == "function_result":
+            for inner in block["content"]:
+                if inner["type"] == "image":
+                    inner["data"] = ""
+                    images += 1
+    return text_tokens(compact_json(body)) + IMAGE_TOKENS * images
+
+
+def function_tokens(function: AgentFunction) -> int:
+    """Estimated tokens of one function offered to the model (its compact JSON)."""
+    return text_tokens(compact_json(function.wire()))
+
+
+def result_tokens(content: tuple[Any, ...]) -> int:
+    """Tokens of a function result's content: its joined text plus 4096 per image."""
+    return text_tokens(joined_text(content)) + IMAGE_TOKENS * count_images(content)
+
+
+class Estimator:
+    """Message estimates memoised per message object for the length of one request.
+
+    Messages are immutable, so an estimate holds as long as the object lives;
+    the memo keeps a reference to each object it has priced.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[AnyMessage, int]] = {}
+
+    def message(self, message: AnyMessage) -> int:
+        """Estimated tokens of ``message``."""
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        value = message_tokens(message)
+        self._memo[id(message)] = (message, value)
+        return value
+
+    def total(self, messages: list[AnyMessage]) -> int:
+        """Estimated tokens of ``messages``."""
+        return sum(self.message(m) for m in messages)

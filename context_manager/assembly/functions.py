@@ -1,0 +1,493 @@
+"""The four stateless functions: ``count_tokens``, ``prune``, ``compact`` and ``assemble``.
+
+Each takes its request as the JSON mapping (or the request model) and its
+collaborators as keywords, and never modifies the caller's messages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from ..summarizer import Summarizer
+from .budget import resolve_limits, tail_budget, usable_budget
+from .capping import cap_results
+from .catalog import ModelCatalog
+from .config import AssemblyConfig
+from .emergency import emergency_reduce
+from .errors import INVALID_REQUEST, OVERFLOW, AssemblyError, from_validation_errors
+from .estimate import Estimator, function_tokens, text_tokens
+from .leases import InMemoryLeaseStore, LeaseStore, SqliteLeaseStore, default_lease_key
+from .media import normalise_media
+from .models import (
+    Applied,
+    AssembleOptions,
+    AssembleRequest,
+    AssembleResponse,
+    Breakdown,
+    ByRole,
+    CompactBusy,
+    CompactEmpty,
+    CompactOk,
+    CompactOptions,
+    CompactOverflow,
+    CompactRequest,
+    CompactResponse,
+    CountTokensRequest,
+    CountTokensResponse,
+    PruneOptions,
+    PruneRequest,
+    PruneResponse,
+)
+from .pruning import PruneSettings, prune_results
+from .selection import select_tail
+from .summary import SummaryError, SummaryJob, summarize
+from .wire import AgentFunction, AnyMessage, CustomMessage
+
+__all__ = [
+    "DEFAULT_CATALOG",
+    "SUMMARY_HEADING",
+    "assemble",
+    "compact",
+    "count_tokens",
+    "prune",
+    "render_system_prompt",
+]
+
+SUMMARY_HEADING: Final = "# Conversation summary"
+
+DEFAULT_CATALOG: Final = ModelCatalog.bundled()
+"""The catalog used when none is passed: current Anthropic and OpenAI models."""
+
+_PROCESS_LEASES: Final = InMemoryLeaseStore()
+
+Clock = Callable[[], int]
+_R = TypeVar("_R", bound=BaseModel)
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@lru_cache(maxsize=16)
+def _sqlite_leases(path: Path) -> SqliteLeaseStore:
+    return SqliteLeaseStore(path)
+
+
+def _lease_store(leases: LeaseStore | None, config: AssemblyConfig) -> LeaseStore:
+    if leases is not None:
+        return leases
+    if config.lease_dir is not None:
+        return _sqlite_leases(Path(config.lease_dir).expanduser().resolve() / "leases.sqlite3")
+    return _PROCESS_LEASES
+
+
+def _parse(kind: type[_R], request: Mapping[str, Any] | BaseModel) -> _R:
+    if isinstance(request, kind):
+        return request
+    if isinstance(request, BaseModel):
+        request = request.model_dump()
+    if not isinstance(request, Mapping):
+        raise AssemblyError(
+            INVALID_REQUEST,
+            f"invalid request: expected a JSON object (mapping), got {type(request).__name__}",
+        )
+    try:
+        return kind.model_validate(request)
+    except ValidationError as exc:
+        raise from_validation_errors(exc.errors()) from None
+
+
+def _require(messages: tuple[AnyMessage, ...] | None) -> tuple[AnyMessage, ...]:
+    if messages is None:
+        raise AssemblyError(INVALID_REQUEST, "messages is required")
+    return messages
+
+
+def render_system_prompt(base: str | None, summary: str | None) -> str:
+    """The system prompt with the conversation summary, if any, under its heading.
+
+    Examples
+    --------
+    >>> render_system_prompt("You are helpful.  \\n", None)
+    'You are helpful.'
+    >>> render_system_prompt("You are helpful.", "S")
+    'You are helpful.\\n\\n# Conversation summary\\n\\nS'
+    >>> render_system_prompt(None, "S")
+    '# Conversation summary\\n\\nS'
+    """
+    trimmed = (base or "").rstrip()
+    if summary is None:
+        return trimmed
+    if trimmed:
+        return f"{trimmed}\n\n{SUMMARY_HEADING}\n\n{summary}"
+    return f"{SUMMARY_HEADING}\n\n{summary}"
+
+
+def _by_role(messages: Sequence[AnyMessage], estimator: Estimator) -> ByRole:
+    totals = {"user": 0, "assistant": 0, "function_result": 0, "custom": 0}
+    for message in messages:
+        totals[message.role] += estimator.message(message)
+    return ByRole(**totals)
+
+
+def _tools_tokens(tools: Sequence[AgentFunction] | None) -> int:
+    return sum(function_tokens(t) for t in tools or ())
+
+
+def _parts(parts: Mapping[str, str] | None) -> dict[str, int] | None:
+    return None if parts is None else {name: text_tokens(text) for name, text in parts.items()}
+
+
+def _summary_timeout_ms(config: AssemblyConfig) -> int:
+    return min(config.summarizer_timeout_ms, config.lease_ttl_secs * 1000 - 1000)
+
+
+# ------------------------------------------------------------------ count_tokens
+def count_tokens(
+    request: Mapping[str, Any] | CountTokensRequest,
+    *,
+    config: AssemblyConfig | None = None,
+    summarizer: Summarizer | None = None,
+    catalog: ModelCatalog | None = DEFAULT_CATALOG,
+    leases: LeaseStore | None = None,
+    clock: Clock = _wall_clock_ms,
+) -> CountTokensResponse:
+    """Estimate a conversation's tokens: every message (customs included), as sent.
+
+    No media normalisation, capping or pruning; parts are reported, never added.
+    The model only selects the estimator, so the catalog is never asked; the
+    collaborators are accepted so that every function takes the same keywords.
+
+    Raises
+    ------
+    AssemblyError
+        ``context/invalid_request`` when ``messages`` or ``model`` is missing or malformed.
+
+    Examples
+    --------
+    >>> hello = {"role": "user", "content": [{"type": "text", "text": "hello"}], "timestamp": 1001}
+    >>> out = count_tokens({"messages": [hello], "model": {"id": "any"}, "parts": {"p": "abcd"}})
+    >>> out.model_dump(exclude_none=True)
+    {'tokens': 18, 'by_role': {'user': 18, 'assistant': 0, 'function_result': 0, 'custom': 0}, \
+'by_part': {'p': 1}, 'estimator': 'heuristic'}
+    """
+    del config, summarizer, catalog, leases, clock  # the estimate needs none of them
+    req = _parse(CountTokensRequest, request)
+    messages = _require(req.messages)
+    estimator = Estimator()
+    by_role = _by_role(messages, estimator)
+    tools = _tools_tokens(req.tools)
+    tokens = estimator.total(list(messages)) + text_tokens(req.system_prompt or "") + tools
+    return CountTokensResponse(
+        tokens=tokens,
+        by_role=by_role,
+        tools_tokens=tools if req.tools is not None else None,
+        by_part=_parts(req.parts),
+    )
+
+
+# ------------------------------------------------------------------ prune
+def prune(
+    request: Mapping[str, Any] | PruneRequest,
+    *,
+    config: AssemblyConfig | None = None,
+    summarizer: Summarizer | None = None,
+    catalog: ModelCatalog | None = DEFAULT_CATALOG,
+    leases: LeaseStore | None = None,
+    clock: Clock = _wall_clock_ms,
+) -> PruneResponse:
+    """Replace old verbose (or aged) function results with placeholders.
+
+    Only the normal pruning pass: no media normalisation, no cap, no summariser.
+    An absent option takes the configured value; an explicit 0 is honoured.
+    Only ``config`` is used; the other collaborators are accepted so that every
+    function takes the same keywords.
+
+    Raises
+    ------
+    AssemblyError
+        ``context/invalid_request`` when ``messages`` is missing or malformed.
+    """
+    del summarizer, catalog, leases, clock  # pruning is local and needs no model
+    cfg = config or AssemblyConfig()
+    req = _parse(PruneRequest, request)
+    messages = _require(req.messages)
+    opts = req.options or PruneOptions()
+
+    def pick(value: int | None, default: int) -> int:
+        return default if value is None else value
+
+    settings = PruneSettings(
+        protect_recent_tokens=pick(opts.protect_recent_tokens, cfg.protect_recent_tokens),
+        decay_user_turns=pick(opts.decay_user_turns, cfg.decay_user_turns),
+        protected_user_turns=pick(opts.protected_user_turns, cfg.protected_user_turns),
+        min_free_tokens=pick(opts.min_free_tokens, cfg.min_free_tokens),
+        max_output_chars=pick(opts.max_output_chars, cfg.max_output_chars),
+        protected_functions=frozenset(opts.protected_functions or ()),
+    )
+    outcome = prune_results(messages, settings)
+    return PruneResponse(
+        messages=list(outcome.messages),
+        pruned_tokens=outcome.pruned_tokens,
+        pruned_parts=outcome.pruned_parts,
+        scanned_parts=outcome.scanned_parts,
+    )
+
+
+# ------------------------------------------------------------------ compact
+def compact(
+    request: Mapping[str, Any] | CompactRequest,
+    *,
+    config: AssemblyConfig | None = None,
+    summarizer: Summarizer | None = None,
+    catalog: ModelCatalog | None = DEFAULT_CATALOG,
+    leases: LeaseStore | None = None,
+    clock: Clock = _wall_clock_ms,
+) -> CompactResponse:
+    """Summarise the head of a conversation, keeping a recent tail verbatim.
+
+    Returns ``ok`` with the summary, ``busy`` when another compaction of the
+    same conversation holds the lease, ``empty`` when there is nothing to
+    summarise (or the summariser answered blank) and ``overflow`` when no
+    summary could be made (no summariser, a failure, the deadline, or a head
+    too large for 32 calls). ``tail_turns=0`` summarises everything.
+
+    Raises
+    ------
+    AssemblyError
+        ``context/invalid_request`` for a malformed request,
+        ``context/model_unresolved`` when limits cannot be resolved and fallback
+        limits are off, ``context/state`` when the lease store cannot be written.
+    """
+    cfg = config or AssemblyConfig()
+    req = _parse(CompactRequest, request)
+    messages = _require(req.messages)
+    opts = req.options or CompactOptions()
+    if not messages:
+        return CompactEmpty()
+    limits = resolve_limits(req.model, catalog=catalog, config=cfg)
+    input_budget = usable_budget(limits, config=cfg)
+    keep_budget = (
+        opts.preserve_recent_tokens
+        if opts.preserve_recent_tokens is not None
+        else tail_budget(input_budget)
+    )
+    store = _lease_store(leases, cfg)
+    key = opts.lease_key if opts.lease_key is not None else default_lease_key(messages)
+    nonce = store.acquire(key, now=clock(), ttl_ms=cfg.lease_ttl_secs * 1000)
+    if nonce is None:
+        return CompactBusy()
+    try:
+        estimator = Estimator()
+        sizes = [estimator.message(m) for m in messages]
+        tail_turns = opts.tail_turns if opts.tail_turns is not None else cfg.tail_turns
+        selection = select_tail(messages, sizes, keep_budget, tail_turns)
+        if selection.head_len == 0:
+            return CompactEmpty()
+        job = SummaryJob(
+            model=req.model,
+            budget=input_budget,
+            anchor=opts.previous_summary,
+            instructions=opts.instructions,
+            max_output_chars=cfg.max_output_chars,
+            timeout_ms=_summary_timeout_ms(cfg),
+            max_tokens=limits.max_output_tokens,
+        )
+        try:
+            summary = summarize(
+                messages[: selection.head_len], job, summarizer=summarizer, clock=clock
+            )
+        except SummaryError as exc:
+            return CompactEmpty() if exc.kind == "empty" else CompactOverflow()
+        return CompactOk(
+            summary=summary,
+            tail_start_index=selection.tail_start,
+            tokens_before=sum(sizes[: selection.head_len]),
+            tokens_after=text_tokens(summary) + sum(sizes[selection.head_len :]),
+            used_prior_summary=opts.previous_summary is not None,
+        )
+    finally:
+        store.release(key, nonce)
+
+
+# ------------------------------------------------------------------ assemble
+def assemble(
+    request: Mapping[str, Any] | AssembleRequest,
+    *,
+    config: AssemblyConfig | None = None,
+    summarizer: Summarizer | None = None,
+    catalog: ModelCatalog | None = DEFAULT_CATALOG,
+    leases: LeaseStore | None = None,
+    clock: Clock = _wall_clock_ms,
+) -> AssembleResponse:
+    """Build a model call that fits the model's usable input budget.
+
+    In order: resolve the model's limits, drop custom messages, normalise
+    media, cap oversized results, prune old verbose results, compact (summarise
+    the head into the system prompt) when still over budget, reduce the largest
+    results to references as a last resort, and refuse when even that is not
+    enough. With ``preview_only`` the count is returned without compaction,
+    reduction or refusal.
+
+    Raises
+    ------
+    AssemblyError
+        ``context/invalid_request``, ``context/model_unresolved``,
+        ``context/state`` (lease store), or ``context/overflow`` with the
+        required and usable token counts.
+
+    Examples
+    --------
+    >>> hello = {"role": "user", "content": [{"type": "text", "text": "hello"}], "timestamp": 1}
+    >>> model = {"id": "m", "limits": {"context_window": 10000, "max_output_tokens": 1000}}
+    >>> out = assemble({"messages": [hello], "model": model, "system_prompt": "Be brief."})
+    >>> out.token_count, out.usable, out.model_resolved, out.applied.compacted
+    (20, 8000, 'inline', False)
+    """
+    cfg = config or AssemblyConfig()
+    req = _parse(AssembleRequest, request)
+    messages = _require(req.messages)
+    opts = req.options or AssembleOptions()
+    limits = resolve_limits(req.model, catalog=catalog, config=cfg)
+    usable = usable_budget(
+        limits, config=cfg, reserved_tokens=opts.reserved_tokens, thinking_level=opts.thinking_level
+    )
+    preview = opts.preview_only is True
+    view_to_orig = [i for i, m in enumerate(messages) if not isinstance(m, CustomMessage)]
+    view = normalise_media([messages[i] for i in view_to_orig], limits.supports_vision)
+    system = render_system_prompt(req.system_prompt, opts.previous_summary)
+    estimator = Estimator()
+    fixed = _tools_tokens(req.tools) + (opts.request_overhead_tokens or 0)
+
+    def count() -> int:
+        return estimator.total(view) + text_tokens(system) + fixed
+
+    initial = count()
+    max_result = (
+        opts.max_result_tokens if opts.max_result_tokens is not None else cfg.max_result_tokens
+    )
+    capped = cap_results(view, max_result, estimator)
+    view = capped.messages
+    pruned_tokens = pruned_parts = 0
+    if opts.allow_prune is not False:
+        settings = PruneSettings.from_config(cfg, opts.protected_functions or ())
+        outcome = prune_results(view, settings)
+        view, pruned_tokens, pruned_parts = (
+            outcome.messages,
+            outcome.pruned_tokens,
+            outcome.pruned_parts,
+        )
+    token_count = count()
+
+    compaction: dict[str, Any] = {}
+    if token_count > usable and opts.allow_compaction is not False and not preview:
+        done = _compact_view(
+            view,
+            req,
+            opts,
+            cfg,
+            usable,
+            limits.max_output_tokens,
+            summarizer=summarizer,
+            store=_lease_store(leases, cfg),
+            clock=clock,
+            estimator=estimator,
+            original=messages,
+        )
+        if done is not None:
+            summary, tail_start, head_tokens = done
+            system = render_system_prompt(req.system_prompt, summary)
+            view = view[tail_start:]
+            compaction = {
+                "summary": summary,
+                "tail_start_index": view_to_orig[tail_start],
+                "tokens_before": head_tokens,
+                "summarized_head_tokens": head_tokens,
+            }
+            view_to_orig = view_to_orig[tail_start:]
+            token_count = count()
+
+    reduced = 0
+    if token_count > usable and not preview:
+        reduction = emergency_reduce(view, token_count - usable, estimator)
+        view = reduction.messages
+        pruned_tokens += reduction.freed_tokens
+        reduced = reduction.replaced
+        token_count = count()
+    if token_count > usable and not preview:
+        raise AssemblyError(
+            OVERFLOW,
+            f"assembled context requires {token_count} tokens but usable budget is {usable}",
+        )
+    return AssembleResponse(
+        system_prompt=system,
+        messages=list(view),
+        token_count=token_count,
+        usable=usable,
+        effective_max_output_tokens=limits.max_output_tokens,
+        model_resolved=limits.resolved,
+        applied=Applied(
+            initial_token_count=initial,
+            pruned=pruned_parts > 0 or reduced > 0,
+            pruned_tokens=pruned_tokens,
+            capped_parts=capped.capped_parts,
+            capped_tokens=capped.capped_tokens,
+            compacted=bool(compaction),
+            **compaction,
+        ),
+        breakdown=Breakdown(
+            system_prompt_tokens=text_tokens(system),
+            tools_tokens=_tools_tokens(req.tools),
+            by_role=_by_role(view, estimator),
+            by_part=_parts(req.parts),
+        ),
+    )
+
+
+def _compact_view(
+    view: list[AnyMessage],
+    req: AssembleRequest,
+    opts: AssembleOptions,
+    cfg: AssemblyConfig,
+    usable: int,
+    max_output_tokens: int,
+    *,
+    summarizer: Summarizer | None,
+    store: LeaseStore,
+    clock: Clock,
+    estimator: Estimator,
+    original: Sequence[AnyMessage],
+) -> tuple[str, int, int] | None:
+    """Summary, tail start (view index) and head tokens, or ``None`` when skipped."""
+    key = opts.lease_key if opts.lease_key is not None else default_lease_key(original)
+    nonce = store.acquire(key, now=clock(), ttl_ms=cfg.lease_ttl_secs * 1000)
+    if nonce is None:
+        return None
+    try:
+        sizes = [estimator.message(m) for m in view]
+        tail_turns = opts.tail_turns if opts.tail_turns is not None else cfg.tail_turns
+        selection = select_tail(view, sizes, tail_budget(usable), tail_turns)
+        if selection.head_len == 0 or selection.head_len >= len(view):
+            return None
+        job = SummaryJob(
+            model=req.model,
+            budget=usable,
+            anchor=opts.previous_summary,
+            instructions=None,
+            max_output_chars=cfg.max_output_chars,
+            timeout_ms=_summary_timeout_ms(cfg),
+            max_tokens=max_output_tokens,
+        )
+        try:
+            summary = summarize(view[: selection.head_len], job, summarizer=summarizer, clock=clock)
+        except SummaryError:
+            return None
+        return summary, selection.head_len, sum(sizes[: selection.head_len])
+    finally:
+        store.release(key, nonce)

@@ -1,0 +1,206 @@
+"""Leases: one compaction at a time per conversation.
+
+A lease record is ``{nonce, ts}`` under a key; it is active while
+``now - ts < ttl``. Acquiring reads the record (busy if active, or if it
+cannot be read), then atomically swaps in a fresh nonce; if the record swapped
+out turns out to be active, it is put back and the lease is busy. Releasing
+clears the record only if it still holds our nonce, so a lease taken over
+after expiry is never cleared by its former holder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import secrets
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ..tokens import compact_json
+from .errors import STATE, AssemblyError
+from .wire import AnyMessage
+
+__all__ = [
+    "LEASE_SCOPE",
+    "InMemoryLeaseStore",
+    "LeaseRecord",
+    "LeaseStore",
+    "SqliteLeaseStore",
+    "default_lease_key",
+]
+
+LEASE_SCOPE: Final = "context_lease"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """Who holds a lease (``nonce``) and since when (``ts``, milliseconds)."""
+
+    nonce: str
+    ts: int
+
+    def active(self, now: int, ttl_ms: int) -> bool:
+        """Whether the lease still holds at ``now``."""
+        return now - self.ts < ttl_ms
+
+
+class LeaseStore(ABC):
+    """Lease records by key; subclasses provide read, swap and compare-and-clear.
+
+    Examples
+    --------
+    >>> store = InMemoryLeaseStore()
+    >>> nonce = store.acquire("k", now=1000, ttl_ms=300_000)
+    >>> store.acquire("k", now=2000, ttl_ms=300_000) is None
+    True
+    >>> store.release("k", nonce)
+    >>> store.acquire("k", now=3000, ttl_ms=300_000) is not None
+    True
+    """
+
+    @abstractmethod
+    def read(self, key: str) -> LeaseRecord | None:
+        """The record under ``key``, if any."""
+
+    @abstractmethod
+    def swap(self, key: str, record: LeaseRecord | None) -> LeaseRecord | None:
+        """Atomically store ``record`` (``None`` clears) and return the previous one."""
+
+    @abstractmethod
+    def clear_if(self, key: str, nonce: str) -> None:
+        """Clear the record under ``key`` if it holds ``nonce``."""
+
+    def acquire(self, key: str, *, now: int, ttl_ms: int) -> str | None:
+        """A fresh nonce when the lease is taken, ``None`` when it is busy.
+
+        Raises
+        ------
+        AssemblyError
+            ``context/state`` when the store cannot be written.
+        """
+        try:
+            current = self.read(key)
+        except Exception:
+            return None  # unreadable reads as busy
+        if current is not None and current.active(now, ttl_ms):
+            return None
+        mine = LeaseRecord(secrets.token_hex(16), now)
+        try:
+            previous = self.swap(key, mine)
+            if previous is not None and previous.active(now, ttl_ms):
+                self.swap(key, previous)
+                return None
+        except Exception as exc:
+            raise AssemblyError(STATE, f"lease store failed: {exc}") from exc
+        return mine.nonce
+
+    def release(self, key: str, nonce: str) -> None:
+        """Give the lease back (a no-op if someone else holds it now)."""
+        with contextlib.suppress(Exception):  # a record left behind expires with its TTL
+            self.clear_if(key, nonce)
+
+
+class InMemoryLeaseStore(LeaseStore):
+    """Leases shared by the threads of one process."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, LeaseRecord] = {}
+        self._lock = threading.Lock()
+
+    def read(self, key: str) -> LeaseRecord | None:
+        with self._lock:
+            return self._records.get(key)
+
+    def swap(self, key: str, record: LeaseRecord | None) -> LeaseRecord | None:
+        with self._lock:
+            previous = self._records.pop(key, None)
+            if record is not None:
+                self._records[key] = record
+            return previous
+
+    def clear_if(self, key: str, nonce: str) -> None:
+        with self._lock:
+            current = self._records.get(key)
+            if current is not None and current.nonce == nonce:
+                del self._records[key]
+
+
+class SqliteLeaseStore(LeaseStore):
+    """Leases in a SQLite file, shared by every process that opens it.
+
+    Parameters
+    ----------
+    path : str or Path
+        The database file; its directory is created when missing.
+    timeout_s : float
+        How long to wait for another process's write lock.
+    """
+
+    def __init__(self, path: str | Path, *, timeout_s: float = 5.0) -> None:
+        self.path = Path(path)
+        self.timeout_s = timeout_s
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS leases ("
+                " scope TEXT NOT NULL, key TEXT NOT NULL, nonce TEXT NOT NULL,"
+                " ts INTEGER NOT NULL, PRIMARY KEY (scope, key))"
+            )
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+        return db
+
+    def _run(self, key: str, record: LeaseRecord | None, nonce: str | None) -> LeaseRecord | None:
+        db = self._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute(
+                "SELECT nonce, ts FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key)
+            ).fetchone()
+            previous = LeaseRecord(row[0], row[1]) if row else None
+            if nonce is None or (previous is not None and previous.nonce == nonce):
+                db.execute("DELETE FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key))
+                if record is not None:
+                    db.execute(
+                        "INSERT INTO leases (scope, key, nonce, ts) VALUES (?, ?, ?, ?)",
+                        (LEASE_SCOPE, key, record.nonce, record.ts),
+                    )
+            db.execute("COMMIT")
+            return previous
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        finally:
+            db.close()
+
+    def read(self, key: str) -> LeaseRecord | None:
+        db = self._connect()
+        try:
+            row = db.execute(
+                "SELECT nonce, ts FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key)
+            ).fetchone()
+        finally:
+            db.close()
+        return LeaseRecord(row[0], row[1]) if row else None
+
+    def swap(self, key: str, record: LeaseRecord | None) -> LeaseRecord | None:
+        return self._run(key, record, None)
+
+    def clear_if(self, key: str, nonce: str) -> None:
+        self._run(key, None, nonce)
+
+
+def default_lease_key(messages: Iterable[AnyMessage]) -> str:
+    """sha256 hex over each message's compact JSON followed by a zero byte."""
+    digest = hashlib.sha256()
+    for message in messages:
+        digest.update(compact_json(message.wire()).encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
