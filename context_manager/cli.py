@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -20,7 +22,8 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Fold long agent histories into hierarchical summaries under a token budget.",
 )
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)
+"""Tables are wide: when the output is not a terminal, do not squeeze them to 80 columns."""
 
 
 def main() -> None:
@@ -117,10 +120,10 @@ def _describe(problem: FoldProblem) -> None:
 
 
 @app.command()
-def demo() -> None:
+def example() -> None:
     """Show the bundled example problem: its hierarchy, extreme frontiers and every solver."""
     problem = _example_problem()
-    console.rule("[bold]ctxfold demo: a fold problem")
+    console.rule("[bold]ctxfold example: a fold problem")
     console.print(
         "An agent's history as leaves (messages) under a hierarchy of summaries. A frontier "
         "picks the level each leaf is shown at; the renderer prices it."
@@ -298,3 +301,311 @@ def sweep(
             )
     console.print(walls)
     console.print(cache)
+
+
+# ------------------------------------------------------------------ benchmark
+
+DEMO_BUDGETS = (4_000, 8_000, 16_000)
+
+
+def _summary_table(report: Any, title: str) -> Table:
+    table = Table(title=title)
+    columns = (
+        "policy",
+        "budget",
+        "mean tok",
+        "peak",
+        "over",
+        "invalid",
+        "cache reuse",
+        "billed (k)",
+        "summary tok",
+        "cpu p95 ms",
+        "retained",
+    )
+    for col in columns:
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
+    for s in report.summaries():
+        retained = "-" if s.retention is None else f"{s.facts_retained}/{s.facts_total}"
+        bad = "[red]" if s.invalid else ""
+        table.add_row(
+            s.policy,
+            f"{s.budget:,}",
+            f"{s.tokens_mean:,.0f}",
+            f"{s.tokens_peak:,}",
+            f"{bad}{s.over_budget}",
+            f"{bad}{s.invalid}",
+            f"{s.cache_reuse:.0%}",
+            f"{s.billed / 1000:,.1f}",
+            f"{s.summarizer_tokens:,}",
+            f"{s.cpu_p95_ms:.1f}",
+            retained,
+        )
+    return table
+
+
+def _run_benchmark(
+    transcripts: list[Any], policies: list[str], budgets: list[int], workers: int, out: Path
+) -> Any:
+    from rich.progress import Progress
+
+    from . import benchmark
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        console.print(f"[red]error:[/red] cannot create {out}: {exc.strerror or exc}")
+        raise typer.Exit(2) from None
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("replaying", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            report = benchmark.run(
+                transcripts, policies, budgets, workers=workers, progress=advance
+            )
+        except (KeyError, ValueError) as exc:
+            console.print(f"[red]error:[/red] {exc.args[0] if exc.args else exc}")
+            raise typer.Exit(2) from None
+    console.print(_summary_table(report, "every policy at every budget (lower billed is cheaper)"))
+    markdown = out / "report.md"
+    markdown.write_text(report.to_markdown(), encoding="utf-8")
+    (out / "records.json").write_text(report.to_json(), encoding="utf-8")
+    plot = report.plot(out / "tokens-and-cost.png")
+    console.print(
+        f"{len(report.records):,} requests in {report.wall_seconds:.0f} s; "
+        f"report: {markdown}; plot: {plot}"
+    )
+    return report
+
+
+def _workers(workers: int | None) -> int:
+    import os
+
+    return workers if workers is not None else max(1, min(4, os.cpu_count() or 1))
+
+
+BudgetOption = Annotated[
+    list[int] | None, typer.Option("--budget", "-b", help="Input token budget (repeatable).")
+]
+PolicyOption = Annotated[
+    list[str] | None,
+    typer.Option("--policy", "-p", help="Policy name (repeatable; see `ctxfold policies`)."),
+]
+OutOption = Annotated[Path, typer.Option(help="Folder for the report, records and plot.")]
+WorkersOption = Annotated[
+    int | None, typer.Option(help="Worker processes (default: the CPU count, at most 4).")
+]
+
+
+@app.command()
+def demo(
+    budget: BudgetOption = None,
+    policy: PolicyOption = None,
+    out: OutOption = Path("out/demo"),
+    workers: WorkersOption = None,
+    data: Annotated[
+        Path | None, typer.Option(help="Folder of SWE-agent .traj files (default: bundled).")
+    ] = None,
+) -> None:
+    """Replay the bundled real transcripts through every policy at three budgets.
+
+    Offline and deterministic: the same extractive summariser for every policy
+    that summarises. Prints the comparison, writes ``report.md``,
+    ``records.json`` and ``tokens-and-cost.png`` under ``--out``.
+    """
+    from . import benchmark
+
+    try:
+        transcripts = benchmark.default_transcripts(data)
+    except FileNotFoundError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    console.rule("[bold]ctxfold demo: context policies on real agent transcripts")
+    console.print(
+        ", ".join(f"{t.name} ({len(t.messages)} messages)" for t in transcripts)
+        + ". At every model call each policy says what it would send; one exact counter "
+        "audits it and a prompt cache prices it."
+    )
+    _run_benchmark(
+        transcripts,
+        policy or benchmark.policy_names(),
+        budget or list(DEMO_BUDGETS),
+        _workers(workers),
+        out,
+    )
+
+
+@app.command()
+def policies() -> None:
+    """List the policy names the benchmark accepts."""
+    from . import benchmark
+
+    available = set(benchmark.policy_names())
+    for name in benchmark.policy_names(peers=True, exact=True):
+        note = "" if name in available else "  [dim](needs the bench extra)[/dim]"
+        console.print(f"{name}{note}")
+
+
+def _load_transcript(path: Path, fmt: str) -> Any:
+    from . import loaders
+    from .benchmark import _transcript
+    from .messages import MessageFormatError
+    from .transcripts import load_swe_agent
+
+    if not path.is_file():
+        console.print(f"[red]error:[/red] {path} is not a file")
+        raise typer.Exit(2)
+    if fmt == "auto":
+        fmt = "swe-agent" if path.suffix == ".traj" else "openai"
+    readers = {
+        "swe-agent": load_swe_agent,
+        "openai": loaders.load_openai,
+        "anthropic": loaders.load_anthropic,
+    }
+    if fmt not in readers:
+        console.print(f"[red]error:[/red] --format must be auto, {', '.join(readers)}; got {fmt!r}")
+        raise typer.Exit(2)
+    try:
+        if fmt == "openai":
+            messages = loaders.load_openai(path, agent="Claude")
+        else:
+            messages = readers[fmt](path)
+    except (MessageFormatError, ValueError, KeyError, OSError) as exc:
+        console.print(f"[red]error:[/red] cannot read {path} as {fmt}: {exc}")
+        raise typer.Exit(2) from None
+    transcript = _transcript(path.stem, messages, {"source": str(path)})
+    if not transcript.call_points:
+        console.print(f"[red]error:[/red] {path} has no point where the agent is called")
+        raise typer.Exit(2)
+    return transcript
+
+
+@app.command()
+def replay(
+    path: Annotated[Path, typer.Argument(help="A transcript: .traj, OpenAI or Anthropic JSON.")],
+    budget: BudgetOption = None,
+    policy: PolicyOption = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="auto, swe-agent, openai or anthropic.")
+    ] = "auto",
+    out: OutOption = Path("out/replay"),
+    workers: WorkersOption = None,
+) -> None:
+    """Replay one transcript through the chosen policies and budgets."""
+    from . import benchmark
+
+    transcript = _load_transcript(path, fmt)
+    _run_benchmark(
+        [transcript],
+        policy or benchmark.policy_names(),
+        budget or list(DEMO_BUDGETS),
+        _workers(workers),
+        out,
+    )
+
+
+@app.command()
+def bench(
+    budget: BudgetOption = None,
+    policy: PolicyOption = None,
+    out: OutOption = Path("out/bench"),
+    workers: WorkersOption = None,
+    scale: Annotated[
+        list[int] | None,
+        typer.Option(help="Synthetic conversation sizes in messages (repeatable)."),
+    ] = None,
+) -> None:
+    """The full comparison: bundled transcripts, long synthetic conversations, and the
+    BFCL memory and multi-turn sets and the longest chitchat conversations when their
+    packages are installed."""
+    from . import benchmark, loaders
+
+    transcripts = benchmark.default_transcripts()
+    transcripts += [benchmark.synthetic_transcript(n, seed=n) for n in (scale or [1000, 5000])]
+    optional: list[tuple[str, Callable[[], list[Any]]]] = [
+        ("BFCL memory", loaders.load_bfcl_memory),
+        ("BFCL multi-turn", lambda: loaders.load_bfcl_multi_turn("long_context", limit=5)),
+        ("chitchat", lambda: loaders.load_chitchat(limit=3, longest=True)),
+    ]
+    for label, load in optional:
+        try:
+            transcripts += load()
+        except loaders.TranscriptError as exc:
+            console.print(f"[yellow]skipped {label}:[/yellow] {exc}")
+    _run_benchmark(
+        transcripts,
+        policy or benchmark.policy_names(),
+        budget or [8_000, 32_000, 128_000],
+        _workers(workers),
+        out,
+    )
+
+
+@app.command()
+def inspect(
+    store: Annotated[Path, typer.Argument(help="A context manager store (SQLite file).")],
+    namespace: Annotated[str, typer.Option(help="The strategy namespace.")] = "default",
+    last: Annotated[int, typer.Option(help="How many of the newest messages to list.")] = 10,
+) -> None:
+    """Describe a store: messages, branches, the memory tree, resolutions and pins."""
+    from .store import Store, StoreError
+
+    if not store.is_file():
+        console.print(f"[red]error:[/red] {store} is not a file")
+        raise typer.Exit(2)
+    try:
+        db = Store.open(store)
+    except (StoreError, OSError) as exc:
+        console.print(f"[red]error:[/red] cannot open {store}: {exc}")
+        raise typer.Exit(2) from None
+    with db:
+        messages = db.items("messages")
+        console.print(
+            f"[bold]{store}[/bold]: branch {db.branch!r} of "
+            f"{', '.join(b.name for b in db.list_branches())}; {len(messages):,} messages"
+        )
+        for item in messages[-last:]:
+            body = item.body
+            text = " ".join(b.get("text", f"[{b.get('type')}]") for b in body.get("content", []))
+            console.print(f"  {item.id:>6} {body.get('participant', '?'):<12} {text[:90]!r}")
+        summaries = [i.body for i in db.items(f"{namespace}/autobio:summaries")]
+        chunks = db.items(f"{namespace}/autobio:chunks")
+        levels: dict[int, int] = {}
+        for s in summaries:
+            levels[s["level"]] = levels.get(s["level"], 0) + 1
+        console.print(
+            f"memories: {len(summaries)} "
+            f"({', '.join(f'L{k}: {v}' for k, v in sorted(levels.items())) or 'none'}); "
+            f"chunks: {len(chunks)} ({sum(1 for c in chunks if c.body['compressed'])} compressed)"
+        )
+        tree = Tree("memory tree (parentless memories, newest last)")
+        by_id = {s["id"]: s for s in summaries}
+
+        def add(branch: Tree, s: dict[str, Any], depth: int) -> None:
+            node = branch.add(f"[cyan]{s['id']}[/cyan] L{s['level']}: {s['content'][:70]!r}")
+            if s["level"] > 1 and depth < 2:
+                for child in s["source_ids"]:
+                    if child in by_id:
+                        add(node, by_id[child], depth + 1)
+
+        roots = [s for s in summaries if not s.get("parent_id")]
+        for s in roots[-12:]:
+            add(tree, s, 0)
+        console.print(tree)
+        resolutions = db.get(f"{namespace}/autobio:resolutions", {})
+        shown: dict[int, int] = {}
+        for level in resolutions.values():
+            shown[level] = shown.get(level, 0) + 1
+        console.print(
+            "last compiled frontier: "
+            + (", ".join(f"{v} leaves at L{k}" for k, v in sorted(shown.items())) or "all raw")
+        )
+        pins = db.get(f"{namespace}/autobio:pins", {"pins": []})["pins"]
+        for pin in pins:
+            console.print(
+                f"pin {pin['id']} {pin.get('name') or ''}: {pin['first']}..{pin['last']} "
+                f"level={pin.get('level')} max_level={pin.get('max_level')}"
+            )

@@ -107,9 +107,9 @@ def test_random_problem_is_seeded() -> None:
     assert a.locks and a.previous is not None
 
 
-def test_cli_demo_and_show(tmp_path: Path) -> None:
+def test_cli_example_and_show(tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["demo"])
+    result = runner.invoke(app, ["example"])
     assert result.exit_code == 0, result.output
     assert "cheapest (floor)" in result.output and "finest (least folded)" in result.output
 

@@ -1,0 +1,618 @@
+"""The policy benchmark: replay transcripts through context policies and compare them.
+
+Each transcript is replayed with teacher forcing: at every point where the
+agent would call its model (:attr:`~context_manager.loaders.Transcript.call_points`),
+each policy is handed the transcript so far and a budget and answers with the
+request it would send. Every request is audited by one exact counter
+(``cl100k_base``): its tokens, whether it is over the budget, whether a tool
+result is orphaned or a tool call unanswered. The requests of one run then go
+through a provider prompt cache (:class:`folding.CacheSimulator`: Anthropic
+prices, 4 breakpoints, 1,024-token minimum, a 5-minute TTL at one call every
+30 s), which gives the reusable prefix and the billed input cost. Where a
+transcript carries facts (strings the agent must still be able to see), the
+final request is searched for each.
+
+Policies are named (:func:`policy_names`): ``ours:<solver>`` for the context
+manager with each registered solver, ``assemble`` for the stateless
+assembly, the two baselines, and the peers of the ``bench`` extra when they
+are installed. Every policy that summarises uses the same deterministic
+:class:`~context_manager.summarizer.ExtractiveSummarizer`, so differences come
+from the policy.
+
+Runs of independent (transcript, policy, budget) triples go to worker
+processes; results do not depend on the order they finish in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from folding import CacheSimulator, Layout
+
+from .loaders import Transcript
+from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
+from .peers.base import Policy, call_points
+from .tokens import TiktokenCounter, TokenCounter
+from .transcripts import load_swe_agent
+
+__all__ = [
+    "BASELINES",
+    "CACHE_TTL_CALLS",
+    "BenchmarkReport",
+    "CallRecord",
+    "RunSummary",
+    "concatenate",
+    "default_transcripts",
+    "make_policy",
+    "policy_names",
+    "replay_policy",
+    "run",
+    "synthetic_transcript",
+]
+
+CACHE_TTL_CALLS = 10
+"""A 5-minute cache TTL at one model call every 30 seconds."""
+MIN_CACHEABLE_TOKENS = 1024
+"""Anthropic's smallest cacheable prefix (Sonnet-class models)."""
+BASELINES = ("observation-masking", "anthropic-clear-tool-uses")
+"""Policies that rewrite or drop the front of the context as it grows."""
+_PEERS = (
+    "langchain-trim-messages",
+    "langchain-summarization-middleware",
+    "langchain-clear-tool-uses",
+    "llamaindex-memory",
+    "llamaindex-memory-facts",
+)
+
+
+# ----------------------------------------------------------------- policies
+
+
+def _peers_available() -> bool:
+    import importlib.util
+
+    return all(
+        importlib.util.find_spec(m) is not None
+        for m in ("langchain_core", "langchain", "llama_index.core")
+    )
+
+
+def policy_names(*, peers: bool | None = None, exact: bool = False) -> list[str]:
+    """Names :func:`make_policy` accepts.
+
+    Parameters
+    ----------
+    peers : bool, optional
+        Include the peers of the ``bench`` extra (default: when installed).
+    exact : bool
+        Include ``ours:exact`` (proves optimality with CP-SAT: slow on long runs).
+    """
+    import solvers
+
+    skip = {"brute-force"} | (set() if exact else {"exact"})
+    names = [f"ours:{m}" for m in solvers.names() if m not in skip]
+    names += ["assemble", *BASELINES]
+    if peers is None:
+        peers = _peers_available()
+    if peers:
+        names += list(_PEERS)
+    return names
+
+
+def make_policy(name: str, *, counter: TokenCounter | None = None) -> Policy:
+    """A fresh policy called ``name`` (see :func:`policy_names`).
+
+    Raises
+    ------
+    KeyError
+        For an unknown name; the message lists the valid ones.
+    ModuleNotFoundError
+        For a peer whose package (the ``bench`` extra) is not installed.
+    """
+    from .peers.baselines import ClearToolUses, ObservationMasking
+    from .peers.ours import AssemblePolicy, FoldingPolicy
+
+    counter = counter if counter is not None else TiktokenCounter()
+    if name.startswith("ours:"):
+        import solvers
+
+        method = name.removeprefix("ours:")
+        if method not in solvers.names():
+            raise KeyError(f"unknown solver {method!r} in policy {name!r}")
+        return FoldingPolicy(method, counter=counter)
+    simple: dict[str, Callable[[], Policy]] = {
+        "assemble": lambda: AssemblePolicy(counter=counter),
+        "observation-masking": lambda: ObservationMasking(counter=counter),
+        "anthropic-clear-tool-uses": lambda: ClearToolUses(counter=counter),
+    }
+    if name in simple:
+        return simple[name]()
+    if name in _PEERS[:3]:
+        from .peers import langchain_peers as lc
+
+        cls = {
+            "langchain-trim-messages": lc.TrimMessagesPolicy,
+            "langchain-summarization-middleware": lc.SummarizationMiddlewarePolicy,
+            "langchain-clear-tool-uses": lc.ClearToolUsesPolicy,
+        }[name]
+        return cls(counter=counter)  # type: ignore[no-any-return]
+    if name in _PEERS[3:]:
+        from .peers.llamaindex_peers import MemoryPolicy
+
+        return MemoryPolicy(counter=counter, facts=name.endswith("facts"))
+    known = policy_names(peers=True, exact=True)
+    raise KeyError(f"unknown policy {name!r}; known policies: {', '.join(known)}")
+
+
+# --------------------------------------------------------------- transcripts
+
+
+def default_transcripts(data: str | Path | None = None) -> list[Transcript]:
+    """The bundled real transcripts (SWE-agent runs), their concatenation, and a
+    seeded synthetic conversation with planted facts.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``data`` (default: the repository's ``data/swe-agent``) holds no ``.traj``.
+    """
+    folder = Path(data) if data is not None else Path(__file__).parents[1] / "data" / "swe-agent"
+    paths = sorted(folder.glob("*.traj")) if folder.is_dir() else []
+    if not paths:
+        raise FileNotFoundError(
+            f"no SWE-agent .traj transcripts in {folder}; pass the folder that holds them"
+        )
+    real = [_transcript(p.stem, load_swe_agent(p), {"source": str(p)}) for p in paths]
+    return [*real, concatenate(real, name="swe-agent-concatenated"), synthetic_transcript(240)]
+
+
+def _transcript(name: str, messages: list[Message], metadata: dict[str, Any]) -> Transcript:
+    return Transcript(name, messages, call_points=call_points(messages), metadata=metadata)
+
+
+def concatenate(transcripts: Sequence[Transcript], *, name: str = "concatenated") -> Transcript:
+    """One long conversation from several: later system prompts become user turns."""
+    messages: list[Message] = []
+    facts: list[str] = []
+    for t in transcripts:
+        for m in t.messages:
+            if messages and m.participant == "System":
+                m = m.model_copy(update={"participant": "User"})
+            messages.append(m)
+        facts.extend(t.facts)
+    return Transcript(
+        name,
+        messages,
+        facts=facts,
+        call_points=call_points(messages),
+        metadata={"parts": [t.name for t in transcripts]},
+    )
+
+
+_TOPICS = ("parser", "cache", "scheduler", "billing", "auth", "exporter", "search", "queue")
+_VERBS = ("inspected", "refactored", "profiled", "patched", "reviewed", "benchmarked")
+
+
+def synthetic_transcript(n_messages: int, *, seed: int = 0, facts: int = 8) -> Transcript:
+    """A seeded agent conversation of about ``n_messages`` messages with planted facts.
+
+    User requests, agent turns that call tools (``bash``, ``read``), verbose
+    tool results, and, early on, ``facts`` statements of the form ``The
+    <thing> is <code>.`` whose codes are :attr:`Transcript.facts`.
+
+    Examples
+    --------
+    >>> t = synthetic_transcript(60, facts=2)
+    >>> len(t.messages) >= 60, len(t.facts), all(f in " ".join(m.text for m in t.messages)
+    ...                                           for f in t.facts)
+    (True, 2, True)
+    """
+    if n_messages < 8:
+        raise ValueError(f"n_messages must be at least 8, got {n_messages}")
+    rng = random.Random(seed)
+    messages = [Message.text_message("System", "You are a careful software agent.")]
+    planted: list[str] = []
+    fact_turns = set(rng.sample(range(1, max(2, n_messages // 8)), k=min(facts, n_messages // 8)))
+    call = 0
+    turn = 0
+    while len(messages) < n_messages:
+        turn += 1
+        topic = rng.choice(_TOPICS)
+        ask = f"Please look at the {topic} module (ticket {rng.randrange(1000, 9999)})."
+        if turn in fact_turns:
+            code = f"K-{rng.randrange(10_000, 99_999)}-{rng.choice('ABCDEFGH')}"
+            planted.append(code)
+            ask += f" For later: the access code of the {topic} staging box is {code}."
+        messages.append(Message.text_message("User", ask))
+        for _ in range(rng.randrange(1, 4)):
+            call += 1
+            tool = rng.choice(("bash", "read"))
+            use = ToolUseBlock(id=f"call-{call}", name=tool, input={"arg": f"{topic}/{call}.py"})
+            messages.append(
+                Message(
+                    participant="Claude",
+                    content=(TextBlock(text=f"I will run {tool} on {topic}."), use),
+                )
+            )
+            lines = [
+                f"{topic}/{call}.py:{i}: {rng.choice(_VERBS)} value={rng.randrange(10**6)}"
+                for i in range(rng.randrange(20, 80))
+            ]
+            result = ToolResultBlock(tool_use_id=use.id, content="\n".join(lines))
+            messages.append(Message(participant="User", content=(result,)))
+        messages.append(
+            Message.text_message(
+                "Claude", f"I {rng.choice(_VERBS)} the {topic} module; the change is in place."
+            )
+        )
+    return Transcript(
+        f"synthetic-{n_messages}-{seed}",
+        messages,
+        facts=planted,
+        call_points=call_points(messages),
+        metadata={"seed": seed, "synthetic": True},
+    )
+
+
+# ------------------------------------------------------------------ replays
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One request of one policy, audited and priced."""
+
+    transcript: str
+    policy: str
+    budget: int
+    call: int
+    messages_so_far: int
+    tokens: int
+    over_budget: bool
+    invalid: bool
+    problems: tuple[str, ...]
+    error: str | None
+    summarizer_calls: int
+    summarizer_tokens: int
+    cpu_ms: float
+    cached: int
+    billed: float
+    facts_total: int = 0
+    facts_retained: int | None = None
+
+
+def _unit_key(message: Message) -> str:
+    body = json.dumps(
+        [message.participant, [b.model_dump(mode="json") for b in message.content]],
+        sort_keys=True,
+    )
+    return hashlib.sha256(body.encode()).hexdigest()[:20]
+
+
+def _layout(messages: Sequence[Message], counter: TokenCounter) -> Layout:
+    return Layout.from_units([("msg", _unit_key(m), counter.count_message(m)) for m in messages])
+
+
+def _retained(messages: Sequence[Message], facts: Sequence[str]) -> int:
+    text = "\n".join(text_of(m.content) for m in messages).lower()
+    return sum(1 for f in facts if f.lower() in text)
+
+
+def replay_policy(
+    transcript: Transcript,
+    policy: str,
+    budget: int,
+    *,
+    counter: TokenCounter | None = None,
+) -> list[CallRecord]:
+    """Replay one transcript through one policy at one budget.
+
+    Returns
+    -------
+    list of CallRecord
+        One per call point, in order; the last carries the fact retention.
+    """
+    counter = counter if counter is not None else TiktokenCounter()
+    instance = make_policy(policy, counter=counter)
+    cache = CacheSimulator(ttl=CACHE_TTL_CALLS, min_cacheable_tokens=MIN_CACHEABLE_TOKENS)
+    points = transcript.call_points or call_points(transcript.messages)
+    out: list[CallRecord] = []
+    try:
+        for i, n in enumerate(points):
+            started = time.process_time()
+            request = instance.request(transcript.messages[:n], budget)
+            cpu = (time.process_time() - started) * 1000.0
+            priced = cache.request(_layout(request.messages, counter))
+            last = i == len(points) - 1
+            out.append(
+                CallRecord(
+                    transcript=transcript.name,
+                    policy=policy,
+                    budget=budget,
+                    call=i,
+                    messages_so_far=n,
+                    tokens=request.tokens,
+                    over_budget=request.tokens > budget,
+                    invalid=not request.valid,
+                    problems=request.problems,
+                    error=request.error,
+                    summarizer_calls=request.summarizer_calls,
+                    summarizer_tokens=request.summarizer_tokens,
+                    cpu_ms=cpu,
+                    cached=priced.cached,
+                    billed=priced.billed,
+                    facts_total=len(transcript.facts) if last else 0,
+                    facts_retained=(
+                        _retained(request.messages, transcript.facts)
+                        if last and transcript.facts
+                        else None
+                    ),
+                )
+            )
+    finally:
+        close = getattr(instance, "close", None)
+        if callable(close):
+            close()
+    return out
+
+
+def _job(args: tuple[Transcript, str, int]) -> list[CallRecord]:
+    transcript, policy, budget = args
+    return replay_policy(transcript, policy, budget)
+
+
+# ------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The metrics of one policy at one budget, over every transcript."""
+
+    policy: str
+    budget: int
+    calls: int
+    tokens_mean: float
+    tokens_p95: float
+    tokens_peak: int
+    over_budget: int
+    invalid: int
+    errors: int
+    cache_reuse: float
+    billed: float
+    summarizer_calls: int
+    summarizer_tokens: int
+    cpu_p50_ms: float
+    cpu_p95_ms: float
+    facts_total: int
+    facts_retained: int | None
+
+    @property
+    def retention(self) -> float | None:
+        """Share of facts still visible in the final requests (None without facts)."""
+        if self.facts_retained is None or not self.facts_total:
+            return None
+        return self.facts_retained / self.facts_total
+
+
+def _p(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)])
+
+
+@dataclass
+class BenchmarkReport:
+    """Every audited request of a benchmark run, and the views of it."""
+
+    records: list[CallRecord]
+    budgets: list[int] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)
+    transcripts: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    def summaries(self) -> list[RunSummary]:
+        """One :class:`RunSummary` per (policy, budget), in policy then budget order."""
+        out = []
+        for policy in self.policies:
+            for budget in self.budgets:
+                rs = [r for r in self.records if r.policy == policy and r.budget == budget]
+                if not rs:
+                    continue
+                tokens = [r.tokens for r in rs]
+                cpu = [r.cpu_ms for r in rs]
+                total = sum(tokens)
+                with_facts = [r for r in rs if r.facts_retained is not None]
+                out.append(
+                    RunSummary(
+                        policy=policy,
+                        budget=budget,
+                        calls=len(rs),
+                        tokens_mean=statistics.fmean(tokens),
+                        tokens_p95=_p(tokens, 0.95),
+                        tokens_peak=max(tokens),
+                        over_budget=sum(r.over_budget for r in rs),
+                        invalid=sum(r.invalid for r in rs),
+                        errors=sum(r.error is not None for r in rs),
+                        cache_reuse=sum(r.cached for r in rs) / total if total else 0.0,
+                        billed=sum(r.billed for r in rs),
+                        summarizer_calls=sum(r.summarizer_calls for r in rs),
+                        summarizer_tokens=sum(r.summarizer_tokens for r in rs),
+                        cpu_p50_ms=_p(cpu, 0.5),
+                        cpu_p95_ms=_p(cpu, 0.95),
+                        facts_total=sum(r.facts_total for r in with_facts),
+                        facts_retained=(
+                            sum(r.facts_retained or 0 for r in with_facts) if with_facts else None
+                        ),
+                    )
+                )
+        return out
+
+    def to_markdown(self) -> str:
+        """The comparison table (one row per policy and budget), with how it was made."""
+        lines = [
+            "# Context policies replayed on real transcripts",
+            "",
+            f"Transcripts: {', '.join(self.transcripts)}. Budgets: "
+            f"{', '.join(f'{b:,}' for b in self.budgets)} tokens. "
+            f"{len(self.records):,} requests audited in {self.wall_seconds:.0f} s.",
+            "",
+            "Tokens by `cl100k_base`. Cache: Anthropic prices (write 1.25, read 0.1), 4 "
+            "breakpoints, 1,024-token minimum, 5-minute TTL at one call per 30 s; *billed* is "
+            "input cost in thousands of base-price tokens. *Invalid*: over budget, orphan tool "
+            "result, unanswered tool call or an error. *Retained*: facts still visible in the "
+            "final request.",
+            "",
+            "| policy | budget | calls | mean tok | p95 tok | peak | over | invalid | "
+            "cache reuse | billed (k) | summary calls | summary tok | cpu p50 ms | cpu p95 ms "
+            "| retained |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for s in self.summaries():
+            retained = "-" if s.retention is None else f"{s.facts_retained}/{s.facts_total}"
+            lines.append(
+                f"| {s.policy} | {s.budget:,} | {s.calls} | {s.tokens_mean:,.0f} | "
+                f"{s.tokens_p95:,.0f} | {s.tokens_peak:,} | {s.over_budget} | {s.invalid} | "
+                f"{s.cache_reuse:.0%} | {s.billed / 1000:,.1f} | {s.summarizer_calls} | "
+                f"{s.summarizer_tokens:,} | {s.cpu_p50_ms:.1f} | {s.cpu_p95_ms:.1f} | "
+                f"{retained} |"
+            )
+        errors = sorted({(r.policy, r.error) for r in self.records if r.error})
+        if errors:
+            lines += ["", "Errors (first of each kind):", ""]
+            seen: set[str] = set()
+            for policy, error in errors:
+                if policy not in seen:
+                    seen.add(policy)
+                    lines.append(f"- `{policy}`: {error}")
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> str:
+        """Every record, as JSON."""
+        return json.dumps([asdict(r) for r in self.records], indent=1)
+
+    def plot(
+        self, path: str | Path, *, transcript: str | None = None, budget: int | None = None
+    ) -> Path:
+        """Tokens per call and cumulative billed cost per policy on one run, as a PNG.
+
+        Defaults: the transcript with the most calls, the middle budget.
+        """
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        if transcript is None:
+            calls = {t: sum(1 for r in self.records if r.transcript == t) for t in self.transcripts}
+            transcript = max(self.transcripts, key=lambda t: (calls[t], t))
+        if budget is None:
+            budget = self.budgets[len(self.budgets) // 2]
+        fig, (ax_tokens, ax_cost) = plt.subplots(1, 2, figsize=(13, 4.8))
+        for policy in self.policies:
+            rs = [
+                r
+                for r in self.records
+                if r.policy == policy and r.transcript == transcript and r.budget == budget
+            ]
+            if not rs:
+                continue
+            style = "-" if policy.startswith("ours:") else "--"
+            x = [r.call for r in rs]
+            ax_tokens.plot(x, [r.tokens for r in rs], style, label=policy, linewidth=1.2)
+            cumulative, running = [], 0.0
+            for r in rs:
+                running += r.billed
+                cumulative.append(running / 1000)
+            ax_cost.plot(x, cumulative, style, label=policy, linewidth=1.2)
+        ax_tokens.axhline(budget, color="black", linewidth=0.8, linestyle=":")
+        ax_tokens.set(
+            title=f"tokens sent per call ({transcript}, budget {budget:,})",
+            xlabel="model call",
+            ylabel="tokens",
+        )
+        ax_cost.set(
+            title="cumulative billed input (cache-aware)",
+            xlabel="model call",
+            ylabel="thousands of base-price tokens",
+        )
+        ax_cost.legend(fontsize=7, loc="upper left")
+        fig.tight_layout()
+        out = Path(path)
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        return out
+
+
+# ---------------------------------------------------------------------- run
+
+
+def run(
+    transcripts: Sequence[Transcript],
+    policies: Sequence[str],
+    budgets: Sequence[int],
+    *,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> BenchmarkReport:
+    """Replay every transcript through every policy at every budget.
+
+    Parameters
+    ----------
+    transcripts : sequence of Transcript
+    policies : sequence of str
+        Names from :func:`policy_names`.
+    budgets : sequence of int
+        Input token budgets.
+    workers : int
+        Worker processes (1: in this process).
+    progress : callable, optional
+        Called with (runs done, runs in all) after each run.
+
+    Raises
+    ------
+    ValueError
+        For an empty selection or a non-positive budget.
+    KeyError
+        For an unknown policy name.
+    """
+    if not transcripts or not policies or not budgets:
+        raise ValueError("run needs at least one transcript, one policy and one budget")
+    bad = [b for b in budgets if b <= 0]
+    if bad:
+        raise ValueError(f"budgets must be positive token counts, got {bad}")
+    known = set(policy_names(peers=True, exact=True))
+    unknown = [p for p in policies if p not in known]
+    if unknown:
+        raise KeyError(f"unknown policies {unknown}; known policies: {', '.join(sorted(known))}")
+    jobs = [(t, p, b) for t in transcripts for p in policies for b in budgets]
+    started = time.perf_counter()
+    results: list[list[CallRecord]] = []
+    if workers <= 1:
+        for done, job in enumerate(jobs, 1):
+            results.append(_job(job))
+            if progress:
+                progress(done, len(jobs))
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for done, out in enumerate(pool.map(_job, jobs), 1):
+                results.append(out)
+                if progress:
+                    progress(done, len(jobs))
+    records = [r for rs in results for r in rs]
+    return BenchmarkReport(
+        records=records,
+        budgets=list(budgets),
+        policies=list(policies),
+        transcripts=[t.name for t in transcripts],
+        wall_seconds=time.perf_counter() - started,
+    )

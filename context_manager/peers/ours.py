@@ -1,0 +1,312 @@
+"""This library's own policies, behind the same :class:`~.base.Policy` interface.
+
+* :class:`FoldingPolicy`: a :class:`~context_manager.ContextManager` with the
+  autobiographical strategy and one registered solver.
+* :class:`AssemblePolicy`: the stateless :func:`~context_manager.assembly.assemble`.
+
+Both are driven by the summariser they are given (the deterministic
+:class:`~context_manager.summarizer.ExtractiveSummarizer` in the benchmark)
+through a :class:`~.base.MeteredSummarizer`, and audited by the exact counter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ContextManagerError
+from ..messages import (
+    ContentBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    text_of,
+)
+from ..summarizer import ExtractiveSummarizer, Summarizer
+from ..tokens import TokenCounter
+from .base import (
+    HistoryFeed,
+    MeteredSummarizer,
+    PolicyRequest,
+    audit,
+    default_counter,
+    request_tokens,
+    split_system,
+)
+
+__all__ = ["AssemblePolicy", "FoldingPolicy", "from_wire", "to_wire"]
+
+
+def _tools_of(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    names = sorted({b.name for m in messages for b in m.content if isinstance(b, ToolUseBlock)})
+    return [
+        {"name": n, "description": f"The agent's {n} tool.", "input_schema": {"type": "object"}}
+        for n in names
+    ]
+
+
+class FoldingPolicy:
+    """The context manager with the autobiographical strategy and one solver.
+
+    Parameters
+    ----------
+    method : str
+        A registered solver name (``kv-unified`` runs with its ``reference`` policy).
+    agent : str
+        The agent's participant name.
+    counter : TokenCounter, optional
+        The exact counter (``cl100k_base`` by default), used by the manager too.
+    summarizer : Summarizer, optional
+        Writes the memories; an :class:`ExtractiveSummarizer` by default.
+    **options
+        Strategy options overriding the budget-scaled defaults of :meth:`config_for`.
+    """
+
+    promises_budget = True
+
+    def __init__(
+        self,
+        method: str,
+        *,
+        agent: str = "Claude",
+        counter: TokenCounter | None = None,
+        summarizer: Summarizer | None = None,
+        **options: Any,
+    ) -> None:
+        self.method = method
+        self.name = f"ours:{method}"
+        self.agent = agent
+        self.counter = default_counter(counter)
+        self.meter = MeteredSummarizer(summarizer or ExtractiveSummarizer(), self.counter)
+        self.options = options
+        self._feed = HistoryFeed()
+        self._cm: Any = None
+        self._tools: set[str] = set()
+
+    @staticmethod
+    def config_for(budget: int, method: str) -> dict[str, Any]:
+        """Strategy options scaled to a budget: chunks of ~1/12 of it, memories of ~1/60,
+        a recent window of a quarter."""
+        options: dict[str, Any] = {
+            "compression_model": "extractive",
+            "summary_participant": "Claude",
+            "target_chunk_tokens": max(200, budget // 12),
+            "summary_target_tokens": max(40, budget // 60),
+            "recent_window_tokens": budget // 4,
+            "recall_budget_tokens": max(1000, budget // 2),
+            "folding_strategy": method,
+        }
+        if method == "kv-unified":
+            options["solver_options"] = {"policy": "reference"}
+        return options
+
+    def _open(self, budget: int) -> Any:
+        from ..manager import ContextManager
+        from ..strategies.autobiographical import AutobiographicalStrategy
+
+        if self._cm is not None:
+            self._cm.close()
+        config = {**self.config_for(budget, self.method), **self.options}
+        config["summary_participant"] = self.agent
+        self._tools = set()
+        return ContextManager.open(
+            path=":memory:",
+            strategy=AutobiographicalStrategy(**config),
+            summarizer=self.meter,
+            counter=self.counter,
+        )
+
+    def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
+        """Append what is new, let the strategy write its memories, compile."""
+        from ..errors import OverBudgetError
+
+        new, restart = self._feed.new_messages(history)
+        if restart or self._cm is None:
+            self._cm = self._open(budget)
+        cm = self._cm
+        system, _ = split_system(history)
+        for m in new:
+            if m.participant != "System" or len(cm.get_messages()) > 0:
+                cm.add_message(m.participant, m.content, metadata=dict(m.metadata))
+        cm.set_system_prompt("\n\n".join(m.text for m in system) or None)
+        names = {b.name for m in new for b in m.content if isinstance(b, ToolUseBlock)}
+        if not names <= self._tools:
+            self._tools |= names
+            cm.set_tool_definitions(_tools_of(history))
+        cm.drain(max_ticks=500)
+        room = max(1, budget - request_tokens(system, self.counter))
+        while True:
+            try:
+                compiled = cm.compile(max_tokens=room, reserve_for_response=0)
+                break
+            except (OverBudgetError, ContextManagerError) as exc:
+                # what a host does on a refusal: let the strategy write the memories
+                # the solver asked for, then compile again; give up when none comes
+                if not isinstance(exc, OverBudgetError) or cm.drain(max_ticks=500) == 0:
+                    error = f"{type(exc).__name__}: {exc}"
+                    return audit([], budget, self.counter, self.meter, error=error)
+        return audit([*system, *compiled.messages], budget, self.counter, self.meter)
+
+    def close(self) -> None:
+        """Close the in-memory manager."""
+        if self._cm is not None:
+            self._cm.close()
+            self._cm = None
+
+
+# ------------------------------------------------------------------ assemble
+
+
+def _wire_blocks(blocks: Sequence[ContentBlock]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            out.append({"type": "text", "text": b.text})
+        elif isinstance(b, ThinkingBlock):
+            out.append({"type": "thinking", "text": b.thinking})
+        elif isinstance(b, ToolUseBlock):
+            out.append(
+                {"type": "function_call", "id": b.id, "function_id": b.name, "arguments": b.input}
+            )
+        elif isinstance(b, ToolResultBlock):
+            out.append({"type": "text", "text": text_of([b])})
+        else:
+            out.append({"type": "text", "text": "[image]"})
+    return out
+
+
+def to_wire(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[str, Any]]:
+    """Our messages as ``assemble``'s wire messages.
+
+    The agent's turns become ``assistant`` messages (tool calls as
+    ``function_call`` blocks); each tool result becomes a ``function_result``
+    message; everything else becomes a ``user`` message. Timestamps are the
+    message positions.
+    """
+    names = {b.id: b.name for m in messages for b in m.content if isinstance(b, ToolUseBlock)}
+    out: list[dict[str, Any]] = []
+    for t, m in enumerate(messages):
+        if m.participant == agent:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": _wire_blocks(m.content),
+                    "stop_reason": "tool_use" if m.tool_use_ids else "end_turn",
+                    "model": "agent",
+                    "provider": "transcript",
+                    "timestamp": t,
+                }
+            )
+            continue
+        rest: list[ContentBlock] = []
+        for b in m.content:
+            if isinstance(b, ToolResultBlock):
+                out.append(
+                    {
+                        "role": "function_result",
+                        "function_call_id": b.tool_use_id,
+                        "function_id": names.get(b.tool_use_id, "tool"),
+                        "content": [{"type": "text", "text": text_of([b])}],
+                        "is_error": bool(b.is_error),
+                        "timestamp": t,
+                    }
+                )
+            else:
+                rest.append(b)
+        if rest or not m.content:
+            out.append({"role": "user", "content": _wire_blocks(rest), "timestamp": t})
+    return out
+
+
+def from_wire(messages: Sequence[Any], *, agent: str = "Claude") -> list[Message]:
+    """``assemble``'s wire messages (models or mappings) back as our messages."""
+    out: list[Message] = []
+    for raw in messages:
+        d = raw if isinstance(raw, dict) else raw.wire()
+        role = d["role"]
+        if role == "function_result":
+            text = "".join(c.get("text", "") for c in d["content"])
+            block = ToolResultBlock(
+                tool_use_id=d["function_call_id"],
+                content=text,
+                is_error=bool(d.get("is_error")),
+            )
+            out.append(Message(participant="User", content=(block,)))
+            continue
+        blocks: list[ContentBlock] = []
+        for c in d["content"]:
+            if c["type"] == "function_call":
+                blocks.append(ToolUseBlock(id=c["id"], name=c["function_id"], input=c["arguments"]))
+            elif c["type"] == "function_result":
+                inner = "".join(x.get("text", "") for x in c["content"])
+                blocks.append(ToolResultBlock(tool_use_id=c["function_call_id"], content=inner))
+            elif c["type"] == "thinking":
+                blocks.append(ThinkingBlock(thinking=c["text"]))
+            elif c["type"] == "text":
+                blocks.append(TextBlock(text=c["text"]))
+            else:
+                blocks.append(TextBlock(text=json.dumps(c, sort_keys=True)))
+        participant = agent if role == "assistant" else "User"
+        out.append(Message(participant=participant, content=tuple(blocks)))
+    return out
+
+
+class AssemblePolicy:
+    """The stateless ``assemble``: cap, prune, then summarise the head into the system prompt.
+
+    The model is given inline limits whose usable input budget is exactly the
+    call's budget; ``assemble`` measures with its byte heuristic, the audit
+    with the exact counter.
+
+    Parameters
+    ----------
+    agent : str
+        The agent's participant name.
+    counter : TokenCounter, optional
+        The exact counter of the audit.
+    summarizer : Summarizer, optional
+        Writes the summaries; an :class:`ExtractiveSummarizer` by default.
+    """
+
+    name = "assemble"
+    promises_budget = True
+
+    def __init__(
+        self,
+        *,
+        agent: str = "Claude",
+        counter: TokenCounter | None = None,
+        summarizer: Summarizer | None = None,
+    ) -> None:
+        self.agent = agent
+        self.counter = default_counter(counter)
+        self.meter = MeteredSummarizer(summarizer or ExtractiveSummarizer(), self.counter)
+
+    def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
+        """Assemble the whole transcript for a model whose usable input is ``budget``."""
+        from ..assembly import AssemblyError, assemble
+
+        system, rest = split_system(history)
+        request = {
+            "messages": to_wire(rest, agent=self.agent),
+            "model": {
+                "id": "bench",
+                "limits": {
+                    "context_window": budget + 1024,
+                    "max_output_tokens": 1024,
+                    "input_limit": budget,
+                },
+            },
+            "system_prompt": "\n\n".join(m.text for m in system),
+            "options": {"reserved_tokens": 0},
+        }
+        try:
+            out = assemble(request, summarizer=self.meter, clock=lambda: 0)
+        except AssemblyError as exc:
+            return audit([], budget, self.counter, self.meter, error=f"AssemblyError: {exc}")
+        head = [Message.text_message("System", out.system_prompt)] if out.system_prompt else []
+        messages = [*head, *from_wire(out.messages, agent=self.agent)]
+        return audit(messages, budget, self.counter, self.meter)

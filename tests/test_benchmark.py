@@ -1,0 +1,182 @@
+"""The policy benchmark: our policies, the harness, its report and the CLI around it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from context_manager import benchmark
+from context_manager.cli import app
+from context_manager.messages import Message, ToolResultBlock, ToolUseBlock
+from context_manager.pairing import tool_pair_problems
+from context_manager.peers.ours import AssemblePolicy, FoldingPolicy, from_wire, to_wire
+from context_manager.tokens import TiktokenCounter
+from context_manager.transcripts import load_swe_agent
+
+DATA = Path(__file__).parents[1] / "data" / "swe-agent"
+TRAJ = DATA / "marshmallow-1867-function-calling.traj"
+
+
+def _plain(records: list[benchmark.CallRecord]) -> list[dict[str, object]]:
+    return [{**dataclasses.asdict(r), "cpu_ms": 0.0} for r in records]
+
+
+def test_wire_round_trip_keeps_order_roles_and_tool_pairs() -> None:
+    messages = load_swe_agent(TRAJ)[1:]
+    back = from_wire(to_wire(messages))
+    assert tool_pair_problems(back) == []
+    calls = [b.id for m in messages for b in m.content if isinstance(b, ToolUseBlock)]
+    results = [b.tool_use_id for m in back for b in m.content if isinstance(b, ToolResultBlock)]
+    assert calls and results == [
+        b.tool_use_id for m in messages for b in m.content if isinstance(b, ToolResultBlock)
+    ]
+    assert [m.participant == "Claude" for m in back if m.participant != "User"] == [
+        True for m in messages if m.participant == "Claude"
+    ]
+
+
+@pytest.mark.parametrize("budget", [3000, 6000])
+def test_folding_policy_sends_valid_requests_within_budget(budget: int) -> None:
+    transcript = benchmark.default_transcripts()[-1]  # the synthetic run with facts
+    records = benchmark.replay_policy(transcript, "ours:kv-stable", budget)
+    assert len(records) == len(transcript.call_points)
+    assert all(not r.invalid and r.tokens <= budget for r in records)
+    assert sum(r.summarizer_calls for r in records) > 0  # it had to write memories
+    assert records[-1].facts_total == len(transcript.facts) > 0
+    again = benchmark.replay_policy(transcript, "ours:kv-stable", budget)
+    assert _plain(again) == _plain(records)  # deterministic
+
+
+def test_assemble_policy_answers_every_call() -> None:
+    messages = load_swe_agent(TRAJ)
+    policy = AssemblePolicy(counter=TiktokenCounter())
+    request = policy.request(messages, 4000)
+    assert request.error is None and request.messages[0].participant == "System"
+    assert tool_pair_problems(list(request.messages)) == []
+
+
+def test_folding_policy_restarts_on_a_different_transcript() -> None:
+    policy = FoldingPolicy("oldest-first")
+    a = [Message.text_message("User", "first conversation")]
+    b = [Message.text_message("User", "another one")]
+    assert [m.text for m in policy.request(a, 1000).messages] == ["first conversation"]
+    assert [m.text for m in policy.request(b, 1000).messages] == ["another one"]
+    policy.close()
+
+
+def test_synthetic_transcripts_are_seeded_and_plant_their_facts() -> None:
+    a, b = benchmark.synthetic_transcript(80, seed=3), benchmark.synthetic_transcript(80, seed=3)
+    assert a.messages == b.messages and a.facts == b.facts
+    assert a.messages != benchmark.synthetic_transcript(80, seed=4).messages
+    text = " ".join(m.text for m in a.messages)
+    assert a.facts and all(f in text for f in a.facts)
+    assert tool_pair_problems(a.messages) == []
+    with pytest.raises(ValueError, match="n_messages"):
+        benchmark.synthetic_transcript(3)
+
+
+def test_concatenation_keeps_one_system_prompt() -> None:
+    parts = benchmark.default_transcripts()[:2]
+    joined = benchmark.concatenate(parts)
+    assert len(joined.messages) == sum(len(p.messages) for p in parts)
+    assert [m.participant for m in joined.messages].count("System") == 1
+    assert len(joined.call_points) == sum(len(p.call_points) for p in parts)
+
+
+def test_run_reports_every_policy_and_budget_the_same_in_parallel(tmp_path: Path) -> None:
+    transcripts = benchmark.default_transcripts()[:2]
+    policies = ["ours:oldest-first", "observation-masking"]
+    one = benchmark.run(transcripts, policies, [3000, 5000], workers=1)
+    two = benchmark.run(transcripts, policies, [3000, 5000], workers=2)
+    assert _plain(one.records) == _plain(two.records)
+    rows = one.summaries()
+    assert [(s.policy, s.budget) for s in rows] == [(p, b) for p in policies for b in (3000, 5000)]
+    for s in rows:
+        calls = [r for r in one.records if r.policy == s.policy and r.budget == s.budget]
+        assert s.calls == len(calls) and s.tokens_peak == max(r.tokens for r in calls)
+        assert s.over_budget == sum(r.tokens > s.budget for r in calls)
+        assert 0.0 <= s.cache_reuse <= 1.0
+    markdown = one.to_markdown()
+    assert all(f"| {p} | 3,000 |" in markdown for p in policies)
+    png = one.plot(tmp_path / "plot.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(json.loads(one.to_json())) == len(one.records)
+
+
+def test_fact_retention_counts_what_the_final_request_still_shows() -> None:
+    transcript = benchmark.synthetic_transcript(40, facts=3)
+    roomy = benchmark.replay_policy(transcript, "observation-masking", 100_000)
+    assert roomy[-1].facts_retained == 3  # nothing dropped: every fact visible
+    tight = benchmark.replay_policy(transcript, "observation-masking", 1200)
+    assert tight[-1].facts_retained is not None and tight[-1].facts_retained < 3
+
+
+def test_run_rejects_bad_selections() -> None:
+    transcripts = benchmark.default_transcripts()[:1]
+    with pytest.raises(KeyError, match="unknown policies"):
+        benchmark.run(transcripts, ["nope"], [1000])
+    with pytest.raises(ValueError, match="positive"):
+        benchmark.run(transcripts, ["assemble"], [0])
+    with pytest.raises(ValueError, match="at least one"):
+        benchmark.run([], ["assemble"], [1000])
+    with pytest.raises(KeyError, match="known policies"):
+        benchmark.make_policy("ours-but-not-really")
+
+
+def test_default_transcripts_name_a_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=str(tmp_path)):
+        benchmark.default_transcripts(tmp_path)
+
+
+def test_cli_demo_replay_policies_and_inspect(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "demo"
+    result = runner.invoke(
+        app, ["demo", "-p", "ours:oldest-first", "-b", "4000", "--out", str(out), "--workers", "1"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "ours:oldest-first" in result.output
+    assert (out / "report.md").read_text().count("| ours:oldest-first | 4,000 |") == 1
+    assert (out / "tokens-and-cost.png").stat().st_size > 0
+
+    result = runner.invoke(
+        app, ["replay", str(TRAJ), "-p", "assemble", "-b", "3000", "--out", str(tmp_path / "r")]
+    )
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["replay", str(tmp_path / "missing.traj")])
+    assert result.exit_code == 2 and "is not a file" in result.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    result = runner.invoke(app, ["replay", str(bad)])
+    assert result.exit_code == 2 and "cannot read" in result.output
+    result = runner.invoke(app, ["demo", "-p", "nope", "--out", str(out)])
+    assert result.exit_code == 2 and "unknown policies" in result.output
+
+    result = runner.invoke(app, ["policies"])
+    assert result.exit_code == 0 and "ours:kv-stable" in result.output
+
+    from context_manager import ContextManager, ExtractiveSummarizer
+    from context_manager.strategies.autobiographical import AutobiographicalStrategy
+
+    store = tmp_path / "cm.db"
+    strategy = AutobiographicalStrategy(
+        compression_model="extractive", target_chunk_tokens=200, recent_window_tokens=300
+    )
+    with ContextManager.open(
+        path=store, strategy=strategy, summarizer=ExtractiveSummarizer()
+    ) as cm:
+        for m in load_swe_agent(TRAJ)[1:]:
+            cm.add_message(m.participant, m.content)
+        cm.set_tool_definitions([{"name": "bash"}])
+        cm.drain()
+        cm.pin_range(cm.get_messages()[0].id, cm.get_messages()[0].id, name="task")
+        cm.compile(max_tokens=20_000, reserve_for_response=0)
+    result = runner.invoke(app, ["inspect", str(store)])
+    assert result.exit_code == 0, result.output
+    assert "memories:" in result.output and "L1:" in result.output and "task" in result.output
+    result = runner.invoke(app, ["inspect", str(tmp_path / "nope.db")])
+    assert result.exit_code == 2
