@@ -30,7 +30,7 @@ schema: $(STAMP)
 	$(BIN)/python -c 'from folding.schema import write_schema; print(write_schema())'
 
 bench: $(STAMP)
-	cd benchmarks && ../$(BIN)/asv machine --yes > /dev/null && ../$(BIN)/asv run --python=same --quick --show-stderr
+	$(BIN)/asv machine --yes > /dev/null && $(BIN)/asv run --python=same --quick --show-stderr
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -100,7 +100,7 @@ class FoldingPolicy:
             "folding_strategy": method,
         }
         if method == "kv-unified":
-            options["solver_options"] = {"policy": "reference"}
+            options["solver_options"] = {"policy": "cache-first"}
         return options
 
     def _open(self, budget: int) -> Any:
