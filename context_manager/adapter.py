@@ -154,7 +154,7 @@ def build_problem(
         pins=tuple(pins),
         locks=tuple(x for x in sorted(strategy.locks) if x in members),
         budget=Budget(total=total, target=math.floor(total * (1 - cfg.compression_slack_ratio))),
-        previous=previous if strategy.resolutions else None,
+        previous=previous if strategy.compiled else None,
     )
     return StatedProblem(problem, members)
 

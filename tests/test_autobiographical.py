@@ -730,3 +730,22 @@ def test_grace_takes_from_the_response_reserve_only(tmp_path: Path) -> None:
     with pytest.raises(OverBudgetError):  # the grace never reaches past max_tokens
         cm.compile(max_tokens=total - 1, reserve_for_response=0)
     cm.close()
+
+
+def test_an_all_raw_frontier_is_carried_like_any_other(tmp_path: Path) -> None:
+    cm, _ = open_cm(tmp_path, ExtractiveSummarizer(), folding_strategy="kv-stable")
+    cm.add_message("User", "hello " * 50)
+    cm.compile(max_tokens=10_000, reserve_for_response=1_000)
+    first = cm.get_render_stats()
+    assert first is not None and first["decision"] == "bootstrap"
+    cm.add_message("Claude", "hi " * 10)
+    cm.compile(max_tokens=10_000, reserve_for_response=1_000)
+    stats = cm.get_render_stats()
+    assert stats is not None and stats["decision"] != "bootstrap"
+    assert stats["kv_cost"] == 0  # a pure append re-reads nothing of the carried prefix
+    cm.close()
+    cm, _ = open_cm(tmp_path, ExtractiveSummarizer(), folding_strategy="kv-stable")
+    cm.compile(max_tokens=10_000, reserve_for_response=1_000)  # carried across a reopen
+    stats = cm.get_render_stats()
+    assert stats is not None and stats["kv_cost"] == 0
+    cm.close()

@@ -210,6 +210,8 @@ class AutobiographicalStrategy(Strategy):
         self.pin_counter = 0
         self.locks: set[str] = set()
         self.resolutions: dict[str, int] = {}
+        self.compiled = False
+        """True once a live compile committed a frontier (an all-raw one included)."""
         self.demanded_chunks: set[str] = set()
         self.demanded_merges: list[list[str]] = []
         self.merge_attempts: dict[str, int] = {}
@@ -256,7 +258,9 @@ class AutobiographicalStrategy(Strategy):
         self.pins = [Pin(**p) for p in pins["pins"]]
         self.pin_counter = int(pins["counter"])
         self.locks = set(store.get(ctx.slot("autobio:locks"), []))
-        self.resolutions = dict(store.get(ctx.slot("autobio:resolutions"), {}))
+        saved = store.get(ctx.slot("autobio:resolutions"))
+        self.resolutions = dict(saved or {})
+        self.compiled = saved is not None
         self.merge_attempts = dict(store.get(ctx.slot("autobio:merge-attempts"), {}))
         self.chunk_attempts = dict(store.get(ctx.slot("autobio:chunk-attempts"), {}))
         self.exhausted = {}
@@ -973,8 +977,8 @@ class AutobiographicalStrategy(Strategy):
         if dropped:  # never send a context that silently loses a message
             raise UncoveredDropError(dropped, "adaptive render")
         stats = {**plan.stats, "fits": True}
-        if not dry_run and plan.frontier != self.resolutions:
-            self.resolutions = plan.frontier
+        if not dry_run and (plan.frontier != self.resolutions or not self.compiled):
+            self.resolutions, self.compiled = plan.frontier, True
             ctx.store.set(ctx.slot("autobio:resolutions"), plan.frontier)
         return Selection(entries, stats)
 
