@@ -222,7 +222,8 @@ def synthetic_transcript(n_messages: int, *, seed: int = 0, facts: int = 8) -> T
     rng = random.Random(seed)
     messages = [Message.text_message("System", "You are a careful software agent.")]
     planted: list[str] = []
-    fact_turns = set(rng.sample(range(1, max(2, n_messages // 8)), k=min(facts, n_messages // 8)))
+    early = range(1, max(2, n_messages // 8))  # facts come in the first eighth of the turns
+    fact_turns = set(rng.sample(early, k=min(facts, len(early))))
     call = 0
     turn = 0
     while len(messages) < n_messages:

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from context_manager import benchmark
@@ -77,6 +79,13 @@ def test_synthetic_transcripts_are_seeded_and_plant_their_facts() -> None:
     assert tool_pair_problems(a.messages) == []
     with pytest.raises(ValueError, match="n_messages"):
         benchmark.synthetic_transcript(3)
+
+
+@given(st.integers(8, 400), st.integers(0, 12), st.integers(0, 3))
+def test_synthetic_transcripts_of_any_size_are_well_formed(n: int, facts: int, seed: int) -> None:
+    t = benchmark.synthetic_transcript(n, seed=seed, facts=facts)
+    assert len(t.messages) >= n and len(t.facts) <= facts
+    assert tool_pair_problems(t.messages) == [] and t.call_points
 
 
 def test_concatenation_keeps_one_system_prompt() -> None:
@@ -180,3 +189,31 @@ def test_cli_demo_replay_policies_and_inspect(tmp_path: Path) -> None:
     assert "memories:" in result.output and "L1:" in result.output and "task" in result.output
     result = runner.invoke(app, ["inspect", str(tmp_path / "nope.db")])
     assert result.exit_code == 2
+
+
+def test_cli_bench_adds_the_optional_sets_and_names_what_it_skips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from context_manager import loaders
+
+    def missing(*args: object, **kwargs: object) -> list[object]:
+        raise loaders.TranscriptError("bfcl-eval is not installed")
+
+    monkeypatch.setattr(loaders, "load_bfcl_memory", missing)
+    monkeypatch.setattr(loaders, "load_bfcl_multi_turn", missing)
+    monkeypatch.setattr(
+        loaders, "load_chitchat", lambda **kw: [benchmark.synthetic_transcript(20, seed=9)]
+    )
+    out = tmp_path / "bench"
+    result = CliRunner().invoke(
+        app,
+        [
+            *("bench", "-p", "observation-masking", "-b", "3000", "--scale", "30"),
+            *("--out", str(out), "--workers", "1"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "skipped BFCL memory" in result.output and "skipped BFCL multi-turn" in result.output
+    records = json.loads((out / "records.json").read_text())
+    names = {r["transcript"] for r in records}
+    assert {"synthetic-30-30", "synthetic-20-9", "swe-agent-concatenated"} <= names
