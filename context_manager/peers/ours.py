@@ -89,7 +89,8 @@ class FoldingPolicy:
     @staticmethod
     def config_for(budget: int, method: str) -> dict[str, Any]:
         """Strategy options scaled to a budget: chunks of ~1/12 of it, memories of ~1/60,
-        a recent window of a quarter."""
+        a recent window of a quarter; ``kv-unified`` runs its ``cache-first`` preset with
+        its token scales set to the budget."""
         options: dict[str, Any] = {
             "compression_model": "extractive",
             "summary_participant": "Claude",
@@ -100,7 +101,19 @@ class FoldingPolicy:
             "folding_strategy": method,
         }
         if method == "kv-unified":
-            options["solver_options"] = {"policy": "cache-first"}
+            from solvers.kv_unified import PRESETS
+
+            # the preset's churn and change scales are absolute tokens (sized for ~100k
+            # windows); at these budgets they are set to the budget itself
+            scale = float(budget)
+            policy = PRESETS["cache-first"].model_copy(
+                update={
+                    "cache_scale": scale,
+                    "continuity_scale": scale,
+                    "continuity_recency_half_life_tokens": scale,
+                }
+            )
+            options["solver_options"] = {"policy": policy}
         return options
 
     def _open(self, budget: int) -> Any:
