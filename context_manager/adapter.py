@@ -60,19 +60,22 @@ def _chunk_leaves(
     locks is one leaf: the problem shrinks by the chunk size and means the same.
     """
     protected = strategy.protected_ids(ctx, stored)
+    spans = strategy.model_cache
+    version = ctx.version()
     out: dict[int, tuple[str, int]] = {}
     for chunk in strategy.chunks:
-        first = position.get(chunk.source_ids[0])
-        if first is None or first < win.head_end:
-            continue
-        end = first + len(chunk.source_ids)
-        if end > win.tail_start or len(chunk.source_ids) < 2:
-            continue
-        if [s.id for s in stored[first:end]] != chunk.source_ids:
+        key = ("span", chunk.id, version)  # appends never move a closed chunk
+        span = spans.get(key, False)
+        if span is False:
+            first = position.get(chunk.source_ids[0])
+            end = None if first is None else first + len(chunk.source_ids)
+            whole = first is not None and [s.id for s in stored[first:end]] == chunk.source_ids
+            span = spans[key] = (first, end) if whole and len(chunk.source_ids) > 1 else None
+        if span is None or span[0] < win.head_end or span[1] > win.tail_start:
             continue
         if protected and protected.intersection(chunk.source_ids):
             continue
-        out[first] = (chunk.id, end)
+        out[span[0]] = (chunk.id, span[1])
     return out
 
 

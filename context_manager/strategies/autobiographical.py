@@ -224,6 +224,7 @@ class AutobiographicalStrategy(Strategy):
         self._token_cache: tuple[list[str], list[int], int] = ([], [], -1)
         self._positions: tuple[dict[str, int], int] = ({}, -1)
         self._owned: tuple[set[str], int] = (set(), 0)
+        self._orphan_check: tuple[tuple[int, int], bool] = ((-1, -1), False)
 
     @property
     def solver(self) -> tuple[str, dict[str, Any]]:
@@ -271,6 +272,7 @@ class AutobiographicalStrategy(Strategy):
         self._token_cache = ([], [], -1)
         self._positions = ({}, -1)
         self._owned = (set(), 0)
+        self._orphan_check = ((-1, -1), False)
         self.demanded_chunks = set()
         self.demanded_merges = []
         if not self.chunks and any(x.level == 1 for x in self.summaries.values()):
@@ -389,7 +391,7 @@ class AutobiographicalStrategy(Strategy):
         """Close new chunks over middle messages no record owns (records are persisted)."""
         cfg = self.config
         stored = ctx.messages()
-        if self._orphaned({s.id for s in stored}):
+        if self._orphaned(ctx):
             return
         win = self.windows(ctx, stored)
         owned = self.owned_ids()
@@ -399,11 +401,9 @@ class AutobiographicalStrategy(Strategy):
         previous = -2
         start = win.head_end
         if self.chunks:  # records own the past: resume after the newest record
-            last = self.chunks[-1].source_ids[-1]
-            for i in range(len(stored) - 1, -1, -1):
-                if stored[i].id == last:
-                    start = max(start, i + 1)
-                    break
+            at = self.positions(ctx, stored).get(self.chunks[-1].source_ids[-1])
+            if at is not None:
+                start = max(start, at + 1)
         for i in range(start, win.tail_start):
             s = stored[i]
             if s.id in owned or s.id in pinned:
@@ -425,9 +425,16 @@ class AutobiographicalStrategy(Strategy):
         record.item = item.id
         self.chunks.append(record)
 
-    def _orphaned(self, live: set[str]) -> bool:
-        """Most chunk records name no live message: identities were rewritten underneath."""
-        orphans = sum(1 for c in self.chunks if not live.intersection(c.source_ids))
+    def _orphaned(self, ctx: StrategyContext) -> bool:
+        """Most chunk records name no live message: identities were rewritten underneath.
+
+        Appends cannot change the answer, so it is kept until a record is added or a
+        message is edited or removed (or the branch switches)."""
+        key = (ctx.version(), len(self.chunks))
+        if self._orphan_check[0] == key:
+            return self._orphan_check[1]
+        live = self.positions(ctx, ctx.messages())
+        orphans = sum(1 for c in self.chunks if not any(i in live for i in c.source_ids))
         broken = len(self.chunks) >= 3 and orphans * 2 > len(self.chunks)
         if broken and not self.failed_closed:
             self.failed_closed = True
@@ -437,15 +444,18 @@ class AutobiographicalStrategy(Strategy):
                 orphans,
                 len(self.chunks),
             )
+        self._orphan_check = (key, broken)
         return broken
 
     def queued_chunks(self, ctx: StrategyContext) -> list[ChunkRecord]:
         """Closed, uncompressed chunks ready for compression (holdback applied)."""
-        live = {s.id for s in ctx.messages()}
-        if self._orphaned(live):
+        if self._orphaned(ctx):
             return []
+        live = self.positions(ctx, ctx.messages())
         held = ctx.held_ids()
-        closed = [c for c in self.chunks if not c.compressed and set(c.source_ids) <= live]
+        closed = [
+            c for c in self.chunks if not c.compressed and all(i in live for i in c.source_ids)
+        ]
         hold_back = self.config.l1_holdback_chunks
         ready = closed[: len(closed) - hold_back] if hold_back else closed
         ready += [c for c in closed[len(ready) :] if c.id in self.demanded_chunks]
@@ -985,6 +995,8 @@ class AutobiographicalStrategy(Strategy):
     def _route(self, produce: Sequence[Any], stored: Sequence[StoredMessage]) -> None:
         """Queue what the solver asked for: L1s of closed chunks in range (past the holdback),
         or one merge of the contiguous parentless summaries one level below in range."""
+        if not produce:
+            return
         index = {s.id: i for i, s in enumerate(stored)}
         for request in produce:
             if request.first not in index or request.last not in index:
