@@ -62,7 +62,9 @@ class KvStableConfig(SolverConfig):
     """Age exponent of the fidelity loss used by the quality test."""
 
 
-def ideal_cut(problem: FoldProblem, forest: Forest, alpha: float = 0.7) -> FrontierState:
+def ideal_cut(
+    problem: FoldProblem, forest: Forest, alpha: float = 0.7, *, scalar: bool | None = None
+) -> FrontierState:
     """The ideal frontier, built from scratch: fold to the target, then refill.
 
     Starting from the finest frontier the constraints allow, repeatedly show
@@ -71,10 +73,16 @@ def ideal_cut(problem: FoldProblem, forest: Forest, alpha: float = 0.7) -> Front
     fold) until the tokens reach the target. Then un-fold the shown summaries
     that return the most fidelity per token added while that brings the total
     closer to the target without crossing the wall.
+
+    ``scalar`` (default: whenever the forest is the whole hierarchy) runs the
+    fold on per-summary running totals alone, without touching per-leaf arrays
+    until it ends; the answer is the same.
     """
     idx = problem.index
     target, wall = problem.budget.target, problem.budget.total
     state = FrontierState(forest, finest_levels(problem))
+    if scalar is None:
+        scalar = forest.whole
     weights = np.where(idx.protected, 0.0, fidelity_weights(problem, alpha))
     first, stop = forest.first, forest.last + 1
     level = forest.level
@@ -82,16 +90,37 @@ def ideal_cut(problem: FoldProblem, forest: Forest, alpha: float = 0.7) -> Front
     # its span and the tokens its span costs now. A key is then O(1).
     lost_prefix = np.concatenate([[0.0], np.cumsum(weights * state.levels)])
     cost_prefix = np.concatenate([[0], np.cumsum(state.cost_at)])
-    lost_in = lost_prefix[stop] - lost_prefix[first]
-    cost_in = cost_prefix[stop] - cost_prefix[first]
+    lost_in = (lost_prefix[stop] - lost_prefix[first]).tolist()
+    cost_in = (cost_prefix[stop] - cost_prefix[first]).tolist()
     weight_prefix = np.concatenate([[0.0], np.cumsum(weights)])
-    full_loss = level * (weight_prefix[stop] - weight_prefix[first])
+    full_loss = (level * (weight_prefix[stop] - weight_prefix[first])).tolist()
+    tokens = forest.tokens.tolist()
+    levels_of = level.tolist()
+    firsts = first.tolist()
+    first_member = forest.first_member.tolist()
+    eligible = forest.eligible.tolist()
+    depth = forest.depth
+    # ancestors[j]: the kept summaries above j's first leaf, one per higher level
+    cover = forest.cover.tolist()
+    shown = [False] * len(tokens)
+    for node in np.unique(state.unit[~idx.protected]).tolist():
+        if node >= idx.n:
+            shown[node - idx.n] = True
+
+    def covered(j: int) -> bool:
+        if scalar:
+            leaf = first_member[j]
+            return shown[j] or any(
+                cover[up][leaf] >= 0 and shown[cover[up][leaf]]
+                for up in range(levels_of[j] + 1, depth + 1)
+            )
+        return bool(state.levels[first_member[j]] >= levels_of[j])
 
     def key(j: int) -> tuple[float, int] | None:
-        saved = int(cost_in[j]) - int(forest.tokens[j])
-        if saved <= 0 or state.levels[forest.first_member[j]] >= level[j]:
+        saved = cost_in[j] - tokens[j]
+        if saved <= 0 or covered(j):
             return None
-        return (float(full_loss[j]) - float(lost_in[j])) / saved, int(first[j])
+        return (full_loss[j] - lost_in[j]) / saved, firsts[j]
 
     heap: list[tuple[float, int, int]] = []
     for j in np.flatnonzero(forest.eligible).tolist():
@@ -99,7 +128,8 @@ def ideal_cut(problem: FoldProblem, forest: Forest, alpha: float = 0.7) -> Front
         if k is not None:
             heap.append((k[0], k[1], j))
     heapq.heapify(heap)
-    while state.tokens > target and heap:
+    total = state.tokens
+    while total > target and heap:
         ratio, start, j = heapq.heappop(heap)
         current = key(j)
         if current is None:
@@ -107,29 +137,41 @@ def ideal_cut(problem: FoldProblem, forest: Forest, alpha: float = 0.7) -> Front
         if current != (ratio, start):
             heapq.heappush(heap, (current[0], current[1], j))
             continue
-        if forest.whole:
-            delta = state.quick_raise_delta(j)
+        a = firsts[j]
+        if scalar:  # the span's cost and lost fidelity are the running totals
+            delta = tokens[j] - cost_in[j] if eligible[j] else None
         else:  # the checked version: units must nest in the span
             step = state.raise_delta(j)
             delta = None if step is None else step[0]
         if delta is None or delta >= 0:
             continue
-        a, b = int(first[j]), int(stop[j])
-        more_lost = float(weights[a:b] @ (int(level[j]) - state.levels[a:b]))
-        state.apply_raise(j, delta)
+        more_lost = full_loss[j] - lost_in[j]
+        if scalar:
+            shown[j] = True
+        else:
+            state.apply_raise(j, delta)
+        total += delta
         lost_in[j] += more_lost
         cost_in[j] += delta
-        for up in range(int(level[j]) + 1, forest.depth + 1):
-            parent = int(forest.cover[up, a])
+        for up in range(levels_of[j] + 1, depth + 1):
+            parent = cover[up][a]
             if parent < 0:
                 continue
             lost_in[parent] += more_lost
             cost_in[parent] += delta
             # re-key the direct parent now; higher ancestors are re-keyed when popped
-            if up == int(level[j]) + 1 and forest.eligible[parent]:
+            if up == levels_of[j] + 1 and eligible[parent]:
                 k = key(parent)
                 if k is not None:
                     heapq.heappush(heap, (k[0], k[1], parent))
+    if scalar:  # paint the shown summaries, finer first, and take the state from there
+        levels = state.levels.copy()
+        free = ~idx.protected
+        for j in sorted((j for j, on in enumerate(shown) if on), key=lambda j: levels_of[j]):
+            a, b = firsts[j], int(stop[j])
+            levels[a:b][free[a:b]] = levels_of[j]
+        state = FrontierState(forest, levels)
+        assert state.tokens == total, "running totals disagree with the rendered frontier"
 
     def gain(j: int) -> float:
         a, b = int(forest.first[j]), int(forest.last[j]) + 1
