@@ -103,17 +103,25 @@ def ideal_cut(
     # ancestors[j]: the kept summaries above j's first leaf, one per higher level
     cover = forest.cover.tolist()
     shown = [False] * len(tokens)
+    hidden = [False] * len(tokens)  # under a shown summary
+    children = forest.children
+
+    def show(j: int) -> None:
+        shown[j] = True
+        below = list(children[j])
+        while below:
+            c = below.pop()
+            if not hidden[c]:
+                hidden[c] = True
+                below.extend(children[c])
+
     for node in np.unique(state.unit[~idx.protected]).tolist():
         if node >= idx.n:
-            shown[node - idx.n] = True
+            show(node - idx.n)
 
     def covered(j: int) -> bool:
         if scalar:
-            leaf = first_member[j]
-            return shown[j] or any(
-                cover[up][leaf] >= 0 and shown[cover[up][leaf]]
-                for up in range(levels_of[j] + 1, depth + 1)
-            )
+            return shown[j] or hidden[j]
         return bool(state.levels[first_member[j]] >= levels_of[j])
 
     def key(j: int) -> tuple[float, int] | None:
@@ -147,7 +155,7 @@ def ideal_cut(
             continue
         more_lost = full_loss[j] - lost_in[j]
         if scalar:
-            shown[j] = True
+            show(j)
         else:
             state.apply_raise(j, delta)
         total += delta
@@ -167,7 +175,7 @@ def ideal_cut(
     if scalar:  # paint the shown summaries, finer first, and take the state from there
         levels = state.levels.copy()
         free = ~idx.protected
-        for j in sorted((j for j, on in enumerate(shown) if on), key=lambda j: levels_of[j]):
+        for j in [j for j, on in enumerate(shown) if on and not hidden[j]]:
             a, b = firsts[j], int(stop[j])
             levels[a:b][free[a:b]] = levels_of[j]
         state = FrontierState(forest, levels)
