@@ -172,35 +172,61 @@ def ideal_cut(
                 k = key(parent)
                 if k is not None:
                     heapq.heappush(heap, (k[0], k[1], parent))
-    if scalar:  # paint the shown summaries, finer first, and take the state from there
-        levels = state.levels.copy()
-        free = ~idx.protected
-        for j in [j for j, on in enumerate(shown) if on and not hidden[j]]:
-            a, b = firsts[j], int(stop[j])
-            levels[a:b][free[a:b]] = levels_of[j]
-        state = FrontierState(forest, levels)
-        assert state.tokens == total, "running totals disagree with the rendered frontier"
-
     def gain(j: int) -> float:
         a, b = int(forest.first[j]), int(forest.last[j]) + 1
         return float(weights[a:b].sum())
 
-    changed = state.tokens < target
+    if not scalar:
+        changed = state.tokens < target
+        while changed:
+            changed = False
+            options = []
+            for j in state.shown_summaries():
+                delta = state.lower_delta(j)
+                if delta is not None:
+                    options.append((-gain(j) / max(delta, 1), -int(forest.first[j]), j, delta))
+            for _, _, j, _ in sorted(options):
+                delta_now = state.lower_delta(j)
+                if delta_now is None:
+                    continue
+                new = state.tokens + delta_now
+                if new <= wall and abs(new - target) < abs(state.tokens - target):
+                    state.apply_lower(j, delta_now)
+                    changed = True
+        return state
+    # The same refill on the flags: a summary's un-fold delta depends on it alone.
+    lower: dict[int, tuple[int | None, float]] = {}
+
+    def lowering(j: int) -> tuple[int | None, float]:
+        if j not in lower:
+            lower[j] = (state.lower_delta(j), gain(j))
+        return lower[j]
+
+    changed = total < target
     while changed:
         changed = False
         options = []
-        for j in state.shown_summaries():
-            delta = state.lower_delta(j)
+        for j in (j for j, on in enumerate(shown) if on and not hidden[j]):
+            delta, g = lowering(j)
             if delta is not None:
-                options.append((-gain(j) / max(delta, 1), -int(forest.first[j]), j, delta))
-        for _, _, j, _ in sorted(options):
-            delta_now = state.lower_delta(j)
-            if delta_now is None:
-                continue
-            new = state.tokens + delta_now
-            if new <= wall and abs(new - target) < abs(state.tokens - target):
-                state.apply_lower(j, delta_now)
+                options.append((-g / max(delta, 1), -firsts[j], j, delta))
+        for _, _, j, delta in sorted(options):
+            new = total + delta
+            if new <= wall and abs(new - target) < abs(total - target):
+                shown[j] = False
+                for c in children[j]:
+                    if forest.members[c] > 0:
+                        shown[c], hidden[c] = True, False
+                total = new
                 changed = True
+    levels = state.levels.copy()  # protected leaves keep theirs; the rest is painted
+    free = ~idx.protected
+    levels[free] = 0
+    for j in [j for j, on in enumerate(shown) if on and not hidden[j]]:
+        a, b = firsts[j], int(stop[j])
+        levels[a:b][free[a:b]] = levels_of[j]
+    state = FrontierState(forest, levels)
+    assert state.tokens == total, "running totals disagree with the rendered frontier"
     return state
 
 
