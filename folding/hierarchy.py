@@ -259,13 +259,19 @@ class Hierarchy:
 
     def _cover_table(self) -> tuple[IntArray, IntArray]:
         n = len(self.leaves)
-        cover = np.full((self.depth + 1, n), -1, dtype=np.int64)
-        count = np.zeros((self.depth + 1, n), dtype=np.int64)
-        for j in range(len(self.summaries)):
-            k = int(self.summary_level[j])
-            a, b = int(self.span_first[j]), int(self.span_last[j]) + 1
-            cover[k, a:b] = j
-            count[k, a:b] += 1
+        # per level, +1 / +j where a span starts and -1 / -j past its end, then running
+        # sums: the number of spans over each leaf and, where it is one, which
+        levels = self.summary_level
+        ids = np.arange(len(self.summaries), dtype=np.int64)
+        count = np.zeros((self.depth + 1, n + 1), dtype=np.int64)
+        which = np.zeros((self.depth + 1, n + 1), dtype=np.int64)
+        np.add.at(count, (levels, self.span_first), 1)
+        np.add.at(count, (levels, self.span_last + 1), -1)
+        np.add.at(which, (levels, self.span_first), ids)
+        np.add.at(which, (levels, self.span_last + 1), -ids)
+        count = np.cumsum(count, axis=1)[:, :n]
+        which = np.cumsum(which, axis=1)[:, :n]
+        cover = np.where(count == 1, which, -1)
         cover[count > 1] = AMBIGUOUS
         avail = np.zeros(n, dtype=np.int64)
         for k in range(1, self.depth + 1):
