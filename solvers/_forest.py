@@ -60,7 +60,45 @@ class Forest:
             clean = bad_prefix[self.last + 1] == bad_prefix[self.first]
             allowed |= (self.level == k) & clean
         allowed &= self.members > 0
-        cover = np.full((h.depth + 1, idx.n), -1, dtype=np.int64)
+        if h.is_laminar:
+            cover, kept, children = self._whole(problem)
+        else:
+            cover, kept, children = self._laminar_part(problem)
+        self.cover = cover
+        self.kept = kept
+        self.children = children
+        nxt = np.full(idx.n + 1, -1, dtype=np.int64)
+        # nxt[i]: first non-protected leaf at or after i
+        positions = np.flatnonzero(free)
+        where = np.searchsorted(positions, np.arange(idx.n + 1))
+        ok = where < positions.size
+        nxt[ok] = positions[where[ok]]
+        self.first_member = np.where(self.members > 0, nxt[self.first], -1)
+        self.eligible = allowed & kept
+        self.whole = bool(kept[self.members > 0].all())
+        """Every selectable summary is in the forest: spans nest, so the quick
+        token deltas of :class:`FrontierState` are exact."""
+
+    def _whole(self, problem: FoldProblem) -> tuple[IntArray, BoolArray, list[list[int]]]:
+        """A laminar hierarchy is its own forest, minus the summaries over holes only."""
+        h = problem.hierarchy
+        kept = self.members > 0
+        over = h.cover
+        if not len(kept):
+            return np.full_like(over, -1), kept, []
+        cover = np.where((over >= 0) & kept[np.maximum(over, 0)], over, -1)
+        children: list[list[int]] = [[] for _ in range(len(kept))]
+        index = h.summary_index
+        for j in np.flatnonzero(kept & (self.level > 1)).tolist():
+            kids = [index[c] for c in h.summaries[j].children]
+            children[j] = sorted((c for c in kids if kept[c]), key=lambda c: int(self.first[c]))
+        return cover, kept, children
+
+    def _laminar_part(self, problem: FoldProblem) -> tuple[IntArray, BoolArray, list[list[int]]]:
+        """The canonical laminar sub-forest of a DAG (see the module docstring)."""
+        h = problem.hierarchy
+        n_s = len(h.summaries)
+        cover = np.full((h.depth + 1, problem.index.n), -1, dtype=np.int64)
         kept = np.zeros(n_s, dtype=np.bool_)
         children: list[list[int]] = [[] for _ in range(n_s)]
         order = sorted(range(n_s), key=lambda j: (int(self.level[j]), int(self.first[j]), j))
@@ -76,20 +114,7 @@ class Forest:
             kept[j] = True
             cover[k, a:b] = j
             children[j] = sorted((c for c in kids if kept[c]), key=lambda c: int(self.first[c]))
-        self.cover = cover
-        self.kept = kept
-        self.children = children
-        nxt = np.full(idx.n + 1, -1, dtype=np.int64)
-        # nxt[i]: first non-protected leaf at or after i
-        positions = np.flatnonzero(free)
-        where = np.searchsorted(positions, np.arange(idx.n + 1))
-        ok = where < positions.size
-        nxt[ok] = positions[where[ok]]
-        self.first_member = np.where(self.members > 0, nxt[self.first], -1)
-        self.eligible = allowed & kept
-        self.whole = bool(kept[self.members > 0].all())
-        """Every selectable summary is in the forest: spans nest, so the quick
-        token deltas of :class:`FrontierState` are exact."""
+        return cover, kept, children
 
     def parent_of_leaf(self, leaf: int, level: int) -> int:
         """The kept summary of ``level`` over ``leaf``, or -1."""

@@ -172,6 +172,7 @@ def ideal_cut(
                 k = key(parent)
                 if k is not None:
                     heapq.heappush(heap, (k[0], k[1], parent))
+
     def gain(j: int) -> float:
         a, b = int(forest.first[j]), int(forest.last[j]) + 1
         return float(weights[a:b].sum())

@@ -1,4 +1,5 @@
-"""kv-stable's ideal cut: the scalar fold gives the same frontier as the per-leaf one."""
+"""Fast paths agree with the general code they shortcut: the forest of a laminar
+hierarchy, and kv-stable's scalar ideal cut."""
 
 from __future__ import annotations
 
@@ -35,3 +36,24 @@ def test_scalar_fold_matches_on_seeded_histories(seed: int, pins: int, locks: in
     assert Forest(problem).whole
     fast, slow, fast_tokens, slow_tokens = both(problem)
     assert fast.tolist() == slow.tolist() and fast_tokens == slow_tokens
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems())
+def test_a_laminar_hierarchy_is_its_own_forest(problem: FoldProblem) -> None:
+    forest = Forest(problem)
+    if not problem.hierarchy.is_laminar:
+        return
+    cover, kept, children = forest._laminar_part(problem)
+    assert (cover == forest.cover).all() and (kept == forest.kept).all()
+    assert children == forest.children
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 4))
+def test_seeded_histories_get_the_same_forest_either_way(seed: int, pins: int) -> None:
+    problem = random_problem(seed, n_leaves=120, n_pins=pins)
+    forest = Forest(problem)
+    cover, kept, children = forest._laminar_part(problem)
+    assert (cover == forest.cover).all() and (kept == forest.kept).all()
+    assert children == forest.children
