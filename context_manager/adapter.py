@@ -122,6 +122,42 @@ def build_problem(
         members[s.id] = [s]
         leaves.append(leaf)
         i += 1
+    signature = (ctx.version(), len(strategy.summaries), tuple(l1_leaf.items()))
+    kept = cache.get(("summaries",))
+    if kept is not None and kept[0] == signature:
+        summaries = kept[1]  # the same objects: the problem can extend the last one
+    else:
+        summaries = _summaries(strategy, ctx, position, l1_leaf)
+        cache[("summaries",)] = (signature, summaries)
+    pins = []
+    for pin in strategy.pins:
+        if pin.first in position and pin.last in position:
+            ids = tuple(x.id for x in stored[position[pin.first] : position[pin.last] + 1])
+            pins.append(Pin(leaves=ids, level=pin.level, max_level=pin.max_level))
+    previous = {k: v for k, v in strategy.resolutions.items() if v and k in members}
+    total = budget.input_tokens
+    fields = {
+        "leaves": tuple(leaves),
+        "summaries": summaries,
+        "pins": tuple(pins),
+        "locks": tuple(x for x in sorted(strategy.locks) if x in members),
+        "budget": Budget(total=total, target=math.floor(total * (1 - cfg.compression_slack_ratio))),
+        "previous": previous if strategy.compiled else None,
+    }
+    last = cache.get(("problem",))
+    problem = FoldProblem.model_validate(fields, context={"extends": last} if last else None)
+    cache[("problem",)] = problem
+    return StatedProblem(problem, members)
+
+
+def _summaries(
+    strategy: AutobiographicalStrategy,
+    ctx: StrategyContext,
+    position: dict[str, int],
+    l1_leaf: dict[str, str],
+) -> tuple[Summary, ...]:
+    """The summaries that can be shown, priced as their recall pairs (cached objects)."""
+    cache = strategy.model_cache
     included: set[str] = set()
     summaries: list[Summary] = []
     for entry in sorted(strategy.summaries.values(), key=lambda x: (x.level, x.id)):
@@ -144,22 +180,7 @@ def build_problem(
             )
         summaries.append(summary)
         included.add(entry.id)
-    pins = []
-    for pin in strategy.pins:
-        if pin.first in position and pin.last in position:
-            ids = tuple(x.id for x in stored[position[pin.first] : position[pin.last] + 1])
-            pins.append(Pin(leaves=ids, level=pin.level, max_level=pin.max_level))
-    previous = {k: v for k, v in strategy.resolutions.items() if v and k in members}
-    total = budget.input_tokens
-    problem = FoldProblem(
-        leaves=tuple(leaves),
-        summaries=tuple(summaries),
-        pins=tuple(pins),
-        locks=tuple(x for x in sorted(strategy.locks) if x in members),
-        budget=Budget(total=total, target=math.floor(total * (1 - cfg.compression_slack_ratio))),
-        previous=previous if strategy.compiled else None,
-    )
-    return StatedProblem(problem, members)
+    return tuple(summaries)
 
 
 def _chunk_summaries(

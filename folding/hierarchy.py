@@ -70,10 +70,18 @@ class Hierarchy:
         Deepest level that exists over each leaf (0 when uncovered).
     """
 
-    def __init__(self, leaves: Sequence[Leaf], summaries: Sequence[Summary]) -> None:
+    def __init__(
+        self,
+        leaves: Sequence[Leaf],
+        summaries: Sequence[Summary],
+        *,
+        extends: Hierarchy | None = None,
+    ) -> None:
         self.leaves = tuple(leaves)
         self.summaries = tuple(summaries)
         self.leaf_ids = tuple(leaf.id for leaf in self.leaves)
+        if extends is not None and self._extend(extends):
+            return
         self.summary_ids = tuple(s.id for s in self.summaries)
         self.leaf_index = self._unique(self.leaf_ids, "leaves", "leaf")
         self.summary_index = self._unique(self.summary_ids, "summaries", "summary")
@@ -100,6 +108,41 @@ class Hierarchy:
         self._check_references_and_cycles()
         self.span_first, self.span_last = self._spans()
         self.cover, self.avail = self._cover_table()
+
+    def _extend(self, old: Hierarchy) -> bool:
+        """Reuse ``old`` when this hierarchy has the same summaries (the same objects)
+        over the same leaves plus newer ones: only the new leaves need checking, and
+        nothing covers them. Returns False (nothing reused) otherwise."""
+        n_old = len(old.leaf_ids)
+        if (
+            len(old.summaries) != len(self.summaries)
+            or not all(a is b for a, b in zip(old.summaries, self.summaries, strict=True))
+            or self.leaf_ids[:n_old] != old.leaf_ids
+        ):
+            return False
+        fresh = self.leaf_ids[n_old:]
+        index = dict(old.leaf_index)
+        for i, node in enumerate(fresh, n_old):
+            if node in index or node in old.summary_index:
+                return False  # a clash: the full check names it
+            index[node] = i
+        self.summary_ids = old.summary_ids
+        self.leaf_index = index
+        self.summary_index = old.summary_index
+        self._check_zones()
+        self.leaf_tokens = np.fromiter(
+            (leaf.tokens for leaf in self.leaves), dtype=np.int64, count=len(self.leaves)
+        )
+        self.summary_level = old.summary_level
+        self.summary_tokens = old.summary_tokens
+        self.depth = old.depth
+        self.span_first, self.span_last = old.span_first, old.span_last
+        extra = len(fresh)
+        self.cover = np.concatenate(
+            [old.cover, np.full((old.depth + 1, extra), -1, dtype=np.int64)], axis=1
+        )
+        self.avail = np.concatenate([old.avail, np.zeros(extra, dtype=np.int64)])
+        return True
 
     # ------------------------------------------------------------ validation
     @staticmethod

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 
 from .exceptions import (
     BudgetError,
@@ -284,6 +284,11 @@ class FoldProblem(_Model):
     360
     >>> p.hierarchy.depth
     1
+
+    A problem whose summaries are the very objects of an earlier problem's, over the
+    same leaves and newer ones, can reuse that problem's checked hierarchy: pass it
+    as ``context={"extends": earlier}`` to ``model_validate``. Only the new leaves
+    are checked then.
     """
 
     leaves: tuple[Leaf, ...]
@@ -305,11 +310,14 @@ class FoldProblem(_Model):
         return data
 
     @model_validator(mode="after")
-    def _validate(self) -> FoldProblem:
+    def _validate(self, info: ValidationInfo) -> FoldProblem:
         from ._index import ProblemIndex
         from .hierarchy import Hierarchy
 
-        hierarchy = Hierarchy(self.leaves, self.summaries)
+        extends = (info.context or {}).get("extends")
+        hierarchy = Hierarchy(
+            self.leaves, self.summaries, extends=extends.hierarchy if extends else None
+        )
         known = hierarchy.leaf_index
         for pin in self.pins:
             for leaf in pin.leaves:

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from folding import FoldProblem, random_problem
+from folding import FoldProblem, Leaf, random_problem
 from folding.testing.strategies import problems
 from solvers._forest import Forest
 from solvers.kv_stable import ideal_cut
@@ -57,3 +57,35 @@ def test_seeded_histories_get_the_same_forest_either_way(seed: int, pins: int) -
     cover, kept, children = forest._laminar_part(problem)
     assert (cover == forest.cover).all() and (kept == forest.kept).all()
     assert children == forest.children
+
+
+def _grown(problem: FoldProblem, extra: list[str]) -> dict[str, object]:
+    new = tuple(Leaf(id=x, tokens=50 + i, zone="tail") for i, x in enumerate(extra))
+    return {
+        "leaves": problem.leaves + new,
+        "summaries": problem.summaries,
+        "budget": problem.budget,
+    }
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems(), st.integers(0, 5))
+def test_an_extended_hierarchy_equals_a_fresh_one(problem: FoldProblem, extra: int) -> None:
+    data = _grown(problem, [f"new{i}" for i in range(extra)])
+    reused = FoldProblem.model_validate(data, context={"extends": problem}).hierarchy
+    fresh = FoldProblem.model_validate(data).hierarchy
+    assert reused.span_first is problem.hierarchy.span_first  # reused, not rebuilt
+    assert reused.leaf_index == fresh.leaf_index and reused.depth == fresh.depth
+    for name in ("span_first", "span_last", "cover", "avail", "leaf_tokens", "summary_level"):
+        assert np.array_equal(getattr(reused, name), getattr(fresh, name)), name
+
+
+def test_an_extension_still_rejects_a_clashing_id() -> None:
+    import pytest
+
+    from folding.exceptions import DuplicateIdError
+
+    problem = random_problem(1, n_leaves=40)
+    data = _grown(problem, [problem.leaves[0].id])
+    with pytest.raises(DuplicateIdError, match=problem.leaves[0].id):
+        FoldProblem.model_validate(data, context={"extends": problem})
