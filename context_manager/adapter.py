@@ -244,9 +244,10 @@ def solve_frontier(
         levels: dict[int, dict[str, int]] = {}
         middle_raw = {"messages": 0, "tokens": 0}
         zones = {leaf.id: leaf.zone for leaf in problem.leaves}
+        levels_of = {x.id: x.level for x in problem.summaries}
         for u in layout.units:
             if u.kind == "recall":
-                level = problem.hierarchy.summaries[problem.hierarchy.summary_index[u.key]].level
+                level = levels_of[u.key]
                 bucket = levels.setdefault(level, {"count": 0, "tokens": 0})
                 bucket["count"] += 1
                 bucket["tokens"] += u.tokens

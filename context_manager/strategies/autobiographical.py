@@ -982,15 +982,39 @@ class AutobiographicalStrategy(Strategy):
                 )
             else:
                 entries.extend(self.recall_pair(self.summaries[key]))
-        shown = self.entries_cover(entries)
-        dropped = [s.id for s in stored if s.id not in shown]
-        if dropped:  # never send a context that silently loses a message
+        if not self._covers_all(ctx, stored, entries):  # never silently lose a message
+            shown = self.entries_cover(entries)
+            dropped = [s.id for s in stored if s.id not in shown]
             raise UncoveredDropError(dropped, "adaptive render")
         stats = {**plan.stats, "fits": True}
         if not dry_run and (plan.frontier != self.resolutions or not self.compiled):
             self.resolutions, self.compiled = plan.frontier, True
             ctx.store.set(ctx.slot("autobio:resolutions"), plan.frontier)
         return Selection(entries, stats)
+
+    def _covers_all(
+        self, ctx: StrategyContext, stored: Sequence[StoredMessage], entries: Sequence[Entry]
+    ) -> bool:
+        """Every stored message is an entry or inside the span of an entry's memory.
+
+        A memory's messages are a contiguous run (the adapter shows no other), so the
+        spans are intervals of positions and the check is one sweep over the entries.
+        """
+        position = self.positions(ctx, stored)
+        spans = []
+        for e in entries:
+            if e.summary_id is not None:
+                s = self.summaries[e.summary_id]
+                spans.append((position[s.first], position[s.last]))
+            elif e.source_ids:
+                p = position[e.source_ids[0]]
+                spans.append((p, p))
+        reach = -1
+        for a, b in sorted(spans):
+            if a > reach + 1:
+                return False
+            reach = max(reach, b)
+        return reach == len(stored) - 1
 
     def _route(self, produce: Sequence[Any], stored: Sequence[StoredMessage]) -> None:
         """Queue what the solver asked for: L1s of closed chunks in range (past the holdback),
