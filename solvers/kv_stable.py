@@ -25,6 +25,7 @@ When even the fully folded ideal exceeds the wall the result is
 from __future__ import annotations
 
 import heapq
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -62,9 +63,16 @@ class KvStableConfig(SolverConfig):
     """Age exponent of the fidelity loss used by the quality test."""
 
 
+class Cut(NamedTuple):
+    """A frontier as levels per leaf, and its rendered tokens."""
+
+    levels: IntArray
+    tokens: int
+
+
 def ideal_cut(
     problem: FoldProblem, forest: Forest, alpha: float = 0.7, *, scalar: bool | None = None
-) -> FrontierState:
+) -> Cut:
     """The ideal frontier, built from scratch: fold to the target, then refill.
 
     Starting from the finest frontier the constraints allow, repeatedly show
@@ -194,7 +202,7 @@ def ideal_cut(
                 if new <= wall and abs(new - target) < abs(state.tokens - target):
                     state.apply_lower(j, delta_now)
                     changed = True
-        return state
+        return Cut(state.levels, state.tokens)
     # The same refill on the flags: a summary's un-fold delta depends on it alone.
     lower: dict[int, tuple[int | None, float]] = {}
 
@@ -226,9 +234,7 @@ def ideal_cut(
     for j in [j for j, on in enumerate(shown) if on and not hidden[j]]:
         a, b = firsts[j], int(stop[j])
         levels[a:b][free[a:b]] = levels_of[j]
-    state = FrontierState(forest, levels)
-    assert state.tokens == total, "running totals disagree with the rendered frontier"
-    return state
+    return Cut(levels, total)
 
 
 def _seams(problem: FoldProblem, levels: IntArray) -> npt.NDArray[np.bool_]:

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from folding import FoldProblem, Leaf, random_problem
+from folding import FoldProblem, Leaf, random_problem, render_levels
 from folding.testing.strategies import problems
 from solvers._forest import Forest
 from solvers.kv_stable import ideal_cut
@@ -17,6 +17,7 @@ def both(problem: FoldProblem) -> tuple[np.ndarray, np.ndarray, int, int]:
     forest = Forest(problem)
     fast = ideal_cut(problem, forest, scalar=True)
     slow = ideal_cut(problem, forest, scalar=False)
+    assert render_levels(problem, fast.levels).total == fast.tokens  # the running total
     return fast.levels, slow.levels, fast.tokens, slow.tokens
 
 
