@@ -284,11 +284,6 @@ class FoldProblem(_Model):
     360
     >>> p.hierarchy.depth
     1
-
-    A problem whose summaries are the very objects of an earlier problem's, over the
-    same leaves and newer ones, can reuse that problem's checked hierarchy: pass it
-    as ``context={"extends": earlier}`` to ``model_validate``. Only the new leaves
-    are checked then.
     """
 
     leaves: tuple[Leaf, ...]
@@ -311,6 +306,13 @@ class FoldProblem(_Model):
 
     @model_validator(mode="after")
     def _validate(self, info: ValidationInfo) -> FoldProblem:
+        """Check everything and build the hierarchy and index.
+
+        A problem whose summaries are the very objects of an earlier problem's, over
+        the same leaves and newer ones, reuses that problem's checked hierarchy when
+        validated with ``context={"extends": earlier}``: only the new leaves are
+        checked then.
+        """
         from ._index import ProblemIndex
         from .hierarchy import Hierarchy
 
