@@ -519,7 +519,9 @@ class BenchmarkReport:
         if budget is None:
             budget = self.budgets[len(self.budgets) // 2]
         fig, (ax_tokens, ax_cost) = plt.subplots(1, 2, figsize=(13, 4.8))
-        for policy in self.policies:
+        palette = plt.get_cmap("tab20").colors
+        for number, policy in enumerate(self.policies):
+            color = palette[number % len(palette)]
             rs = [
                 r
                 for r in self.records
@@ -529,12 +531,14 @@ class BenchmarkReport:
                 continue
             style = "-" if policy.startswith("ours:") else "--"
             x = [r.call for r in rs]
-            ax_tokens.plot(x, [r.tokens for r in rs], style, label=policy, linewidth=1.2)
+            ax_tokens.plot(
+                x, [r.tokens for r in rs], style, color=color, label=policy, linewidth=1.2
+            )
             cumulative, running = [], 0.0
             for r in rs:
                 running += r.billed
                 cumulative.append(running / 1000)
-            ax_cost.plot(x, cumulative, style, label=policy, linewidth=1.2)
+            ax_cost.plot(x, cumulative, style, color=color, label=policy, linewidth=1.2)
         ax_tokens.axhline(budget, color="black", linewidth=0.8, linestyle=":")
         ax_tokens.set(
             title=f"tokens sent per call ({transcript}, budget {budget:,})",
