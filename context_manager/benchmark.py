@@ -519,7 +519,8 @@ class BenchmarkReport:
         if budget is None:
             budget = self.budgets[len(self.budgets) // 2]
         fig, (ax_tokens, ax_cost) = plt.subplots(1, 2, figsize=(13, 4.8))
-        palette = plt.get_cmap("tab20").colors
+        tab20 = plt.get_cmap("tab20")
+        palette = [tab20(k) for k in range(20)]
         for number, policy in enumerate(self.policies):
             color = palette[number % len(palette)]
             rs = [
