@@ -64,12 +64,13 @@ def parse(*messages: dict[str, Any]) -> list[Any]:
 
 
 def est(message: dict[str, Any]) -> int:
-    """The spec's estimate of a message without images or details."""
+    """The byte estimate of a message without images or details: compact JSON bytes / 4."""
     return len(json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()) // 4
 
 
 def call_tokens(request: CompletionRequest) -> int:
-    """The spec's request size: text(system) + user message with i64::MAX timestamp + 64."""
+    """A summariser call's estimated size: the system text, plus the user message with the
+    largest 64-bit timestamp, plus 64."""
     body = {
         "role": "user",
         "content": [{"type": "text", "text": request.messages[0].text}],
@@ -300,15 +301,15 @@ def run_compact(messages: list[dict[str, Any]], **kwargs: Any) -> Any:
 
 
 def test_compact_of_nothing_is_empty_without_lease_or_call() -> None:
-    fake, leases = FakeSummarizer(), InMemoryLeaseStore()
+    fake = FakeSummarizer()
 
     class NoLease(InMemoryLeaseStore):
-        def read(self, key: str) -> LeaseRecord | None:
+        def put_if_idle(self, key: str, record: LeaseRecord, ttl_ms: int) -> bool:
             raise AssertionError("lease taken")
 
     out = run_compact([], summarizer=fake, leases=NoLease())
     assert out.model_dump(exclude_none=True) == {"status": "empty"}
-    assert fake.requests == [] and leases.read("x") is None
+    assert fake.requests == []
 
 
 def test_compact_summarises_the_head_and_reports_sizes() -> None:
@@ -447,30 +448,21 @@ def test_release_never_clears_a_foreign_lease() -> None:
     assert store.read("k") is None
 
 
-def test_an_unreadable_store_reads_as_busy_and_a_broken_one_is_state_error() -> None:
-    class Unreadable(InMemoryLeaseStore):
-        def read(self, key: str) -> LeaseRecord | None:
-            raise OSError("disk gone")
+def test_a_locked_store_reads_as_busy_and_a_broken_one_is_state_error() -> None:
+    import sqlite3
+
+    class Locked(InMemoryLeaseStore):
+        def put_if_idle(self, key: str, record: LeaseRecord, ttl_ms: int) -> bool:
+            raise sqlite3.OperationalError("database is locked")
 
     class Unwritable(InMemoryLeaseStore):
-        def swap(self, key: str, record: LeaseRecord | None) -> LeaseRecord | None:
+        def put_if_idle(self, key: str, record: LeaseRecord, ttl_ms: int) -> bool:
             raise OSError("read-only")
 
-    assert Unreadable().acquire("k", now=0, ttl_ms=10) is None
+    assert Locked().acquire("k", now=0, ttl_ms=10) is None
     with pytest.raises(AssemblyError) as err:
         Unwritable().acquire("k", now=0, ttl_ms=10)
     assert err.value.code == "context/state"
-
-
-def test_a_lease_taken_between_read_and_swap_is_restored() -> None:
-    class Racy(InMemoryLeaseStore):
-        def read(self, key: str) -> LeaseRecord | None:
-            return None  # looked free...
-
-    store = Racy()
-    store.swap("k", LeaseRecord("theirs", 0))  # ...but someone holds it
-    assert store.acquire("k", now=5, ttl_ms=100) is None
-    assert store._records["k"] == LeaseRecord("theirs", 0)
 
 
 def test_default_lease_key_hashes_compact_json_with_zero_separators() -> None:
@@ -514,3 +506,36 @@ def test_lease_dir_config_shares_leases_through_sqlite(tmp_path: Path) -> None:
         options={"lease_key": "k"},
     )
     assert out.status == "busy"
+
+
+def test_one_of_many_concurrent_acquirers_gets_the_lease(tmp_path: Path) -> None:
+    import threading
+
+    for store in (InMemoryLeaseStore(), SqliteLeaseStore(tmp_path / "l.sqlite3")):
+        start = threading.Barrier(8)
+        won: list[str] = []
+
+        def take(
+            store: Any = store, start: threading.Barrier = start, won: list[str] = won
+        ) -> None:
+            start.wait()
+            nonce = store.acquire("conv", now=1_000, ttl_ms=60_000)
+            if nonce is not None:
+                won.append(nonce)
+
+        threads = [threading.Thread(target=take) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(won) == 1 and store.read("conv") == LeaseRecord(won[0], 1_000)
+        store.release("conv", won[0])
+        assert store.acquire("conv", now=2_000, ttl_ms=60_000) is not None
+
+
+def test_an_unusable_lease_directory_is_a_state_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(AssemblyError) as info:
+        SqliteLeaseStore(blocker / "leases.sqlite3")
+    assert info.value.code == "context/state" and "lease_dir" in str(info.value)

@@ -1,11 +1,10 @@
 """Leases: one compaction at a time per conversation.
 
 A lease record is ``{nonce, ts}`` under a key; it is active while
-``now - ts < ttl``. Acquiring reads the record (busy if active, or if it
-cannot be read), then atomically swaps in a fresh nonce; if the record swapped
-out turns out to be active, it is put back and the lease is busy. Releasing
-clears the record only if it still holds our nonce, so a lease taken over
-after expiry is never cleared by its former holder.
+``now - ts < ttl``. Acquiring is one atomic step of the store: a fresh nonce
+goes in unless an active record is there (busy; so does a store locked by
+another writer). Releasing clears the record only if it still holds our nonce, so a lease
+taken over after expiry is never cleared by its former holder.
 """
 
 from __future__ import annotations
@@ -75,6 +74,10 @@ class LeaseStore(ABC):
     def clear_if(self, key: str, nonce: str) -> None:
         """Clear the record under ``key`` if it holds ``nonce``."""
 
+    @abstractmethod
+    def put_if_idle(self, key: str, record: LeaseRecord, ttl_ms: int) -> bool:
+        """Atomically store ``record`` unless an active record (at ``record.ts``) is there."""
+
     def acquire(self, key: str, *, now: int, ttl_ms: int) -> str | None:
         """A fresh nonce when the lease is taken, ``None`` when it is busy.
 
@@ -83,21 +86,14 @@ class LeaseStore(ABC):
         AssemblyError
             ``context/state`` when the store cannot be written.
         """
-        try:
-            current = self.read(key)
-        except Exception:
-            return None  # unreadable reads as busy
-        if current is not None and current.active(now, ttl_ms):
-            return None
         mine = LeaseRecord(secrets.token_hex(16), now)
         try:
-            previous = self.swap(key, mine)
-            if previous is not None and previous.active(now, ttl_ms):
-                self.swap(key, previous)
-                return None
+            taken = self.put_if_idle(key, mine, ttl_ms)
+        except sqlite3.OperationalError:
+            return None  # locked or unreadable: busy
         except Exception as exc:
             raise AssemblyError(STATE, f"lease store failed: {exc}") from exc
-        return mine.nonce
+        return mine.nonce if taken else None
 
     def release(self, key: str, nonce: str) -> None:
         """Give the lease back (a no-op if someone else holds it now)."""
@@ -129,6 +125,14 @@ class InMemoryLeaseStore(LeaseStore):
             if current is not None and current.nonce == nonce:
                 del self._records[key]
 
+    def put_if_idle(self, key: str, record: LeaseRecord, ttl_ms: int) -> bool:
+        with self._lock:
+            current = self._records.get(key)
+            if current is not None and current.active(record.ts, ttl_ms):
+                return False
+            self._records[key] = record
+            return True
+
 
 class SqliteLeaseStore(LeaseStore):
     """Leases in a SQLite file, shared by every process that opens it.
@@ -144,13 +148,20 @@ class SqliteLeaseStore(LeaseStore):
     def __init__(self, path: str | Path, *, timeout_s: float = 5.0) -> None:
         self.path = Path(path)
         self.timeout_s = timeout_s
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS leases ("
-                " scope TEXT NOT NULL, key TEXT NOT NULL, nonce TEXT NOT NULL,"
-                " ts INTEGER NOT NULL, PRIMARY KEY (scope, key))"
-            )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.closing(self._connect()) as db:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS leases ("
+                    " scope TEXT NOT NULL, key TEXT NOT NULL, nonce TEXT NOT NULL,"
+                    " ts INTEGER NOT NULL, PRIMARY KEY (scope, key))"
+                )
+        except (OSError, sqlite3.Error) as exc:
+            raise AssemblyError(
+                STATE,
+                f"cannot open the lease store {self.path}: {exc}; set lease_dir to a "
+                "writable directory",
+            ) from exc
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
@@ -195,6 +206,29 @@ class SqliteLeaseStore(LeaseStore):
 
     def clear_if(self, key: str, nonce: str) -> None:
         self._run(key, None, nonce)
+
+    def put_if_idle(self, key: str, record: LeaseRecord, ttl_ms: int) -> bool:
+        db = self._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute(
+                "SELECT nonce, ts FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key)
+            ).fetchone()
+            if row is not None and LeaseRecord(row[0], row[1]).active(record.ts, ttl_ms):
+                db.execute("ROLLBACK")
+                return False
+            db.execute(
+                "INSERT OR REPLACE INTO leases (scope, key, nonce, ts) VALUES (?, ?, ?, ?)",
+                (LEASE_SCOPE, key, record.nonce, record.ts),
+            )
+            db.execute("COMMIT")
+            return True
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        finally:
+            db.close()
 
 
 def default_lease_key(messages: Iterable[AnyMessage]) -> str:
