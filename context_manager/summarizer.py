@@ -56,6 +56,9 @@ class CompletionRequest(BaseModel):
     """The participant whose turns are the assistant side."""
     target_tokens: int | None = None
     """The length the instruction asks for, when known."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds the caller will wait for this answer; a summariser that calls out should
+    give up (retries included) by then, since nobody reads a later answer."""
 
 
 class Usage(BaseModel):

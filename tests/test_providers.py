@@ -517,6 +517,15 @@ def test_persistent_500_ends_as_error_within_the_deadline(
     assert time.monotonic() - started < 5.0
 
 
+def test_the_requests_timeout_bounds_the_retries_too(
+    provider: Provider, server: LoopbackServer, make: Callable[..., Any], fake_time: FakeTime
+) -> None:
+    server.script(provider.path, Reply(provider.error(500, "api_error", "boom"), 500))
+    completion = make(deadline=600.0).complete(request().model_copy(update={"timeout": 1.5}))
+    assert completion.stop_reason == "error" and "deadline" in completion.text
+    assert 0 < sum(fake_time.slept) < 1.5  # a caller that stops waiting stops the retries
+
+
 def test_max_attempts_bounds_the_retries(
     provider: Provider, server: LoopbackServer, make: Callable[..., Any], fake_time: FakeTime
 ) -> None:

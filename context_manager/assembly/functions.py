@@ -6,6 +6,7 @@ collaborators as keywords, and never modifies the caller's messages.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -65,6 +66,7 @@ DEFAULT_CATALOG: Final = ModelCatalog.bundled()
 """The catalog used when none is passed: current Anthropic and OpenAI models."""
 
 _PROCESS_LEASES: Final = InMemoryLeaseStore()
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 _R = TypeVar("_R", bound=BaseModel)
@@ -304,6 +306,8 @@ def compact(
                 messages[: selection.head_len], job, summarizer=summarizer, clock=clock
             )
         except SummaryError as exc:
+            if exc.kind != "empty":
+                log.warning("compaction produced no summary: %s", exc)
             return CompactEmpty() if exc.kind == "empty" else CompactOverflow()
         return CompactOk(
             summary=summary,
@@ -486,7 +490,8 @@ def _compact_view(
         )
         try:
             summary = summarize(view[: selection.head_len], job, summarizer=summarizer, clock=clock)
-        except SummaryError:
+        except SummaryError as exc:
+            log.warning("no summary for the assembled request: %s", exc)
             return None
         return summary, selection.head_len, sum(sizes[: selection.head_len])
     finally:

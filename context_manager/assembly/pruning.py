@@ -107,9 +107,11 @@ def prune_results(messages: Sequence[AnyMessage], settings: PruneSettings) -> Pr
             window += tokens
             verbose = text_bytes(joined_text(site.content)) > settings.max_output_chars
             aged = decay > 0 and user_turns >= decay
-            already = decay > 0 and _is_placeholder(site.content, function_id)
+            # a placeholder is never pruned again, and nothing is replaced by something
+            # larger: pruning stays idempotent whatever max_output_chars is
+            already = _is_placeholder(site.content, function_id)
             text = placeholder(function_id, tokens)
-            saves = not aged or verbose or tokens > text_tokens(text)
+            saves = tokens > text_tokens(text)
             recent = window <= settings.protect_recent_tokens
             if not recent and not already and (verbose or aged) and saves:
                 eligible.append((site, tokens, text))

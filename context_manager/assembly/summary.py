@@ -343,10 +343,14 @@ def summarize(
             system=system,
             messages=(Message.text_message("User", remaining[:take]),),
             max_tokens=max(1, job.max_tokens),
+            timeout=left_ms / 1000,
         )
         completion = _call_with_deadline(summarizer, request, left_ms / 1000)
         if completion.stop_reason != "end_turn":
-            raise SummaryError("failed", f"the summariser stopped with {completion.stop_reason}")
+            said = f": {completion.text[:200]}" if completion.stop_reason == "error" else ""
+            raise SummaryError(
+                "failed", f"the summariser stopped with {completion.stop_reason}{said}"
+            )
         if not completion.text.strip():
             raise SummaryError("empty", "the summariser answered with blank text")
         summary = completion.text.strip()

@@ -122,7 +122,8 @@ class ProviderSummarizer(ABC, Generic[ClientT]):
         return self._client
 
     def complete(self, request: CompletionRequest) -> Completion:
-        """Answer ``request`` within :attr:`deadline` seconds, retrying transient failures.
+        """Answer ``request`` within :attr:`deadline` seconds (or the request's shorter
+        ``timeout``), retrying transient failures.
 
         Parameters
         ----------
@@ -138,7 +139,7 @@ class ProviderSummarizer(ABC, Generic[ClientT]):
         """
         return run_with_retries(
             lambda timeout: self._attempt(request, timeout),
-            deadline=self.deadline,
+            deadline=min(self.deadline, request.timeout or self.deadline),
             policy=self.retry,
             rng=self._rng,
             sleep=self._sleep,
