@@ -143,15 +143,21 @@ class ExtractiveSummarizer:
 
 
 def _source_messages(messages: Sequence[Message]) -> list[Message]:
+    """What a memory is written from: the messages after the last memory marker (all of
+    them when there is none), without the context manager's own turns (recall headers,
+    the marker, the closing instruction)."""
     start = 0
     for i, m in enumerate(messages):
         first = m.content[0] if m.content else None
         if isinstance(first, TextBlock) and first.text.startswith(MEMORY_MARKER):
             start = i + 1
-    source = list(messages[start:])
-    if start and source:
-        source = source[:-1]  # the instruction turn after the chunk
+    source = [m for m in messages[start:] if not _is_instruction(m)]
     return source or list(messages)
+
+
+def _is_instruction(message: Message) -> bool:
+    first = message.content[0] if message.content else None
+    return isinstance(first, TextBlock) and first.text.startswith("[CM] ")
 
 
 def _select(sentences: list[str], budget_chars: int) -> str:

@@ -16,7 +16,8 @@ def load_swe_agent(path: str | Path, *, agent: str = "Claude") -> list[Message]:
     """Read a SWE-agent ``.traj`` file: its ``history`` in OpenAI chat form.
 
     SWE-agent writes a tool message's call ids as ``tool_call_ids`` (a list,
-    sometimes serialised as a string); each becomes one tool result.
+    sometimes serialised as a string); each becomes one tool result, the first
+    carrying the output and the others a note that they share it.
 
     Raises
     ------
@@ -31,12 +32,22 @@ def load_swe_agent(path: str | Path, *, agent: str = "Claude") -> list[Message]:
     if not isinstance(history, list):
         raise MessageFormatError(f"{path}: no 'history' list in the trajectory")
     chat: list[dict[str, Any]] = []
-    for raw in history:
+    for n, raw in enumerate(history):
         message = {k: raw[k] for k in ("role", "content", "tool_calls", "name") if k in raw}
-        if raw.get("role") == "tool":
-            ids = raw.get("tool_call_id") or raw.get("tool_call_ids")
-            if isinstance(ids, str) and ids.startswith("["):
+        if raw.get("role") != "tool":
+            chat.append(message)
+            continue
+        ids = raw.get("tool_call_id") or raw.get("tool_call_ids")
+        if isinstance(ids, str) and ids.startswith("["):
+            try:
                 ids = ast.literal_eval(ids)
-            message["tool_call_id"] = ids[0] if isinstance(ids, list) else ids
-        chat.append(message)
+            except (ValueError, SyntaxError):
+                raise MessageFormatError(
+                    f"{path}: history[{n}].tool_call_ids is not a list of ids: {ids[:80]!r}"
+                ) from None
+        ids = ids if isinstance(ids, list) else [ids]
+        chat.append({**message, "tool_call_id": ids[0]})
+        for other in ids[1:]:
+            note = f"[the output above, for call {ids[0]}, answers this call too]"
+            chat.append({"role": "tool", "content": note, "tool_call_id": other})
     return from_openai(chat, agent=agent)

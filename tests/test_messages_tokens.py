@@ -127,3 +127,23 @@ def test_tiktoken_is_exact_and_offline() -> None:
         content=(ToolResultBlock(tool_use_id="t", content=[TextBlock(text="hello world")]),),
     )
     assert counter.count_message(nested) == 4 + 2
+
+
+def test_extractive_memories_never_quote_the_context_managers_own_turns() -> None:
+    from context_manager.summarizer import CompletionRequest, ExtractiveSummarizer
+
+    request = CompletionRequest(
+        model="extractive",
+        messages=(
+            Message.text_message("Context Manager", "[CM] Recall memory L1-0."),
+            Message.text_message("Claude", "I fixed parse_config in src/app.py line 42."),
+            Message.text_message(
+                "Context Manager",
+                "[CM] You have just reviewed the memories above in order. Write one memory "
+                "(level 2) that keeps their through-line.",
+            ),
+        ),
+        target_tokens=200,
+    )
+    text = ExtractiveSummarizer().complete(request).text
+    assert "parse_config" in text and "[CM]" not in text and "through-line" not in text
