@@ -51,6 +51,7 @@ __all__ = [
     "BenchmarkReport",
     "CallRecord",
     "RunSummary",
+    "check_available",
     "concatenate",
     "default_transcripts",
     "make_policy",
@@ -107,6 +108,21 @@ def policy_names(*, peers: bool | None = None, exact: bool = False) -> list[str]
     if peers:
         names += list(_PEERS)
     return names
+
+
+def check_available(policies: Sequence[str]) -> None:
+    """Raise before a run when a named peer's package is not installed.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        Naming the policies that need the ``bench`` extra.
+    """
+    missing = [p for p in policies if p in _PEERS]
+    if missing and not _peers_available():
+        raise ModuleNotFoundError(
+            f"the policies {missing} need the bench extra: pip install 'context-folding[bench]'"
+        )
 
 
 def make_policy(name: str, *, counter: TokenCounter | None = None) -> Policy:

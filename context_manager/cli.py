@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from rich.table import Table
 from rich.tree import Tree
 
 from folding import FoldingError, FoldProblem, cheapest_frontier, finest_frontier, render
+
+from .messages import MessageFormatError
 
 app = typer.Typer(
     add_completion=False,
@@ -363,10 +366,11 @@ def _run_benchmark(
             progress.update(task, completed=done, total=total)
 
         try:
+            benchmark.check_available(policies)
             report = benchmark.run(
                 transcripts, policies, budgets, workers=workers, progress=advance
             )
-        except (KeyError, ValueError) as exc:
+        except (KeyError, ValueError, ModuleNotFoundError) as exc:
             console.print(f"[red]error:[/red] {exc.args[0] if exc.args else exc}")
             raise typer.Exit(2) from None
     console.print(_summary_table(report, "every policy at every budget (lower billed is cheaper)"))
@@ -420,7 +424,7 @@ def demo(
 
     try:
         transcripts = benchmark.default_transcripts(data)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, MessageFormatError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     console.rule("[bold]ctxfold demo: context policies on real agent transcripts")
@@ -452,7 +456,6 @@ def policies() -> None:
 def _load_transcript(path: Path, fmt: str) -> Any:
     from . import loaders
     from .benchmark import _transcript
-    from .messages import MessageFormatError
     from .transcripts import load_swe_agent
 
     if not path.is_file():
@@ -473,7 +476,7 @@ def _load_transcript(path: Path, fmt: str) -> Any:
             messages = loaders.load_openai(path, agent="Claude")
         else:
             messages = readers[fmt](path)
-    except (MessageFormatError, ValueError, KeyError, OSError) as exc:
+    except (MessageFormatError, ValueError, KeyError, OSError, SyntaxError) as exc:
         console.print(f"[red]error:[/red] cannot read {path} as {fmt}: {exc}")
         raise typer.Exit(2) from None
     transcript = _transcript(path.stem, messages, {"source": str(path)})
@@ -523,8 +526,12 @@ def bench(
     packages are installed."""
     from . import benchmark, loaders
 
-    transcripts = benchmark.default_transcripts()
-    transcripts += [benchmark.synthetic_transcript(n, seed=n) for n in (scale or [1000, 5000])]
+    try:
+        transcripts = benchmark.default_transcripts()
+        transcripts += [benchmark.synthetic_transcript(n, seed=n) for n in (scale or [1000, 5000])]
+    except (FileNotFoundError, MessageFormatError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     optional: list[tuple[str, Callable[[], list[Any]]]] = [
         ("BFCL memory", loaders.load_bfcl_memory),
         ("BFCL multi-turn", lambda: loaders.load_bfcl_multi_turn("long_context", limit=5)),
@@ -548,13 +555,24 @@ def bench(
 def inspect(
     store: Annotated[Path, typer.Argument(help="A context manager store (SQLite file).")],
     namespace: Annotated[str, typer.Option(help="The strategy namespace.")] = "default",
-    last: Annotated[int, typer.Option(help="How many of the newest messages to list.")] = 10,
+    last: Annotated[int, typer.Option(min=1, help="How many of the newest messages to list.")] = 10,
 ) -> None:
     """Describe a store: messages, branches, the memory tree, resolutions and pins."""
+    import sqlite3
+
     from .store import Store, StoreError
 
     if not store.is_file():
         console.print(f"[red]error:[/red] {store} is not a file")
+        raise typer.Exit(2)
+    try:  # look before opening: opening a store writes to it
+        with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as probe:
+            tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as exc:
+        console.print(f"[red]error:[/red] {store} is not a SQLite database: {exc}")
+        raise typer.Exit(2) from None
+    if not {"records", "branches", "meta"} <= tables:
+        console.print(f"[red]error:[/red] {store} is a SQLite database but not a store")
         raise typer.Exit(2)
     try:
         db = Store.open(store)

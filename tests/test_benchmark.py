@@ -217,3 +217,26 @@ def test_cli_bench_adds_the_optional_sets_and_names_what_it_skips(
     records = json.loads((out / "records.json").read_text())
     names = {r["transcript"] for r in records}
     assert {"synthetic-30-30", "synthetic-20-9", "swe-agent-concatenated"} <= names
+
+
+def test_cli_refuses_what_it_cannot_read_without_touching_it(tmp_path: Path) -> None:
+    import sqlite3
+
+    runner = CliRunner()
+    foreign = tmp_path / "other.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE notes (x TEXT)")
+    before = foreign.read_bytes()
+    result = runner.invoke(app, ["inspect", str(foreign)])
+    assert result.exit_code == 2 and "not a store" in result.output
+    assert foreign.read_bytes() == before  # looked at, never written
+    text = tmp_path / "notes.txt"
+    text.write_text("hello, not a database" * 100)
+    result = runner.invoke(app, ["inspect", str(text)])
+    assert result.exit_code == 2 and "not a SQLite database" in result.output
+    result = runner.invoke(app, ["bench", "--scale", "3", "--out", str(tmp_path / "b")])
+    assert result.exit_code == 2 and "n_messages" in result.output
+    broken = tmp_path / "broken.traj"
+    broken.write_text('{"history": [{"role": "tool", "content": "x", "tool_call_ids": "[oops"}]}')
+    result = runner.invoke(app, ["replay", str(broken), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "tool_call_ids" in result.output
