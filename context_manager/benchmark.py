@@ -29,6 +29,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -319,9 +320,34 @@ def _layout(messages: Sequence[Message], counter: TokenCounter) -> Layout:
     return Layout.from_units([("msg", _unit_key(m), counter.count_message(m)) for m in messages])
 
 
-def _retained(messages: Sequence[Message], facts: Sequence[str]) -> int:
-    text = "\n".join(text_of(m.content) for m in messages).lower()
-    return sum(1 for f in facts if f.lower() in text)
+def _text(messages: Sequence[Message]) -> str:
+    return "\n".join(text_of(m.content) for m in messages)
+
+
+def _fact_patterns(transcript: Transcript) -> list[list[re.Pattern[str]]]:
+    """Per fact, its accepted answers as whole-word patterns; only the facts that the
+    whole transcript states, so a policy that keeps everything retains them all."""
+    answers = [p.answers for p in transcript.probes] or [(f,) for f in transcript.facts]
+    full = _text(transcript.messages)
+    out = []
+    for accepted in answers:
+        patterns = [
+            re.compile(rf"(?<!\w){re.escape(a)}(?!\w)", re.IGNORECASE) for a in accepted if a
+        ]
+        if any(p.search(full) for p in patterns):
+            out.append(patterns)
+    return out
+
+
+def _retained(messages: Sequence[Message], facts: Sequence[list[re.Pattern[str]]]) -> int:
+    text = _text(messages)
+    return sum(1 for patterns in facts if any(p.search(text) for p in patterns))
+
+
+def _newest_turn_missing(history: Sequence[Message], messages: Sequence[Message]) -> bool:
+    """The request no longer shows the message the model is called to answer."""
+    probe = text_of(history[-1].content).strip()[:120] if history else ""
+    return bool(probe) and probe not in _text(messages)
 
 
 def replay_policy(
@@ -340,14 +366,19 @@ def replay_policy(
     """
     counter = counter if counter is not None else TiktokenCounter()
     instance = make_policy(policy, counter=counter)
+    facts = _fact_patterns(transcript)
     cache = CacheSimulator(ttl=CACHE_TTL_CALLS, min_cacheable_tokens=MIN_CACHEABLE_TOKENS)
     points = transcript.call_points or call_points(transcript.messages)
     out: list[CallRecord] = []
     try:
         for i, n in enumerate(points):
             started = time.process_time()
-            request = instance.request(transcript.messages[:n], budget)
+            history = transcript.messages[:n]
+            request = instance.request(history, budget)
             cpu = (time.process_time() - started) * 1000.0
+            problems = request.problems
+            if request.error is None and _newest_turn_missing(history, request.messages):
+                problems = (*problems, "the newest turn is not in the request")
             priced = cache.request(_layout(request.messages, counter))
             last = i == len(points) - 1
             out.append(
@@ -359,20 +390,16 @@ def replay_policy(
                     messages_so_far=n,
                     tokens=request.tokens,
                     over_budget=request.tokens > budget,
-                    invalid=not request.valid,
-                    problems=request.problems,
+                    invalid=bool(problems) or request.error is not None,
+                    problems=problems,
                     error=request.error,
                     summarizer_calls=request.summarizer_calls,
                     summarizer_tokens=request.summarizer_tokens,
                     cpu_ms=cpu,
                     cached=priced.cached,
                     billed=priced.billed,
-                    facts_total=len(transcript.facts) if last else 0,
-                    facts_retained=(
-                        _retained(request.messages, transcript.facts)
-                        if last and transcript.facts
-                        else None
-                    ),
+                    facts_total=len(facts) if last else 0,
+                    facts_retained=_retained(request.messages, facts) if last and facts else None,
                 )
             )
     finally:
@@ -413,6 +440,12 @@ class RunSummary:
     facts_retained: int | None
 
     @property
+    def billed_with_summaries(self) -> float:
+        """The billed input plus every summariser token at the base price (summariser
+        calls are not cache-priced here)."""
+        return self.billed + self.summarizer_tokens
+
+    @property
     def retention(self) -> float | None:
         """Share of facts still visible in the final requests (None without facts)."""
         if self.facts_retained is None or not self.facts_total:
@@ -445,7 +478,8 @@ class BenchmarkReport:
                 rs = [r for r in self.records if r.policy == policy and r.budget == budget]
                 if not rs:
                     continue
-                tokens = [r.tokens for r in rs]
+                # a failed call sent nothing: it counts as an error, not as a small request
+                tokens = [r.tokens for r in rs if r.error is None] or [0]
                 cpu = [r.cpu_ms for r in rs]
                 total = sum(tokens)
                 with_facts = [r for r in rs if r.facts_retained is not None]
@@ -485,21 +519,24 @@ class BenchmarkReport:
             "",
             "Tokens by `cl100k_base`. Cache: Anthropic prices (write 1.25, read 0.1), 4 "
             "breakpoints, 1,024-token minimum, 5-minute TTL at one call per 30 s; *billed* is "
-            "input cost in thousands of base-price tokens. *Invalid*: over budget, orphan tool "
-            "result, unanswered tool call or an error. *Retained*: facts still visible in the "
-            "final request.",
+            "the agent's input cost in thousands of base-price tokens, and *+ summaries* adds "
+            "every summariser token at the base price. *Invalid*: over budget, orphan tool "
+            "result, unanswered tool call, the newest turn missing, or an error. *Retained*: "
+            "facts (any accepted answer, as a whole word) still visible in the final request, "
+            "of those the whole transcript states. A concatenation replays its parts again.",
             "",
             "| policy | budget | calls | mean tok | p95 tok | peak | over | invalid | "
-            "cache reuse | billed (k) | summary calls | summary tok | cpu p50 ms | cpu p95 ms "
-            "| retained |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "cache reuse | billed (k) | + summaries (k) | summary calls | summary tok | "
+            "cpu p50 ms | cpu p95 ms | retained |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for s in self.summaries():
             retained = "-" if s.retention is None else f"{s.facts_retained}/{s.facts_total}"
             lines.append(
                 f"| {s.policy} | {s.budget:,} | {s.calls} | {s.tokens_mean:,.0f} | "
                 f"{s.tokens_p95:,.0f} | {s.tokens_peak:,} | {s.over_budget} | {s.invalid} | "
-                f"{s.cache_reuse:.0%} | {s.billed / 1000:,.1f} | {s.summarizer_calls} | "
+                f"{s.cache_reuse:.0%} | {s.billed / 1000:,.1f} | "
+                f"{s.billed_with_summaries / 1000:,.1f} | {s.summarizer_calls} | "
                 f"{s.summarizer_tokens:,} | {s.cpu_p50_ms:.1f} | {s.cpu_p95_ms:.1f} | "
                 f"{retained} |"
             )

@@ -240,3 +240,57 @@ def test_cli_refuses_what_it_cannot_read_without_touching_it(tmp_path: Path) -> 
     broken.write_text('{"history": [{"role": "tool", "content": "x", "tool_call_ids": "[oops"}]}')
     result = runner.invoke(app, ["replay", str(broken), "--out", str(tmp_path / "r")])
     assert result.exit_code == 2 and "tool_call_ids" in result.output
+
+
+def _record(tokens: int, billed: float, cached: int, **extra: object) -> benchmark.CallRecord:
+    base: dict[str, object] = {
+        "transcript": "t",
+        "policy": "p",
+        "budget": 1000,
+        "call": 0,
+        "messages_so_far": 1,
+        "tokens": tokens,
+        "over_budget": tokens > 1000,
+        "invalid": tokens > 1000,
+        "problems": (),
+        "error": None,
+        "summarizer_calls": 1,
+        "summarizer_tokens": 50,
+        "cpu_ms": 1.0,
+        "cached": cached,
+        "billed": billed,
+    }
+    return benchmark.CallRecord(**{**base, **extra})  # type: ignore[arg-type]
+
+
+def test_summaries_by_hand() -> None:
+    records = [_record(t, 10.0 * t, t // 2) for t in (100, 200, 300, 400, 1200)]
+    records.append(_record(0, 0.0, 0, error="Boom: failed", invalid=True))
+    report = benchmark.BenchmarkReport(records, budgets=[1000], policies=["p"], transcripts=["t"])
+    (s,) = report.summaries()
+    assert s.calls == 6 and s.errors == 1 and s.invalid == 2 and s.over_budget == 1
+    assert s.tokens_mean == 440.0  # the failed call sent nothing and is not averaged in
+    assert s.tokens_p95 == 1200 and s.tokens_peak == 1200
+    assert s.billed == 22_000.0 and s.billed_with_summaries == 22_300.0
+    assert s.cache_reuse == 1100 / 2200
+
+
+def test_retention_counts_whole_words_of_facts_the_transcript_states() -> None:
+    from context_manager.loaders import Probe, Transcript
+
+    said = [Message.text_message("User", "The tax rate is 7 percent; a syntax error.")]
+    probes = [
+        Probe("a", "rate?", ("7 percent", "seven percent")),
+        Probe("b", "word?", ("Tax",)),
+        Probe("c", "never said?", ("Gym",)),
+    ]
+    facts = benchmark._fact_patterns(Transcript("t", said, probes=probes))
+    assert len(facts) == 2  # "Gym" is never said: no policy could keep it
+    kept = [Message.text_message("User", "syntax only, and seven percent")]
+    assert benchmark._retained(kept, facts) == 1  # "Tax" is not found inside "syntax"
+
+
+def test_a_request_without_the_newest_turn_is_flagged() -> None:
+    history = [Message.text_message("User", "first"), Message.text_message("User", "now do Y")]
+    assert benchmark._newest_turn_missing(history, history[:1])
+    assert not benchmark._newest_turn_missing(history, history)
