@@ -317,3 +317,26 @@ def test_llamaindex_memory_without_blocks(li: None, history: list[Message]) -> N
     assert all(tool_pair_problems(r.messages) == [] for r in requests)
     # one user turn: the queue cannot flush at a user boundary, the overrun is recorded
     assert any(p.startswith("over budget") for p in requests[-1].problems)
+
+
+def test_a_split_message_never_joins_another_message_after_trimming() -> None:
+    pytest.importorskip("langchain_core", reason=BENCH)
+    from context_manager.peers.langchain_peers import TrimMessagesPolicy
+
+    call = ToolUseBlock(id="c1", name="bash", input={"cmd": "ls"})
+    mixed = Message(
+        participant="User",
+        content=(
+            ToolResultBlock(tool_use_id="c1", content="x " * 2000),
+            TextBlock(text="please continue, now do Y"),
+        ),
+    )
+    h = [
+        Message.text_message("System", "sys"),
+        Message.text_message("User", "the task"),
+        Message(participant="Claude", content=(call,)),
+        mixed,
+    ]
+    request = TrimMessagesPolicy().request(h, 300)
+    system = [m for m in request.messages if m.participant == "System"]
+    assert system and all("please continue" not in m.text for m in system)

@@ -76,6 +76,7 @@ __all__ = [
 ]
 
 _CONTINUES = "context_manager_continues"
+_SOURCE = "context_manager_source"
 """Marks a LangChain message holding more blocks of the message before it."""
 
 
@@ -147,7 +148,8 @@ def to_langchain(messages: Sequence[Message], *, agent: str = "Claude") -> list[
             out.append(AIMessage(content=content, tool_calls=calls, id=f"cm-{i}-0"))
             continue
         for part, piece in enumerate(user_side_parts(m)):
-            extra: dict[str, Any] = {_CONTINUES: True} if part else {}
+            # every part names its source message; a continuation joins only its own
+            extra: dict[str, Any] = {_SOURCE: i, **({_CONTINUES: True} if part else {})}
             ident = f"cm-{i}-{part}"
             if isinstance(piece, ToolResultBlock):
                 body: Any = (
@@ -240,8 +242,11 @@ def from_langchain(
 
     out: list[Message] = []
     joinable = False  # may the next ToolMessage join out[-1]?
+    last_source: object = None  # the source message of out[-1], when it was split
     for i, raw in enumerate(messages):
         where = f"LangChain message {i}"
+        source = raw.additional_kwargs.get(_SOURCE)
+        continues = bool(raw.additional_kwargs.get(_CONTINUES)) and source == last_source
         if isinstance(raw, ToolMessage):
             body: Any = raw.content
             content: str | list[TextBlock | ImageBlock]
@@ -254,11 +259,11 @@ def from_langchain(
             block = ToolResultBlock(
                 tool_use_id=raw.tool_call_id, content=content, is_error=raw.status == "error"
             )
-            if out and (joinable or raw.additional_kwargs.get(_CONTINUES)):
+            if out and (joinable or continues):
                 out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, block)})
             else:
                 out.append(Message(participant=raw.name or "Tool", content=(block,)))
-            joinable = True
+            joinable, last_source = True, source
             continue
         if isinstance(raw, SystemMessage):
             out.append(Message(participant=SYSTEM, content=tuple(_our_blocks(raw.content, where))))
@@ -273,13 +278,14 @@ def from_langchain(
             out.append(Message(participant=agent, content=tuple(blocks or [TextBlock(text="")])))
         elif isinstance(raw, HumanMessage):
             blocks = _our_blocks(raw.content, where)
-            if out and raw.additional_kwargs.get(_CONTINUES):
+            if out and continues:
                 out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, *blocks)})
             else:
                 out.append(Message(participant=raw.name or user, content=tuple(blocks)))
         else:
             raise MessageFormatError(f"{where}: unsupported message type {type(raw).__name__}")
         joinable = False
+        last_source = source if isinstance(raw, HumanMessage) else None
     return out
 
 

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = ["MemoryPolicy", "extractive_llm", "from_llamaindex", "to_llamaindex"]
 
 _CONTINUES = "context_manager_continues"
+_SOURCE = "context_manager_source"
 _NAME = "name"
 
 
@@ -110,7 +111,7 @@ def to_llamaindex(messages: Sequence[Message], *, agent: str = "Claude") -> list
     from llama_index.core.base.llms.types import TextBlock as LiText
 
     out: list[ChatMessage] = []
-    for m in messages:
+    for i, m in enumerate(messages):
         if m.participant == SYSTEM:
             out.append(ChatMessage(role="system", blocks=_li_blocks(m.content)))
             continue
@@ -118,7 +119,8 @@ def to_llamaindex(messages: Sequence[Message], *, agent: str = "Claude") -> list
             out.append(ChatMessage(role="assistant", blocks=_li_blocks(m.content)))
             continue
         for part, piece in enumerate(user_side_parts(m)):
-            extra: dict[str, Any] = {_CONTINUES: True} if part else {}
+            # every part names its source message; a continuation joins only its own
+            extra: dict[str, Any] = {_SOURCE: i, **({_CONTINUES: True} if part else {})}
             if isinstance(piece, ToolResultBlock):
                 if m.participant != "Tool":
                     extra[_NAME] = m.participant
@@ -197,10 +199,13 @@ def from_llamaindex(
     """
     out: list[Message] = []
     joinable = False
+    last_source: object = None  # the source message of out[-1], when it was split
     for i, raw in enumerate(messages):
         where = f"LlamaIndex message {i}"
         role = str(getattr(raw.role, "value", raw.role))
         extra = raw.additional_kwargs
+        source = extra.get(_SOURCE)
+        continues = bool(extra.get(_CONTINUES)) and source == last_source
         blocks = _our_blocks(raw.blocks, where)
         if role == "tool":
             call_id = extra.get("tool_call_id")
@@ -214,19 +219,20 @@ def from_llamaindex(
             result = ToolResultBlock(
                 tool_use_id=str(call_id), content=body, is_error=bool(extra.get("is_error"))
             )
-            if out and (joinable or extra.get(_CONTINUES)):
+            if out and (joinable or continues):
                 out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, result)})
             else:
                 out.append(Message(participant=str(extra.get(_NAME, "Tool")), content=(result,)))
-            joinable = True
+            joinable, last_source = True, source
             continue
         joinable = False
+        last_source = source if role == "user" else None
         if role == "system":
             out.append(Message(participant=SYSTEM, content=tuple(blocks or [TextBlock(text="")])))
         elif role == "assistant":
             out.append(Message(participant=agent, content=tuple(blocks or [TextBlock(text="")])))
         elif role == "user":
-            if out and extra.get(_CONTINUES):
+            if out and continues:
                 out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, *blocks)})
             else:
                 name = str(extra.get(_NAME, user))
