@@ -133,7 +133,18 @@ class FoldingPolicy:
         )
 
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
-        """Append what is new, let the strategy write its memories, compile."""
+        """Append what is new, let the strategy write its memories, compile.
+
+        The strategy's chunk and window sizes are set from the first call's budget
+        (a running agent configures them once); later calls may move the budget.
+        Any failure is recorded as the request's error, as for the peers.
+        """
+        try:
+            return self._request(history, budget)
+        except Exception as exc:  # a failure is data for the benchmark, as for the peers
+            return audit([], budget, self.counter, self.meter, error=f"{type(exc).__name__}: {exc}")
+
+    def _request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         from ..errors import OverBudgetError
 
         new, restart = self._feed.new_messages(history)
