@@ -262,7 +262,7 @@ def sweep(
         list[str] | None, typer.Option("--method", "-m", help="Solvers (default: all).")
     ] = None,
 ) -> None:
-    """Replay the reference budget sweep (64k, 100k, 180k, 300k, 100k) for each solver.
+    """Replay the standard budget sweep (64k, 100k, 180k, 300k, 100k) for each solver.
 
     Tables: tokens and utilisation after each wall; then cache hit rate, billed
     input (millions of base-price tokens), churn (millions of tokens re-read beyond

@@ -291,7 +291,7 @@ def sweep(
     holdback: int = 4,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """The reference budget sweep: grow under ``budgets[0]``, then move the wall.
+    """The standard budget sweep: grow under ``budgets[0]``, then move the wall.
 
     The history is :func:`folding.chunked_history` (``n_leaves`` messages of
     ~900 tokens, 3,000-token chunks of at least 4 messages, 600-token
