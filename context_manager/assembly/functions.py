@@ -166,6 +166,26 @@ def count_tokens(
     The model only selects the estimator, so the catalog is never asked; the
     collaborators are accepted so that every function takes the same keywords.
 
+    Parameters
+    ----------
+    request : mapping or CountTokensRequest
+        The request JSON (same field names) or its model.
+    config : AssemblyConfig, optional
+        Options (defaults when None).
+    summarizer : Summarizer, optional
+        Writes summaries; None means no summariser is available.
+    catalog : ModelCatalog, optional
+        Model limits by provider and id; None means no catalog (inline or fallback limits).
+    leases : LeaseStore, optional
+        Where compaction leases live (this process's by default, or ``config.lease_dir``).
+    clock : callable
+        Milliseconds now, for leases and deadlines.
+
+    Returns
+    -------
+    CountTokensResponse
+        Its ``model_dump(exclude_none=True)`` is the response JSON.
+
     Raises
     ------
     AssemblyError
@@ -210,6 +230,26 @@ def prune(
     An absent option takes the configured value; an explicit 0 is honoured.
     Only ``config`` is used; the other collaborators are accepted so that every
     function takes the same keywords.
+
+    Parameters
+    ----------
+    request : mapping or PruneRequest
+        The request JSON (same field names) or its model.
+    config : AssemblyConfig, optional
+        Options (defaults when None).
+    summarizer : Summarizer, optional
+        Writes summaries; None means no summariser is available.
+    catalog : ModelCatalog, optional
+        Model limits by provider and id; None means no catalog (inline or fallback limits).
+    leases : LeaseStore, optional
+        Where compaction leases live (this process's by default, or ``config.lease_dir``).
+    clock : callable
+        Milliseconds now, for leases and deadlines.
+
+    Returns
+    -------
+    PruneResponse
+        Its ``model_dump(exclude_none=True)`` is the response JSON.
 
     Raises
     ------
@@ -259,6 +299,26 @@ def compact(
     summarise (or the summariser answered blank) and ``overflow`` when no
     summary could be made (no summariser, a failure, the deadline, or a head
     too large for 32 calls). ``tail_turns=0`` summarises everything.
+
+    Parameters
+    ----------
+    request : mapping or CompactRequest
+        The request JSON (same field names) or its model.
+    config : AssemblyConfig, optional
+        Options (defaults when None).
+    summarizer : Summarizer, optional
+        Writes summaries; None means no summariser is available.
+    catalog : ModelCatalog, optional
+        Model limits by provider and id; None means no catalog (inline or fallback limits).
+    leases : LeaseStore, optional
+        Where compaction leases live (this process's by default, or ``config.lease_dir``).
+    clock : callable
+        Milliseconds now, for leases and deadlines.
+
+    Returns
+    -------
+    CompactResponse
+        Its ``model_dump(exclude_none=True)`` is the response JSON.
 
     Raises
     ------
@@ -338,6 +398,26 @@ def assemble(
     results to references as a last resort, and refuse when even that is not
     enough. With ``preview_only`` the count is returned without compaction,
     reduction or refusal.
+
+    Parameters
+    ----------
+    request : mapping or AssembleRequest
+        The request JSON (same field names) or its model.
+    config : AssemblyConfig, optional
+        Options (defaults when None).
+    summarizer : Summarizer, optional
+        Writes summaries; None means no summariser is available.
+    catalog : ModelCatalog, optional
+        Model limits by provider and id; None means no catalog (inline or fallback limits).
+    leases : LeaseStore, optional
+        Where compaction leases live (this process's by default, or ``config.lease_dir``).
+    clock : callable
+        Milliseconds now, for leases and deadlines.
+
+    Returns
+    -------
+    AssembleResponse
+        Its ``model_dump(exclude_none=True)`` is the response JSON.
 
     Raises
     ------
