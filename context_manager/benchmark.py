@@ -178,6 +178,15 @@ def default_transcripts(data: str | Path | None = None) -> list[Transcript]:
     """The bundled real transcripts (SWE-agent runs), their concatenation, and a
     seeded synthetic conversation with planted facts.
 
+    Parameters
+    ----------
+    data : str or Path, optional
+        A folder of SWE-agent ``.traj`` files (default: the repository's ``data/swe-agent``).
+
+    Returns
+    -------
+    list of Transcript
+
     Raises
     ------
     FileNotFoundError
@@ -198,7 +207,19 @@ def _transcript(name: str, messages: list[Message], metadata: dict[str, Any]) ->
 
 
 def concatenate(transcripts: Sequence[Transcript], *, name: str = "concatenated") -> Transcript:
-    """One long conversation from several: later system prompts become user turns."""
+    """One long conversation from several: later system prompts become user turns.
+
+    Parameters
+    ----------
+    transcripts : sequence of Transcript
+        Joined in order; their facts are pooled.
+    name : str
+        The name of the result.
+
+    Returns
+    -------
+    Transcript
+    """
     messages: list[Message] = []
     facts: list[str] = []
     for t in transcripts:
@@ -222,6 +243,15 @@ _VERBS = ("inspected", "refactored", "profiled", "patched", "reviewed", "benchma
 
 def synthetic_transcript(n_messages: int, *, seed: int = 0, facts: int = 8) -> Transcript:
     """A seeded agent conversation of about ``n_messages`` messages with planted facts.
+
+    Parameters
+    ----------
+    n_messages : int
+        At least 8; the conversation ends at the first whole turn past it.
+    seed : int
+        The same seed gives the same conversation.
+    facts : int
+        How many facts to plant (fewer when the conversation is short).
 
     User requests, agent turns that call tools (``bash``, ``read``), verbose
     tool results, and, early on, ``facts`` statements of the form ``The
@@ -287,7 +317,14 @@ def synthetic_transcript(n_messages: int, *, seed: int = 0, facts: int = 8) -> T
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One request of one policy, audited and priced."""
+    """One request of one policy, audited and priced.
+
+    ``tokens`` is the request's size by the exact counter; ``invalid`` means over
+    budget, a pairing problem, the newest turn missing or an error (``problems`` and
+    ``error`` say which); ``cached`` and ``billed`` come from the cache simulator;
+    the last call of a transcript with facts carries ``facts_total`` and
+    ``facts_retained``.
+    """
 
     transcript: str
     policy: str
@@ -359,6 +396,16 @@ def replay_policy(
 ) -> list[CallRecord]:
     """Replay one transcript through one policy at one budget.
 
+    Parameters
+    ----------
+    transcript : Transcript
+    policy : str
+        A name from :func:`policy_names`.
+    budget : int
+        The input token budget of every call.
+    counter : TokenCounter, optional
+        The exact counter of the audit (``cl100k_base`` by default).
+
     Returns
     -------
     list of CallRecord
@@ -419,7 +466,11 @@ def _job(args: tuple[Transcript, str, int]) -> list[CallRecord]:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """The metrics of one policy at one budget, over every transcript."""
+    """The metrics of one policy at one budget, over every transcript.
+
+    Token statistics leave out failed calls (counted in ``errors``); ``cache_reuse``
+    is cached tokens over all tokens sent; ``billed`` sums the simulated bills.
+    """
 
     policy: str
     budget: int
@@ -559,7 +610,24 @@ class BenchmarkReport:
     ) -> Path:
         """Tokens per call and cumulative billed cost per policy on one run, as a PNG.
 
-        Defaults: the transcript with the most calls, the middle budget.
+        Parameters
+        ----------
+        path : str or Path
+            Where the PNG goes.
+        transcript : str, optional
+            Default: the transcript with the most calls.
+        budget : int, optional
+            Default: the middle budget of the run.
+
+        Returns
+        -------
+        Path
+            ``path``.
+
+        Raises
+        ------
+        ValueError
+            For a transcript or budget the run does not have.
         """
         import matplotlib
 
@@ -571,6 +639,11 @@ class BenchmarkReport:
             transcript = max(self.transcripts, key=lambda t: (calls[t], t))
         if budget is None:
             budget = self.budgets[len(self.budgets) // 2]
+        if transcript not in self.transcripts or budget not in self.budgets:
+            raise ValueError(
+                f"the run has no transcript {transcript!r} at budget {budget}; transcripts: "
+                f"{', '.join(self.transcripts)}; budgets: {self.budgets}"
+            )
         fig, (ax_tokens, ax_cost) = plt.subplots(1, 2, figsize=(13, 4.8))
         tab20 = plt.get_cmap("tab20")
         palette = [tab20(k) for k in range(20)]

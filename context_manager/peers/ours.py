@@ -209,6 +209,17 @@ def to_wire(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[
     ``function_call`` blocks); each tool result becomes a ``function_result``
     message; everything else becomes a ``user`` message. Timestamps are the
     message positions.
+
+    Parameters
+    ----------
+    messages : sequence of Message
+    agent : str
+        The participant whose turns are the assistant's.
+
+    Returns
+    -------
+    list of dict
+        Wire messages (JSON-ready).
     """
     names = {b.id: b.name for m in messages for b in m.content if isinstance(b, ToolUseBlock)}
     out: list[dict[str, Any]] = []
@@ -246,7 +257,20 @@ def to_wire(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[
 
 
 def from_wire(messages: Sequence[Any], *, agent: str = "Claude") -> list[Message]:
-    """``assemble``'s wire messages (models or mappings) back as our messages."""
+    """``assemble``'s wire messages (models or mappings) back as our messages.
+
+    Parameters
+    ----------
+    messages : sequence
+        Wire messages, as mappings or as the assembly's message models.
+    agent : str
+        The participant given to ``assistant`` messages.
+
+    Returns
+    -------
+    list of Message
+        Function results come back as tool results in ``User`` messages.
+    """
     out: list[Message] = []
     for raw in messages:
         d = raw if isinstance(raw, dict) else raw.wire()
