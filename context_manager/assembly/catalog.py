@@ -138,9 +138,10 @@ class ModelCatalog:
         return cls(_BUNDLED)
 
 
-# Anthropic models reason inside their output allowance; the budgets below are
-# what a request asks for at each level. OpenAI reasoning models take no
-# separate budget from the input.
+# What a request asks for at each thinking level. The usable input holds the budget
+# back too (usable = input - reserved - thinking), which is conservative for
+# Anthropic models: their thinking also counts inside the output allowance. OpenAI
+# reasoning models declare no separate budget.
 _ANTHROPIC_THINKING: dict[ThinkingLevel, int] = {
     "minimal": 1024,
     "low": 4096,
