@@ -180,7 +180,7 @@ def _message_list(data: Any, path: str | Path, what: str) -> list[Mapping[str, A
     return messages
 
 
-def load_openai(path: str | Path, *, agent: str = "assistant", user: str = "User") -> list[Message]:
+def load_openai(path: str | Path, *, agent: str = "Claude", user: str = "User") -> list[Message]:
     """Read an OpenAI chat-completions conversation.
 
     Parameters
@@ -189,7 +189,8 @@ def load_openai(path: str | Path, *, agent: str = "assistant", user: str = "User
         ``.jsonl``: one message object a line. Anything else: JSON, either a
         list of messages or an object with a ``messages`` list.
     agent, user : str
-        Participants of assistant and user messages.
+        Participants of assistant and user messages (``Claude`` is the agent's name
+        throughout the library and its benchmark policies).
 
     Returns
     -------
@@ -216,7 +217,7 @@ def load_openai(path: str | Path, *, agent: str = "assistant", user: str = "User
 
 
 def load_openai_conversations(
-    path: str | Path, *, agent: str = "assistant", user: str = "User"
+    path: str | Path, *, agent: str = "Claude", user: str = "User"
 ) -> list[Transcript]:
     """Read JSONL with one ``{"messages": [...]}`` conversation a line.
 

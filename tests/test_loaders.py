@@ -55,7 +55,7 @@ def _write(path: Path, data: object) -> Path:
 def test_openai_json_keeps_roles_and_tool_ids(tmp_path: Path, wrap: bool) -> None:
     path = _write(tmp_path / "chat.json", {"messages": OPENAI_CHAT} if wrap else OPENAI_CHAT)
     messages = load_openai(path)
-    assert [m.participant for m in messages] == ["System", "User", "assistant", "Tool", "assistant"]
+    assert [m.participant for m in messages] == ["System", "User", "Claude", "Tool", "Claude"]
     assert messages[2].tool_use_ids == ("c1",)
     assert messages[3].tool_result_ids == ("c1",)
     assert tool_pair_problems(messages) == []
