@@ -315,3 +315,40 @@ def test_public_names_are_documented() -> None:
         obj = getattr(package, name)
         if callable(obj):
             assert obj.__doc__, f"context_manager.assembly.{name} has no docstring"
+
+
+def test_the_response_shares_no_mutable_object_with_the_request() -> None:
+    details = {"rows": [1, 2]}
+    arguments = {"path": "a.py"}
+    request = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "function_call",
+                        "id": "c1",
+                        "function_id": "f",
+                        "arguments": arguments,
+                    }
+                ],
+                "stop_reason": "tool_use",
+                "model": "m",
+                "provider": "p",
+                "timestamp": 2,
+            },
+            {
+                "role": "function_result",
+                "function_call_id": "c1",
+                "function_id": "f",
+                "content": [{"type": "text", "text": "ok"}],
+                "details": details,
+                "timestamp": 3,
+            },
+        ],
+        "model": {"id": "m", "limits": {"context_window": 10_000, "max_output_tokens": 1_000}},
+    }
+    out = assemble(request)
+    assert out.messages[2].details == details and out.messages[2].details is not details
+    assert out.messages[1].content[0].arguments is not arguments

@@ -8,9 +8,10 @@ spelled out field by field rather than left to a generic dump.
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer
 
 __all__ = [
     "AgentFunction",
@@ -38,6 +39,15 @@ __all__ = [
 ]
 
 ThinkingLevel = Literal["minimal", "low", "medium", "high", "xhigh"]
+
+
+def _own(value: Any) -> Any:
+    return copy.deepcopy(value) if isinstance(value, dict | list) else value
+
+
+FreeJson = Annotated[Any, BeforeValidator(_own)]
+"""Free-form JSON (arguments, details, usage...), copied on the way in so that a response
+never shares a mutable object with the caller's request."""
 
 
 class _Wire(BaseModel):
@@ -127,7 +137,7 @@ class FunctionCallBlock(_Wire):
     type: Literal["function_call"] = "function_call"
     id: str
     function_id: str
-    arguments: Any
+    arguments: FreeJson
 
     def wire(self) -> dict[str, Any]:
         return {
@@ -199,8 +209,8 @@ class AssistantMessage(_Wire):
     native_stop_reason: str | None = None
     error_message: str | None = None
     error_kind: str | None = None
-    warnings: Any = None
-    usage: Any = None
+    warnings: FreeJson = None
+    usage: FreeJson = None
     model: str
     provider: str
     timestamp: int
@@ -230,7 +240,7 @@ class FunctionResultMessage(_Wire):
     function_call_id: str
     function_id: str
     content: tuple[ContentBlock, ...]
-    details: Any = None
+    details: FreeJson = None
     is_error: bool = False
     timestamp: int
 
@@ -253,7 +263,7 @@ class CustomMessage(_Wire):
     custom_type: str
     content: tuple[ContentBlock, ...]
     display: bool | None = None
-    details: Any = None
+    details: FreeJson = None
     timestamp: int
 
     def wire(self) -> dict[str, Any]:
@@ -314,7 +324,7 @@ class AgentFunction(_Wire):
 
     name: str
     description: str
-    parameters: Any
+    parameters: FreeJson
     label: str | None = None
     execution_mode: Literal["parallel", "sequential"] | None = None
 
