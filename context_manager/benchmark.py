@@ -719,6 +719,7 @@ def run(
     """
     if not transcripts or not policies or not budgets:
         raise ValueError("run needs at least one transcript, one policy and one budget")
+    policies, budgets = list(dict.fromkeys(policies)), list(dict.fromkeys(budgets))
     bad = [b for b in budgets if b <= 0]
     if bad:
         raise ValueError(f"budgets must be positive token counts, got {bad}")

@@ -340,3 +340,15 @@ def test_a_split_message_never_joins_another_message_after_trimming() -> None:
     request = TrimMessagesPolicy().request(h, 300)
     system = [m for m in request.messages if m.participant == "System"]
     assert system and all("please continue" not in m.text for m in system)
+
+
+def test_a_different_transcript_sharing_the_last_message_restarts_the_feed() -> None:
+    from context_manager.peers.base import HistoryFeed
+
+    shared = Message.text_message("User", "ok")
+    a = [Message.text_message("User", "alpha"), Message.text_message("User", "beta"), shared]
+    b = [Message.text_message("User", "gamma"), Message.text_message("User", "delta"), shared]
+    feed = HistoryFeed()
+    feed.new_messages(a)
+    new, restart = feed.new_messages([*b, Message.text_message("User", "more")])
+    assert restart and len(new) == 4

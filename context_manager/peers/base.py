@@ -173,21 +173,24 @@ class HistoryFeed:
 
     def __init__(self) -> None:
         self._seen = 0
-        self._last: Message | None = None
+        self._marks: list[tuple[int, Message]] = []
 
     def new_messages(self, history: Sequence[Message]) -> tuple[list[Message], bool]:
         """The messages not seen yet, and whether the policy must start over.
 
         The history must extend what was seen before; when it does not (a
         shorter or different transcript), everything is new and the second
-        value is True.
+        value is True. Extension is checked at the first, the middle and the last
+        message seen (identity first, equality if needed), so a different transcript
+        sharing one message is still noticed without comparing every message.
         """
         restart = self._seen > 0 and (
-            len(history) < self._seen or history[self._seen - 1] != self._last
+            len(history) < self._seen
+            or any(history[i] is not m and history[i] != m for i, m in self._marks)
         )
         start = 0 if restart else self._seen
-        self._seen = len(history)
-        self._last = history[-1] if history else None
+        self._seen = n = len(history)
+        self._marks = [(i, history[i]) for i in sorted({0, n // 2, n - 1})] if n else []
         return list(history[start:]), restart
 
 
