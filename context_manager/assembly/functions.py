@@ -366,7 +366,7 @@ def compact(
                 messages[: selection.head_len], job, summarizer=summarizer, clock=clock
             )
         except SummaryError as exc:
-            if exc.kind != "empty":
+            if exc.kind not in ("empty", "unavailable"):
                 log.warning("compaction produced no summary: %s", exc)
             return CompactEmpty() if exc.kind == "empty" else CompactOverflow()
         return CompactOk(
@@ -571,7 +571,8 @@ def _compact_view(
         try:
             summary = summarize(view[: selection.head_len], job, summarizer=summarizer, clock=clock)
         except SummaryError as exc:
-            log.warning("no summary for the assembled request: %s", exc)
+            level = logging.DEBUG if exc.kind == "unavailable" else logging.WARNING
+            log.log(level, "no summary for the assembled request: %s", exc)
             return None
         return summary, selection.head_len, sum(sizes[: selection.head_len])
     finally:
