@@ -26,6 +26,8 @@ app = typer.Typer(
     help="Fold long agent histories into hierarchical summaries under a token budget.",
 )
 console = Console(width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True, soft_wrap=True)
+"""Error messages go to stderr, so a piped report stays clean."""
 """Tables are wide: when the output is not a terminal, do not squeeze them to 80 columns."""
 
 
@@ -43,15 +45,15 @@ def _load_problem(path: Path) -> FoldProblem:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        console.print(f"[red]error:[/red] cannot read {path}: {exc.strerror or exc}")
+        errors.print(f"[red]error:[/red] cannot read {path}: {exc.strerror or exc}")
         raise typer.Exit(2) from None
     try:
         return FoldProblem.model_validate_json(text)
     except ValidationError as exc:
-        console.print(f"[red]error:[/red] {path} is not a valid fold problem:\n{exc}")
+        errors.print(f"[red]error:[/red] {path} is not a valid fold problem:\n{exc}")
         raise typer.Exit(2) from None
     except FoldingError as exc:
-        console.print(f"[red]error:[/red] {path}: {exc}")
+        errors.print(f"[red]error:[/red] {path}: {exc}")
         raise typer.Exit(2) from None
 
 
@@ -184,7 +186,7 @@ def _parse_options(options: list[str]) -> dict[str, object]:
     for item in options:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            console.print(f"[red]error:[/red] option {item!r} is not KEY=VALUE")
+            errors.print(f"[red]error:[/red] option {item!r} is not KEY=VALUE")
             raise typer.Exit(2)
         try:
             parsed[key] = json.loads(value)
@@ -215,10 +217,10 @@ def solve(
     try:
         solver = solvers.get(method, **_parse_options(option or []))
     except KeyError as exc:
-        console.print(f"[red]error:[/red] {exc.args[0]}")
+        errors.print(f"[red]error:[/red] {exc.args[0]}")
         raise typer.Exit(2) from None
     except OptionError as exc:
-        console.print(f"[red]error:[/red] invalid options for {method}:\n{exc}")
+        errors.print(f"[red]error:[/red] invalid options for {method}:\n{exc}")
         raise typer.Exit(2) from None
     result = solver.solve(problem, time_limit=time_limit)
     if json_out:
@@ -359,7 +361,7 @@ def _run_benchmark(
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        console.print(f"[red]error:[/red] cannot create {out}: {exc.strerror or exc}")
+        errors.print(f"[red]error:[/red] cannot create {out}: {exc.strerror or exc}")
         raise typer.Exit(2) from None
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("replaying", total=None)
@@ -373,7 +375,7 @@ def _run_benchmark(
                 transcripts, policies, budgets, workers=workers, progress=advance
             )
         except (KeyError, ValueError, ModuleNotFoundError) as exc:
-            console.print(f"[red]error:[/red] {exc.args[0] if exc.args else exc}")
+            errors.print(f"[red]error:[/red] {exc.args[0] if exc.args else exc}")
             raise typer.Exit(2) from None
     console.print(_summary_table(report, "every policy at every budget (lower billed is cheaper)"))
     markdown = out / "report.md"
@@ -427,7 +429,7 @@ def demo(
     try:
         transcripts = benchmark.default_transcripts(data)
     except (FileNotFoundError, MessageFormatError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        errors.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     console.rule("[bold]ctxfold demo: context policies on real agent transcripts")
     console.print(
@@ -461,7 +463,7 @@ def _load_transcript(path: Path, fmt: str) -> Any:
     from .transcripts import load_swe_agent
 
     if not path.is_file():
-        console.print(f"[red]error:[/red] {path} is not a file")
+        errors.print(f"[red]error:[/red] {path} is not a file")
         raise typer.Exit(2)
     if fmt == "auto":
         fmt = "swe-agent" if path.suffix == ".traj" else "openai"
@@ -471,7 +473,7 @@ def _load_transcript(path: Path, fmt: str) -> Any:
         "anthropic": loaders.load_anthropic,
     }
     if fmt not in readers:
-        console.print(f"[red]error:[/red] --format must be auto, {', '.join(readers)}; got {fmt!r}")
+        errors.print(f"[red]error:[/red] --format must be auto, {', '.join(readers)}; got {fmt!r}")
         raise typer.Exit(2)
     try:
         if fmt == "openai":
@@ -479,11 +481,11 @@ def _load_transcript(path: Path, fmt: str) -> Any:
         else:
             messages = readers[fmt](path)
     except (MessageFormatError, ValueError, KeyError, OSError, SyntaxError) as exc:
-        console.print(f"[red]error:[/red] cannot read {path} as {fmt}: {exc}")
+        errors.print(f"[red]error:[/red] cannot read {path} as {fmt}: {exc}")
         raise typer.Exit(2) from None
     transcript = _transcript(path.stem, messages, {"source": str(path)})
     if not transcript.call_points:
-        console.print(f"[red]error:[/red] {path} has no point where the agent is called")
+        errors.print(f"[red]error:[/red] {path} has no point where the agent is called")
         raise typer.Exit(2)
     return transcript
 
@@ -532,7 +534,7 @@ def bench(
         transcripts = benchmark.default_transcripts()
         transcripts += [benchmark.synthetic_transcript(n, seed=n) for n in (scale or [1000, 5000])]
     except (FileNotFoundError, MessageFormatError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        errors.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     optional: list[tuple[str, Callable[[], list[Any]]]] = [
         ("BFCL memory", loaders.load_bfcl_memory),
@@ -565,21 +567,21 @@ def inspect(
     from .store import Store, StoreError
 
     if not store.is_file():
-        console.print(f"[red]error:[/red] {store} is not a file")
+        errors.print(f"[red]error:[/red] {store} is not a file")
         raise typer.Exit(2)
     try:  # look before opening: opening a store writes to it
         with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as probe:
             tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as exc:
-        console.print(f"[red]error:[/red] {store} is not a SQLite database: {exc}")
+        errors.print(f"[red]error:[/red] {store} is not a SQLite database: {exc}")
         raise typer.Exit(2) from None
     if not {"records", "branches", "meta"} <= tables:
-        console.print(f"[red]error:[/red] {store} is a SQLite database but not a store")
+        errors.print(f"[red]error:[/red] {store} is a SQLite database but not a store")
         raise typer.Exit(2)
     try:
         db = Store.open(store)
     except (StoreError, OSError) as exc:
-        console.print(f"[red]error:[/red] cannot open {store}: {exc}")
+        errors.print(f"[red]error:[/red] cannot open {store}: {exc}")
         raise typer.Exit(2) from None
     with db:
         messages = db.items("messages")
