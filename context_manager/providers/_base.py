@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import ClassVar, Generic, Protocol, Self, TypeVar
 
 from ..errors import ConfigError, MissingAPIKeyError
 from ..summarizer import Completion, CompletionRequest
-from .retry import Retry, RetryPolicy, run_with_retries
+from .retry import (
+    Retry,
+    RetryPolicy,
+    error_completion,
+    retry_after_seconds,
+    run_with_retries,
+    should_retry_status,
+)
 
 __all__ = ["DEFAULT_DEADLINE", "ProviderSummarizer", "field", "resolve_api_key"]
 
@@ -42,6 +50,10 @@ def resolve_api_key(api_key: str | None, env_var: str, owner: str) -> str:
             f"pass api_key=..., or pass a ready client=..."
         )
     return key
+
+
+class MalformedAnswer(Exception):
+    """An answer that does not have the shape of the provider's response."""
 
 
 def field(obj: object, name: str) -> object:
@@ -112,8 +124,39 @@ class ProviderSummarizer(ABC, Generic[ClientT]):
         """A view of a caller's client with the SDK's own retries off."""
 
     @abstractmethod
+    def _call(self, request: CompletionRequest, timeout: float) -> object:
+        """One SDK call with ``timeout`` seconds; the SDK's answer object."""
+
+    @abstractmethod
+    def _read(self, answer: object, requested_model: str) -> Completion:
+        """The SDK's answer as a completion; :class:`MalformedAnswer` when it is not one."""
+
+    @property
+    @abstractmethod
+    def _sdk(self) -> ModuleType:
+        """The SDK module, for its ``APIStatusError``, ``APIConnectionError``, ``APIError``."""
+
     def _attempt(self, request: CompletionRequest, timeout: float) -> Completion | Retry:
-        """One SDK call with ``timeout`` seconds: a completion, or a transient failure."""
+        """One call: a completion (``error`` for a final failure) or a transient failure."""
+        sdk, model = self._sdk, request.model
+        try:
+            answer = self._call(request, timeout)
+        except sdk.APIStatusError as exc:
+            detail = f"{self.provider}: HTTP {exc.status_code}: {exc.message}"
+            headers = exc.response.headers
+            if should_retry_status(exc.status_code, headers):
+                return Retry(detail, retry_after_seconds(headers))
+            return error_completion(detail, model)
+        except sdk.APIConnectionError as exc:  # timeouts included
+            return Retry(f"{self.provider}: {type(exc).__name__}: {exc.message}")
+        except sdk.APIError as exc:  # e.g. a body failing validation
+            return error_completion(f"{self.provider}: {type(exc).__name__}: {exc}", model)
+        except json.JSONDecodeError as exc:
+            return error_completion(f"{self.provider}: malformed response body: {exc}", model)
+        try:
+            return self._read(answer, model)
+        except MalformedAnswer as exc:
+            return error_completion(f"{self.provider}: malformed response: {exc}", model)
 
     # ------------------------------------------------------------------ public
     @property

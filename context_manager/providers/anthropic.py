@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import anthropic
 
 from ..messages import to_anthropic
 from ..summarizer import Completion, CompletionRequest, StopReason, Usage
-from ._base import DEFAULT_DEADLINE, ProviderSummarizer, field
-from .retry import Retry, RetryPolicy, error_completion, retry_after_seconds, should_retry_status
+from ._base import DEFAULT_DEADLINE, MalformedAnswer, ProviderSummarizer, field
+from .retry import RetryPolicy
 
 __all__ = ["ANTHROPIC_STOP_REASONS", "AnthropicSummarizer"]
 
@@ -31,10 +31,6 @@ ANTHROPIC_STOP_REASONS: dict[str, StopReason] = {
 ``pause_turn`` leave the answer unfinished, like ``max_tokens``: never memory,
 yet not a transport failure. Any other value ends as ``error``.
 """
-
-
-class _Malformed(Exception):
-    """The answer does not have the shape of a Messages API response."""
 
 
 class AnthropicSummarizer(ProviderSummarizer[anthropic.Anthropic]):
@@ -120,7 +116,7 @@ class AnthropicSummarizer(ProviderSummarizer[anthropic.Anthropic]):
     def _without_sdk_retries(self, client: anthropic.Anthropic) -> anthropic.Anthropic:
         return client.with_options(max_retries=0)
 
-    def _attempt(self, request: CompletionRequest, timeout: float) -> Completion | Retry:
+    def _call(self, request: CompletionRequest, timeout: float) -> object:
         params: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
@@ -130,43 +126,31 @@ class AnthropicSummarizer(ProviderSummarizer[anthropic.Anthropic]):
             params["system"] = request.system
         if request.tools:
             params["tools"] = [dict(t) for t in request.tools]
-        try:
-            message = self._client.messages.create(**params, timeout=timeout)
-        except anthropic.APIStatusError as exc:
-            detail = f"{self.provider}: HTTP {exc.status_code}: {exc.message}"
-            headers = exc.response.headers
-            if should_retry_status(exc.status_code, headers):
-                return Retry(detail, retry_after_seconds(headers))
-            return error_completion(detail, request.model)
-        except anthropic.APIConnectionError as exc:  # timeouts included
-            return Retry(f"{self.provider}: {type(exc).__name__}: {exc.message}")
-        except anthropic.APIError as exc:  # e.g. a body failing validation
-            return error_completion(f"{self.provider}: {type(exc).__name__}: {exc}", request.model)
-        except json.JSONDecodeError as exc:
-            return error_completion(
-                f"{self.provider}: malformed response body: {exc}", request.model
-            )
-        try:
-            return _read_message(message, request.model)
-        except _Malformed as exc:
-            return error_completion(f"{self.provider}: malformed response: {exc}", request.model)
+        return self._client.messages.create(**params, timeout=timeout)
+
+    def _read(self, answer: object, requested_model: str) -> Completion:
+        return _read_message(answer, requested_model)
+
+    @property
+    def _sdk(self) -> ModuleType:
+        return anthropic
 
 
 def _read_message(message: object, requested_model: str) -> Completion:
     content = field(message, "content")
     if not isinstance(content, list):
-        raise _Malformed(f"'content' is not a list of blocks (got {type(content).__name__})")
+        raise MalformedAnswer(f"'content' is not a list of blocks (got {type(content).__name__})")
     texts: list[str] = []
     for i, block in enumerate(content):
         if field(block, "type") == "text":
             text = field(block, "text")
             if not isinstance(text, str):
-                raise _Malformed(f"content[{i}] is a text block without a string 'text'")
+                raise MalformedAnswer(f"content[{i}] is a text block without a string 'text'")
             texts.append(text)
     raw_stop = field(message, "stop_reason")
     stop = ANTHROPIC_STOP_REASONS.get(raw_stop) if isinstance(raw_stop, str) else None
     if stop is None:
-        raise _Malformed(f"unknown stop_reason {raw_stop!r}")
+        raise MalformedAnswer(f"unknown stop_reason {raw_stop!r}")
     model = field(message, "model")
     return Completion(
         text="".join(texts),

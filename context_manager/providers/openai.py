@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any, Literal
 
 import openai
@@ -12,8 +12,8 @@ import openai
 from ..errors import ConfigError
 from ..messages import to_openai
 from ..summarizer import Completion, CompletionRequest, StopReason, Usage
-from ._base import DEFAULT_DEADLINE, ProviderSummarizer, field
-from .retry import Retry, RetryPolicy, error_completion, retry_after_seconds, should_retry_status
+from ._base import DEFAULT_DEADLINE, MalformedAnswer, ProviderSummarizer, field
+from .retry import RetryPolicy
 
 __all__ = ["OPENAI_FINISH_REASONS", "OpenAISummarizer", "openai_tools"]
 
@@ -30,10 +30,6 @@ A non-empty ``refusal`` on the message is a refusal whatever the finish
 reason; tool calls on the message are ``tool_use``. Any other finish reason
 ends as ``error``.
 """
-
-
-class _Malformed(Exception):
-    """The answer does not have the shape of a chat completion."""
 
 
 def openai_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -170,7 +166,7 @@ class OpenAISummarizer(ProviderSummarizer[openai.OpenAI]):
     def _without_sdk_retries(self, client: openai.OpenAI) -> openai.OpenAI:
         return client.with_options(max_retries=0)
 
-    def _attempt(self, request: CompletionRequest, timeout: float) -> Completion | Retry:
+    def _call(self, request: CompletionRequest, timeout: float) -> object:
         messages = to_openai(request.messages, agent=request.agent)
         if request.system:
             messages.insert(0, {"role": "system", "content": request.system})
@@ -181,39 +177,27 @@ class OpenAISummarizer(ProviderSummarizer[openai.OpenAI]):
         }
         if request.tools:
             params["tools"] = openai_tools(request.tools)
-        try:
-            answer = self._client.chat.completions.create(**params, timeout=timeout)
-        except openai.APIStatusError as exc:
-            detail = f"{self.provider}: HTTP {exc.status_code}: {exc.message}"
-            headers = exc.response.headers
-            if should_retry_status(exc.status_code, headers):
-                return Retry(detail, retry_after_seconds(headers))
-            return error_completion(detail, request.model)
-        except openai.APIConnectionError as exc:  # timeouts included
-            return Retry(f"{self.provider}: {type(exc).__name__}: {exc.message}")
-        except openai.APIError as exc:  # e.g. a body failing validation
-            return error_completion(f"{self.provider}: {type(exc).__name__}: {exc}", request.model)
-        except json.JSONDecodeError as exc:
-            return error_completion(
-                f"{self.provider}: malformed response body: {exc}", request.model
-            )
-        try:
-            return _read_chat_completion(answer, request.model)
-        except _Malformed as exc:
-            return error_completion(f"{self.provider}: malformed response: {exc}", request.model)
+        return self._client.chat.completions.create(**params, timeout=timeout)
+
+    def _read(self, answer: object, requested_model: str) -> Completion:
+        return _read_chat_completion(answer, requested_model)
+
+    @property
+    def _sdk(self) -> ModuleType:
+        return openai
 
 
 def _read_chat_completion(answer: object, requested_model: str) -> Completion:
     choices = field(answer, "choices")
     if not isinstance(choices, list) or not choices:
-        raise _Malformed("'choices' is not a non-empty list")
+        raise MalformedAnswer("'choices' is not a non-empty list")
     choice = choices[0]
     message = field(choice, "message")
     if message is None:
-        raise _Malformed("choices[0] has no 'message'")
+        raise MalformedAnswer("choices[0] has no 'message'")
     content = field(message, "content")
     if content is not None and not isinstance(content, str):
-        raise _Malformed("choices[0].message.content is neither a string nor null")
+        raise MalformedAnswer("choices[0].message.content is neither a string nor null")
     text = content or ""
     refusal = field(message, "refusal")
     finish = field(choice, "finish_reason")
@@ -225,7 +209,7 @@ def _read_chat_completion(answer: object, requested_model: str) -> Completion:
     else:
         stop = OPENAI_FINISH_REASONS.get(finish) if isinstance(finish, str) else None
         if stop is None:
-            raise _Malformed(f"unknown finish_reason {finish!r}")
+            raise MalformedAnswer(f"unknown finish_reason {finish!r}")
     model = field(answer, "model")
     usage = field(answer, "usage")
 
