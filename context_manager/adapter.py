@@ -60,17 +60,24 @@ def _chunk_leaves(
     locks is one leaf: the problem shrinks by the chunk size and means the same.
     """
     protected = strategy.protected_ids(ctx, stored)
-    spans = strategy.model_cache
+    # chunk id -> (version, span): appends never move a closed chunk, so a span is
+    # recomputed only after an edit, a removal or a branch switch (one entry per chunk)
+    spans: dict[str, tuple[int, tuple[int, int] | None]]
+    spans = strategy.model_cache.setdefault(("spans",), {})
     version = ctx.version()
     out: dict[int, tuple[str, int]] = {}
     for chunk in strategy.chunks:
-        key = ("span", chunk.id, version)  # appends never move a closed chunk
-        span = spans.get(key, False)
-        if span is False:
+        known = spans.get(chunk.id)
+        if known is not None and known[0] == version:
+            span = known[1]
+        else:
+            span = None
             first = position.get(chunk.source_ids[0])
-            end = None if first is None else first + len(chunk.source_ids)
-            whole = first is not None and [s.id for s in stored[first:end]] == chunk.source_ids
-            span = spans[key] = (first, end) if whole and len(chunk.source_ids) > 1 else None
+            if first is not None and len(chunk.source_ids) > 1:
+                end = first + len(chunk.source_ids)
+                if [s.id for s in stored[first:end]] == chunk.source_ids:
+                    span = (first, end)
+            spans[chunk.id] = (version, span)
         if span is None or span[0] < win.head_end or span[1] > win.tail_start:
             continue
         if protected and protected.intersection(chunk.source_ids):
