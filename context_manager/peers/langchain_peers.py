@@ -53,9 +53,11 @@ from .base import (
     SYSTEM,
     HistoryFeed,
     MeteredSummarizer,
+    PartJoiner,
     PolicyRequest,
     audit,
     default_counter,
+    part_markers,
     request_tokens,
     run_guarded,
     split_system,
@@ -74,10 +76,6 @@ __all__ = [
     "from_langchain",
     "to_langchain",
 ]
-
-_CONTINUES = "context_manager_continues"
-_SOURCE = "context_manager_source"
-"""Marks a LangChain message holding more blocks of the message before it."""
 
 
 # ------------------------------------------------------------------ conversion
@@ -148,8 +146,7 @@ def to_langchain(messages: Sequence[Message], *, agent: str = "Claude") -> list[
             out.append(AIMessage(content=content, tool_calls=calls, id=f"cm-{i}-0"))
             continue
         for part, piece in enumerate(user_side_parts(m)):
-            # every part names its source message; a continuation joins only its own
-            extra: dict[str, Any] = {_SOURCE: i, **({_CONTINUES: True} if part else {})}
+            extra = part_markers(i, part)
             ident = f"cm-{i}-{part}"
             if isinstance(piece, ToolResultBlock):
                 body: Any = (
@@ -240,13 +237,9 @@ def from_langchain(
     """
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-    out: list[Message] = []
-    joinable = False  # may the next ToolMessage join out[-1]?
-    last_source: object = None  # the source message of out[-1], when it was split
+    out = PartJoiner()
     for i, raw in enumerate(messages):
         where = f"LangChain message {i}"
-        source = raw.additional_kwargs.get(_SOURCE)
-        continues = bool(raw.additional_kwargs.get(_CONTINUES)) and source == last_source
         if isinstance(raw, ToolMessage):
             body: Any = raw.content
             content: str | list[TextBlock | ImageBlock]
@@ -259,14 +252,9 @@ def from_langchain(
             block = ToolResultBlock(
                 tool_use_id=raw.tool_call_id, content=content, is_error=raw.status == "error"
             )
-            if out and (joinable or continues):
-                out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, block)})
-            else:
-                out.append(Message(participant=raw.name or "Tool", content=(block,)))
-            joinable, last_source = True, source
-            continue
-        if isinstance(raw, SystemMessage):
-            out.append(Message(participant=SYSTEM, content=tuple(_our_blocks(raw.content, where))))
+            out.tool_result(block, raw.name or "Tool", raw.additional_kwargs)
+        elif isinstance(raw, SystemMessage):
+            out.add(Message(participant=SYSTEM, content=tuple(_our_blocks(raw.content, where))))
         elif isinstance(raw, AIMessage):
             blocks = [b for b in _our_blocks(raw.content, where) if not _empty_text(b)]
             for call in raw.tool_calls:
@@ -275,18 +263,13 @@ def from_langchain(
                 blocks.append(
                     ToolUseBlock(id=str(call["id"]), name=call["name"], input=dict(call["args"]))
                 )
-            out.append(Message(participant=agent, content=tuple(blocks or [TextBlock(text="")])))
+            out.add(Message(participant=agent, content=tuple(blocks or [TextBlock(text="")])))
         elif isinstance(raw, HumanMessage):
             blocks = _our_blocks(raw.content, where)
-            if out and continues:
-                out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, *blocks)})
-            else:
-                out.append(Message(participant=raw.name or user, content=tuple(blocks)))
+            out.user_part(blocks, raw.name or user, raw.additional_kwargs)
         else:
             raise MessageFormatError(f"{where}: unsupported message type {type(raw).__name__}")
-        joinable = False
-        last_source = source if isinstance(raw, HumanMessage) else None
-    return out
+    return out.messages
 
 
 def _empty_text(block: ContentBlock) -> bool:

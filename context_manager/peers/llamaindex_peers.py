@@ -44,9 +44,11 @@ from .base import (
     SYSTEM,
     HistoryFeed,
     MeteredSummarizer,
+    PartJoiner,
     PolicyRequest,
     audit,
     default_counter,
+    part_markers,
     request_tokens,
     run_guarded,
     split_system,
@@ -58,8 +60,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MemoryPolicy", "extractive_llm", "from_llamaindex", "to_llamaindex"]
 
-_CONTINUES = "context_manager_continues"
-_SOURCE = "context_manager_source"
 _NAME = "name"
 
 
@@ -119,8 +119,7 @@ def to_llamaindex(messages: Sequence[Message], *, agent: str = "Claude") -> list
             out.append(ChatMessage(role="assistant", blocks=_li_blocks(m.content)))
             continue
         for part, piece in enumerate(user_side_parts(m)):
-            # every part names its source message; a continuation joins only its own
-            extra: dict[str, Any] = {_SOURCE: i, **({_CONTINUES: True} if part else {})}
+            extra = part_markers(i, part)
             if isinstance(piece, ToolResultBlock):
                 if m.participant != "Tool":
                     extra[_NAME] = m.participant
@@ -197,15 +196,11 @@ def from_llamaindex(
         For an unknown role, a tool message without ``tool_call_id`` or an
         unsupported block.
     """
-    out: list[Message] = []
-    joinable = False
-    last_source: object = None  # the source message of out[-1], when it was split
+    out = PartJoiner()
     for i, raw in enumerate(messages):
         where = f"LlamaIndex message {i}"
         role = str(getattr(raw.role, "value", raw.role))
         extra = raw.additional_kwargs
-        source = extra.get(_SOURCE)
-        continues = bool(extra.get(_CONTINUES)) and source == last_source
         blocks = _our_blocks(raw.blocks, where)
         if role == "tool":
             call_id = extra.get("tool_call_id")
@@ -219,27 +214,17 @@ def from_llamaindex(
             result = ToolResultBlock(
                 tool_use_id=str(call_id), content=body, is_error=bool(extra.get("is_error"))
             )
-            if out and (joinable or continues):
-                out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, result)})
-            else:
-                out.append(Message(participant=str(extra.get(_NAME, "Tool")), content=(result,)))
-            joinable, last_source = True, source
-            continue
-        joinable = False
-        last_source = source if role == "user" else None
-        if role == "system":
-            out.append(Message(participant=SYSTEM, content=tuple(blocks or [TextBlock(text="")])))
+            out.tool_result(result, str(extra.get(_NAME, "Tool")), extra)
+        elif role == "system":
+            out.add(Message(participant=SYSTEM, content=tuple(blocks or [TextBlock(text="")])))
         elif role == "assistant":
-            out.append(Message(participant=agent, content=tuple(blocks or [TextBlock(text="")])))
+            out.add(Message(participant=agent, content=tuple(blocks or [TextBlock(text="")])))
         elif role == "user":
-            if out and continues:
-                out[-1] = out[-1].model_copy(update={"content": (*out[-1].content, *blocks)})
-            else:
-                name = str(extra.get(_NAME, user))
-                out.append(Message(participant=name, content=tuple(blocks or [TextBlock(text="")])))
+            name = str(extra.get(_NAME, user))
+            out.user_part(blocks, name, extra, empty=[TextBlock(text="")])
         else:
             raise MessageFormatError(f"{where}: unsupported role {role!r}")
-    return out
+    return out.messages
 
 
 _FACT = re.compile(r"<fact>(.*?)</fact>", re.DOTALL)
