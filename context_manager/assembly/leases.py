@@ -15,7 +15,7 @@ import secrets
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -167,23 +167,17 @@ class SqliteLeaseStore(LeaseStore):
         db = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
         return db
 
-    def _run(self, key: str, record: LeaseRecord | None, nonce: str | None) -> LeaseRecord | None:
+    @contextlib.contextmanager
+    def _locked(self, key: str) -> Iterator[tuple[sqlite3.Connection, LeaseRecord | None]]:
+        """The record under ``key`` inside a write transaction, committed on success."""
         db = self._connect()
         try:
             db.execute("BEGIN IMMEDIATE")
             row = db.execute(
                 "SELECT nonce, ts FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key)
             ).fetchone()
-            previous = LeaseRecord(row[0], row[1]) if row else None
-            if nonce is None or (previous is not None and previous.nonce == nonce):
-                db.execute("DELETE FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key))
-                if record is not None:
-                    db.execute(
-                        "INSERT INTO leases (scope, key, nonce, ts) VALUES (?, ?, ?, ?)",
-                        (LEASE_SCOPE, key, record.nonce, record.ts),
-                    )
+            yield db, LeaseRecord(row[0], row[1]) if row else None
             db.execute("COMMIT")
-            return previous
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
@@ -191,44 +185,39 @@ class SqliteLeaseStore(LeaseStore):
         finally:
             db.close()
 
+    @staticmethod
+    def _put(db: sqlite3.Connection, key: str, record: LeaseRecord) -> None:
+        db.execute(
+            "INSERT OR REPLACE INTO leases (scope, key, nonce, ts) VALUES (?, ?, ?, ?)",
+            (LEASE_SCOPE, key, record.nonce, record.ts),
+        )
+
     def read(self, key: str) -> LeaseRecord | None:
-        db = self._connect()
-        try:
+        with contextlib.closing(self._connect()) as db:
             row = db.execute(
                 "SELECT nonce, ts FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key)
             ).fetchone()
-        finally:
-            db.close()
         return LeaseRecord(row[0], row[1]) if row else None
 
     def swap(self, key: str, record: LeaseRecord | None) -> LeaseRecord | None:
-        return self._run(key, record, None)
+        with self._locked(key) as (db, previous):
+            if record is None:
+                db.execute("DELETE FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key))
+            else:
+                self._put(db, key, record)
+        return previous
 
     def clear_if(self, key: str, nonce: str) -> None:
-        self._run(key, None, nonce)
+        with self._locked(key) as (db, current):
+            if current is not None and current.nonce == nonce:
+                db.execute("DELETE FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key))
 
     def put_if_idle(self, key: str, record: LeaseRecord, ttl_ms: int) -> bool:
-        db = self._connect()
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            row = db.execute(
-                "SELECT nonce, ts FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key)
-            ).fetchone()
-            if row is not None and LeaseRecord(row[0], row[1]).active(record.ts, ttl_ms):
-                db.execute("ROLLBACK")
+        with self._locked(key) as (db, current):
+            if current is not None and current.active(record.ts, ttl_ms):
                 return False
-            db.execute(
-                "INSERT OR REPLACE INTO leases (scope, key, nonce, ts) VALUES (?, ?, ?, ?)",
-                (LEASE_SCOPE, key, record.nonce, record.ts),
-            )
-            db.execute("COMMIT")
-            return True
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        finally:
-            db.close()
+            self._put(db, key, record)
+        return True
 
 
 def default_lease_key(messages: Iterable[AnyMessage]) -> str:
