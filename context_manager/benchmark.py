@@ -426,7 +426,8 @@ def replay_policy(
             problems = request.problems
             if request.error is None and _newest_turn_missing(history, request.messages):
                 problems = (*problems, "the newest turn is not in the request")
-            priced = cache.request(_layout(request.messages, counter))
+            marks = None if request.breakpoints is None else [i + 1 for i in request.breakpoints]
+            priced = cache.request(_layout(request.messages, counter), marks)
             last = i == len(points) - 1
             out.append(
                 CallRecord(

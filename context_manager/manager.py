@@ -66,6 +66,10 @@ class ContextEntry(BaseModel):
     message: Message
 
 
+MAX_CACHE_BREAKPOINTS = 4
+"""Prompt-cache breakpoints a request may carry (Anthropic's limit)."""
+
+
 @dataclass
 class CompileResult:
     """The messages to send, system injections and how the context was composed."""
@@ -73,6 +77,10 @@ class CompileResult:
     messages: list[Message]
     system_injections: list[ContentBlock] = field(default_factory=list)
     render_stats: dict[str, Any] = field(default_factory=dict)
+    cache_breakpoints: list[int] = field(default_factory=list)
+    """Indices of the messages to mark as prompt-cache breakpoints (Anthropic:
+    ``cache_control`` on the message's last block), sorted, at most four: the ends of
+    the stretches the strategy keeps stable across refolds, and the last message."""
 
 
 class ContextManager:
@@ -383,7 +391,9 @@ class ContextManager:
         self._expire_holds()
         budget = RequestBudget(max_tokens, reserve_for_response)
         selection = self._strategy.select(self._ctx, budget, dry_run=dry_run)
-        messages = enforce_tool_pairs([e.to_message() for e in selection.entries])
+        shown = [e.to_message() for e in selection.entries]
+        marked = {id(shown[i]) for i in selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]}
+        messages = enforce_tool_pairs(shown)
         system: list[ContentBlock] = []
         before: list[Message] = []
         after: list[Message] = []
@@ -408,7 +418,11 @@ class ContextManager:
             )
         if not dry_run:
             self._render_stats = dict(selection.stats)
-        return CompileResult(messages, system, dict(selection.stats))
+        # a message repaired by the pairing pass is a new object and loses its mark
+        marks = [i for i, m in enumerate(messages) if id(m) in marked]
+        if messages and (not marks or marks[-1] != len(messages) - 1):
+            marks.append(len(messages) - 1)
+        return CompileResult(messages, system, dict(selection.stats), marks)
 
     def get_render_stats(self) -> dict[str, Any] | None:
         """Composition of the last live (not dry-run) compile; None before the first."""

@@ -9,6 +9,7 @@ counted in requests, and prices relative to the base input price.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -139,6 +140,10 @@ class CacheSimulator:
         Defaults: miss 1.0, write 1.25, read 0.1.
     min_cacheable_tokens : int, default 0
         Prefixes shorter than this are never written (providers have a minimum).
+    lookback_units : int, default 20
+        With breakpoints given by the request, a stored prefix is found only from a
+        breakpoint at most this many units after its end (Anthropic looks back about
+        20 blocks). The simulator's own placement always marks the matched prefix.
 
     Examples
     --------
@@ -154,6 +159,7 @@ class CacheSimulator:
     ttl: int | None = None
     prices: CachePrices = field(default_factory=CachePrices)
     min_cacheable_tokens: int = 0
+    lookback_units: int = 20
     history: list[CacheRequest] = field(default_factory=list, init=False)
     _entries: dict[tuple[int, int], _Entry] = field(default_factory=dict, init=False, repr=False)
     _step: int = field(default=0, init=False, repr=False)
@@ -161,11 +167,33 @@ class CacheSimulator:
     def __post_init__(self) -> None:
         if not self.max_breakpoints >= 1:
             raise ValueError(f"max_breakpoints must be >= 1, got {self.max_breakpoints}")
+        if self.lookback_units < 0:
+            raise ValueError(f"lookback_units must be >= 0, got {self.lookback_units}")
         if self.ttl is not None and self.ttl < 0:
             raise ValueError(f"ttl must be >= 0 requests or None, got {self.ttl}")
 
-    def request(self, layout: Layout) -> CacheRequest:
-        """Simulate one request with ``layout`` and return its cost."""
+    def request(self, layout: Layout, breakpoints: Sequence[int] | None = None) -> CacheRequest:
+        """Simulate one request with ``layout`` and return its cost.
+
+        Parameters
+        ----------
+        layout : Layout
+        breakpoints : sequence of int, optional
+            The request's own cache breakpoints, as unit counts (a breakpoint after
+            that many units), as a client marks blocks with ``cache_control``. They
+            are used as given: without one at the end, the tail after the last
+            breakpoint is billed as uncached input. None: the simulator places them
+            (always one at the end, one where the cached prefix ends, the rest
+            spread over the layout).
+
+        Raises
+        ------
+        ValueError
+            For a breakpoint outside ``1..len(layout)`` or more than
+            ``max_breakpoints`` distinct ones.
+        """
+        if breakpoints is not None:
+            breakpoints = self._check(layout, breakpoints)
         step = self._step
         self._step += 1
         if self.ttl is not None:
@@ -174,14 +202,18 @@ class CacheSimulator:
         hashes = _prefix_hashes(layout)
         matched, age, cached = 0, None, 0
         for (count, digest), entry in sorted(self._entries.items(), reverse=True):
+            if breakpoints is not None and not any(
+                count <= b <= count + self.lookback_units for b in breakpoints
+            ):
+                continue  # no breakpoint of this request looks back that far
             if count <= len(layout) and hashes[count] == digest:
                 matched, age = count, step - entry.last_used
                 cached = _prefix_tokens(layout, count)
                 entry.last_used = step
                 break
-        breakpoints = self._place(layout, matched)
-        last = breakpoints[-1]
-        writable = _prefix_tokens(layout, last)
+        if breakpoints is None:
+            breakpoints = self._place(layout, matched)
+        writable = _prefix_tokens(layout, breakpoints[-1]) if breakpoints else 0
         if writable >= self.min_cacheable_tokens:
             for count in breakpoints:
                 tokens = _prefix_tokens(layout, count)
@@ -196,6 +228,21 @@ class CacheSimulator:
         result = CacheRequest(step, layout.total, cached, written, missed, billed, breakpoints, age)
         self.history.append(result)
         return result
+
+    def _check(self, layout: Layout, breakpoints: Sequence[int]) -> tuple[int, ...]:
+        chosen = tuple(sorted({int(b) for b in breakpoints}))
+        bad = [b for b in chosen if not 1 <= b <= len(layout)]
+        if bad:
+            raise ValueError(
+                f"breakpoints {bad} are outside 1..{len(layout)}: a breakpoint is the number "
+                "of units before it, and this layout has that many units"
+            )
+        if len(chosen) > self.max_breakpoints:
+            raise ValueError(
+                f"{len(chosen)} breakpoints given; the provider allows max_breakpoints="
+                f"{self.max_breakpoints}: drop some or raise max_breakpoints"
+            )
+        return chosen
 
     def _place(self, layout: Layout, matched: int) -> tuple[int, ...]:
         n = len(layout)

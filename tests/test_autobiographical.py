@@ -749,3 +749,45 @@ def test_an_all_raw_frontier_is_carried_like_any_other(tmp_path: Path) -> None:
     stats = cm.get_render_stats()
     assert stats is not None and stats["kv_cost"] == 0
     cm.close()
+
+
+def test_cache_breakpoints_end_the_head_the_merged_memories_and_the_memories(
+    tmp_path: Path,
+) -> None:
+    from context_manager import Injection, TextBlock
+
+    cm, strategy = open_cm(
+        tmp_path,
+        ScriptedSummarizer(),
+        merge_threshold=3,
+        head_window_tokens=300,
+        recent_window_tokens=200,
+    )
+    for i in range(60):
+        cm.add_message("User" if i % 2 else "Claude", words(20, f"m{i}"))
+        cm.drain()
+    note = Injection(namespace="n", position="before_user", content=(TextBlock(text="note"),))
+    result = cm.compile(max_tokens=900, reserve_for_response=100, injections=[note])
+    messages, marks = result.messages, result.cache_breakpoints
+    by_text = {x.content: x for x in strategy.summaries.values()}
+    memories = [i for i, m in enumerate(messages) if m.text in by_text]
+    merged = [i for i in memories if by_text[messages[i].text].level >= 2]
+    stored = cm.get_messages()
+    head_end = strategy.windows(cm._ctx, stored).head_end
+    head_texts = {s.message.text for s in stored[:head_end]}
+    head = [i for i, m in enumerate(messages) if m.text in head_texts]
+    assert memories and merged and head == list(range(head_end)) and head_end > 1
+    assert marks == sorted({head[-1], merged[-1], memories[-1], len(messages) - 1})
+    cm.close()
+
+
+def test_cache_breakpoints_can_be_turned_off(tmp_path: Path) -> None:
+    options = {"recent_window_tokens": 200, "compression_cache_breakpoints": False}
+    cm, _ = open_cm(tmp_path, ScriptedSummarizer(), **options)
+    for i in range(30):
+        cm.add_message("User", words(20, f"m{i}"))
+        cm.drain()
+    result = cm.compile(max_tokens=800, reserve_for_response=100)
+    assert result.render_stats["summaries"]
+    assert result.cache_breakpoints == [len(result.messages) - 1]
+    cm.close()

@@ -53,6 +53,29 @@ def test_folding_policy_sends_valid_requests_within_budget(budget: int) -> None:
     assert _plain(again) == _plain(records)  # deterministic
 
 
+def test_folding_policy_marks_its_stable_prefixes_for_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    transcript = benchmark.default_transcripts()[-1]
+    seen: list[tuple[int, list[int] | None]] = []
+
+    class Spy(benchmark.CacheSimulator):
+        def request(self, layout, breakpoints=None):  # type: ignore[no-untyped-def]
+            seen.append((len(layout), None if breakpoints is None else list(breakpoints)))
+            return super().request(layout, breakpoints)
+
+    monkeypatch.setattr(benchmark, "CacheSimulator", Spy)
+    records = benchmark.replay_policy(transcript, "ours:kv-stable", 3000)
+    assert len(seen) == len(records)
+    for n, marks in seen:  # unit counts: after the system prompt, ..., after the last message
+        assert marks is not None and marks == sorted(set(marks)) and len(marks) <= 4
+        assert marks[0] == 1 and marks[-1] == n
+    assert max(len(m or []) for _, m in seen) == 4  # memories are marked once there are some
+    seen.clear()
+    benchmark.replay_policy(transcript, "observation-masking", 3000)
+    assert seen and all(marks is None for _, marks in seen)  # the simulator places a peer's
+
+
 def test_assemble_policy_answers_every_call() -> None:
     messages = load_swe_agent(TRAJ)
     policy = AssemblePolicy(counter=TiktokenCounter())

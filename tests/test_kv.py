@@ -94,3 +94,46 @@ def test_bad_parameters() -> None:
         CacheSimulator(max_breakpoints=0)
     with pytest.raises(ValueError, match="ttl"):
         CacheSimulator(ttl=-1)
+    with pytest.raises(ValueError, match="lookback_units"):
+        CacheSimulator(lookback_units=-1)
+
+
+def test_request_breakpoints_are_used_as_given() -> None:
+    sim = CacheSimulator()
+    units = [(f"u{i}", 100) for i in range(6)]
+    first = sim.request(lay(*units), breakpoints=[2, 6])
+    assert first.breakpoints == (2, 6)
+    # a change at unit 4: only the marked prefix of 2 units is stored before it
+    changed = sim.request(lay(*units[:4], ("new", 100), units[5]), breakpoints=[2, 6])
+    assert (changed.cached, changed.written) == (200, 400)
+
+
+def test_without_a_breakpoint_at_the_end_the_tail_is_missed() -> None:
+    sim = CacheSimulator()
+    r = sim.request(lay(("a", 100), ("b", 200), ("c", 300)), breakpoints=[1])
+    assert (r.cached, r.written, r.missed) == (0, 100, 500)
+    assert r.billed == pytest.approx(1.25 * 100 + 500)
+    assert sim.request(lay(("a", 100)), breakpoints=()).cached == 0  # no breakpoint, no lookup
+    assert sim.request(lay(("a", 100)), breakpoints=[1]).cached == 100
+    nothing = CacheSimulator().request(A, breakpoints=())
+    assert (nothing.cached, nothing.written, nothing.missed) == (0, 0, 650)
+
+
+def test_a_stored_prefix_is_found_only_within_the_lookback_of_a_breakpoint() -> None:
+    units = [(f"u{i}", 10) for i in range(30)]
+    grown = lay(*units, ("new", 10))
+    for marks, cached in (([31], 0), ([26, 31], 0), ([25, 31], 50)):
+        sim = CacheSimulator(lookback_units=20)
+        sim.request(lay(*units[:5]), breakpoints=[5])
+        assert sim.request(grown, breakpoints=marks).cached == cached, marks
+
+
+@pytest.mark.parametrize(
+    ("breakpoints", "match"),
+    [([0, 3], "outside 1..3"), ([4], "outside 1..3"), ([1, 2, 3], "max_breakpoints=2")],
+)
+def test_bad_request_breakpoints(breakpoints: list[int], match: str) -> None:
+    sim = CacheSimulator(max_breakpoints=2)
+    with pytest.raises(ValueError, match=match):
+        sim.request(A, breakpoints=breakpoints)
+    assert sim.history == []  # a refused request leaves no trace

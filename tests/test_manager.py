@@ -167,3 +167,11 @@ def test_context_log_relations_follow_edits_and_removals(tmp_path: Path) -> None
     cm = ContextManager.open(path=tmp_path / "cm.db", counter=CharsCounter())
     assert [e.id for e in cm.context_log()] == [derived, referenced]  # persisted
     cm.close()
+
+
+def test_passthrough_marks_only_the_last_message_for_the_cache(tmp_path: Path) -> None:
+    with manager(tmp_path) as cm:
+        assert cm.compile().cache_breakpoints == []
+        for i in range(4):
+            cm.add_message("User", f"m{i}")
+        assert cm.compile().cache_breakpoints == [3]

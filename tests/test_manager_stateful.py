@@ -143,8 +143,12 @@ class ManagerMachine(RuleBasedStateMachine):
         }
         for stored in self.cm.get_messages():
             assert stored.message.text in shown or stored.id in covered, stored.id
+        marks = first.cache_breakpoints
+        assert marks == sorted(set(marks)) and len(marks) <= 4
+        assert marks == [] if not first.messages else marks[-1] == len(first.messages) - 1
         again = self.cm.compile(max_tokens=budget + 100, reserve_for_response=100)
         assert again.messages == first.messages  # no change, same bytes
+        assert again.cache_breakpoints == marks
 
     @rule()
     def fork(self) -> None:

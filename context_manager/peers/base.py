@@ -67,6 +67,10 @@ class PolicyRequest:
     error : str or None
         The exception a peer raised, as ``"Type: message"``; the request is
         then empty.
+    breakpoints : tuple of int or None
+        Indices of the messages the policy marks as prompt-cache breakpoints
+        (sorted, at most four). None: the policy marks none itself, and the cache
+        simulator places them as an automatic client would.
     """
 
     messages: tuple[Message, ...]
@@ -76,6 +80,7 @@ class PolicyRequest:
     summarizer_output_tokens: int = 0
     problems: tuple[str, ...] = ()
     error: str | None = None
+    breakpoints: tuple[int, ...] | None = None
 
     @property
     def summarizer_tokens(self) -> int:
@@ -216,6 +221,7 @@ def audit(
     meter: MeteredSummarizer | None = None,
     *,
     error: str | None = None,
+    breakpoints: Sequence[int] | None = None,
 ) -> PolicyRequest:
     """Build a :class:`PolicyRequest`: count, record problems, take the meter.
 
@@ -231,6 +237,8 @@ def audit(
         Its calls since the last take are charged to this request.
     error : str, optional
         A peer's exception, recorded as is.
+    breakpoints : sequence of int, optional
+        The policy's own prompt-cache breakpoints, as message indices.
 
     Returns
     -------
@@ -250,6 +258,7 @@ def audit(
         summarizer_output_tokens=tokens_out,
         problems=tuple(problems),
         error=error,
+        breakpoints=None if breakpoints is None else tuple(breakpoints),
     )
 
 

@@ -146,6 +146,7 @@ class FoldingPolicy:
 
     def _request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         from ..errors import OverBudgetError
+        from ..manager import MAX_CACHE_BREAKPOINTS
 
         new, restart = self._feed.new_messages(history)
         if restart or self._cm is None:
@@ -172,7 +173,12 @@ class FoldingPolicy:
                 if not isinstance(exc, OverBudgetError) or cm.drain(max_ticks=500) == 0:
                     error = f"{type(exc).__name__}: {exc}"
                     return audit([], budget, self.counter, self.meter, error=error)
-        return audit([*system, *compiled.messages], budget, self.counter, self.meter)
+        # the system prompt ends a stable prefix too; a provider allows four breakpoints
+        marks = [len(system) - 1] if system else []
+        marks += [len(system) + i for i in compiled.cache_breakpoints]
+        request = [*system, *compiled.messages]
+        marks = marks[-MAX_CACHE_BREAKPOINTS:]
+        return audit(request, budget, self.counter, self.meter, breakpoints=marks)
 
     def close(self) -> None:
         """Close the in-memory manager."""

@@ -93,6 +93,10 @@ class AutobiographicalConfig(BaseModel):
     recall_header_template: str = "[Recall {id}]"
     """Question of each recall pair on the pyramid path; ``{id}``, ``{level}``, ``{first}``
     and ``{last}`` are substituted. The adaptive path asks ``summary_context_label``."""
+    compression_cache_breakpoints: bool = True
+    """Mark the end of the raw head, of the last merged memory (level 2 or more) and of
+    the last memory as prompt-cache breakpoints (:attr:`CompileResult.cache_breakpoints`):
+    a new memory is placed after them, so those prefixes still hit after a refold."""
     compression_slack_ratio: float = Field(default=0.3, ge=0.0, lt=1.0)
     """Solvers fold down to ``(1 - slack) x`` the input budget; appends then fill the band
     up to the budget without refolding, so the prefix (and the provider's cache) stays put.
@@ -990,7 +994,23 @@ class AutobiographicalStrategy(Strategy):
         if not dry_run and (plan.frontier != self.resolutions or not self.compiled):
             self.resolutions, self.compiled = plan.frontier, True
             ctx.store.set(ctx.slot("autobio:resolutions"), plan.frontier)
-        return Selection(entries, stats)
+        marks: tuple[int, ...] = ()
+        if self.config.compression_cache_breakpoints:
+            marks = self._cache_breakpoints(entries, {s.id for s in stored[: win.head_end]})
+        return Selection(entries, stats, marks)
+
+    def _cache_breakpoints(self, entries: Sequence[Entry], head: set[str]) -> tuple[int, ...]:
+        """The ends of the raw head, of the last merged memory and of the last memory."""
+        head_end = last_merged = last_memory = None
+        for i, e in enumerate(entries):
+            if e.summary_id is None:
+                if last_memory is None and e.source_ids and head.issuperset(e.source_ids):
+                    head_end = i
+                continue
+            last_memory = i
+            if self.summaries[e.summary_id].level >= 2:
+                last_merged = i
+        return tuple(sorted({i for i in (head_end, last_merged, last_memory) if i is not None}))
 
     def _covers_all(
         self, ctx: StrategyContext, stored: Sequence[StoredMessage], entries: Sequence[Entry]

@@ -62,6 +62,10 @@ class Selection:
 
     entries: list[Entry]
     stats: dict[str, Any] = field(default_factory=dict)
+    breakpoints: tuple[int, ...] = ()
+    """Entries ending a stretch that later compiles keep unchanged (indices, sorted, at
+    most three): where a client should put prompt-cache breakpoints. The manager adds
+    the last message."""
 
 
 @dataclass
