@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from folding import CacheSimulator, Layout
+from folding import CachePrices, CacheSimulator, Layout
 
 from .loaders import Transcript
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
@@ -48,10 +48,14 @@ from .transcripts import load_swe_agent
 
 __all__ = [
     "BASELINES",
+    "CACHE_AWARE",
     "CACHE_TTL_CALLS",
+    "COST_BAR",
+    "FRONT_REWRITERS",
     "BenchmarkReport",
     "CallRecord",
     "RunSummary",
+    "Verdict",
     "check_available",
     "concatenate",
     "default_transcripts",
@@ -68,6 +72,13 @@ MIN_CACHEABLE_TOKENS = 1024
 """Anthropic's smallest cacheable prefix (Sonnet-class models)."""
 BASELINES = ("observation-masking", "anthropic-clear-tool-uses")
 """Policies that rewrite or drop the front of the context as it grows."""
+CACHE_AWARE = ("ours:kv-stable", "ours:kv-unified")
+"""Our solvers that weigh the provider's prompt cache; :meth:`BenchmarkReport.verdicts`
+holds them to the bar."""
+FRONT_REWRITERS = ("langchain-trim-messages", "observation-masking")
+"""Peers that rewrite the front of the context on every turn once it is full."""
+COST_BAR = 2.0
+"""How many times less a cache-aware solver should bill than each front rewriter."""
 _PEERS = (
     "langchain-trim-messages",
     "langchain-summarization-middleware",
@@ -343,6 +354,9 @@ class CallRecord:
     billed: float
     facts_total: int = 0
     facts_retained: int | None = None
+    new_tokens: int = 0
+    """Tokens of the messages added since the previous call: the turn this request
+    has to carry."""
 
 
 def _unit_key(message: Message) -> str:
@@ -417,8 +431,11 @@ def replay_policy(
     cache = CacheSimulator(ttl=CACHE_TTL_CALLS, min_cacheable_tokens=MIN_CACHEABLE_TOKENS)
     points = transcript.call_points or call_points(transcript.messages)
     out: list[CallRecord] = []
+    seen = 0
     try:
         for i, n in enumerate(points):
+            new_tokens = sum(counter.count_message(m) for m in transcript.messages[seen:n])
+            seen = max(seen, n)
             started = time.process_time()
             history = transcript.messages[:n]
             request = instance.request(history, budget)
@@ -448,6 +465,7 @@ def replay_policy(
                     billed=priced.billed,
                     facts_total=len(facts) if last else 0,
                     facts_retained=_retained(request.messages, facts) if last and facts else None,
+                    new_tokens=new_tokens,
                 )
             )
     finally:
@@ -490,6 +508,10 @@ class RunSummary:
     cpu_p95_ms: float
     facts_total: int
     facts_retained: int | None
+    new_turns_billed: float = 0.0
+    """The new turns alone, each written to the cache once (at the miss price below
+    the cacheable minimum) and capped at the budget: a floor for any policy whose
+    requests carry each new turn whole."""
 
     @property
     def billed_with_summaries(self) -> float:
@@ -503,6 +525,56 @@ class RunSummary:
         if self.facts_retained is None or not self.facts_total:
             return None
         return self.facts_retained / self.facts_total
+
+
+_BETTER: dict[str, tuple[Callable[[RunSummary], float | None], bool, str]] = {
+    # metric: (value, higher is better, format)
+    "billed": (lambda s: s.billed / 1000, False, "{:,.1f}k"),
+    "billed + summaries": (lambda s: s.billed_with_summaries / 1000, False, "{:,.1f}k"),
+    "cache reuse": (lambda s: s.cache_reuse, True, "{:.0%}"),
+    "retained": (lambda s: s.retention, True, "{:.0%}"),
+    "invalid": (lambda s: s.invalid, False, "{:,.0f}"),
+    "cpu p95": (lambda s: s.cpu_p95_ms, False, "{:.1f} ms"),
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One cache-aware solver at one budget, held to the bar.
+
+    The bar: no call over budget, no invalid request, no peer both cheaper and
+    retaining more facts, and at least :data:`COST_BAR` times less billed input than
+    each front rewriter present in the report.
+    """
+
+    policy: str
+    budget: int
+    over_budget: int
+    invalid: int
+    billed: float
+    new_turns_billed: float
+    ratios: dict[str, float]
+    """Front rewriter -> its billed input over ours."""
+    dominated_by: list[str]
+    """Peers both cheaper (billed) and retaining more facts."""
+    beaten_on: dict[str, list[str]]
+    """Metric -> peers strictly better on it, with their value."""
+
+    @property
+    def meets_bar(self) -> bool:
+        """Every part of the bar holds."""
+        return (
+            self.over_budget == 0
+            and self.invalid == 0
+            and not self.dominated_by
+            and all(r >= COST_BAR for r in self.ratios.values())
+        )
+
+
+def _new_turn_bill(new_tokens: int, budget: int) -> float:
+    shown = min(new_tokens, budget)
+    prices = CachePrices()
+    return shown * (prices.write if shown >= MIN_CACHEABLE_TOKENS else prices.miss)
 
 
 def _p(values: Sequence[float], q: float) -> float:
@@ -556,12 +628,107 @@ class BenchmarkReport:
                         facts_retained=(
                             sum(r.facts_retained or 0 for r in with_facts) if with_facts else None
                         ),
+                        new_turns_billed=sum(_new_turn_bill(r.new_tokens, budget) for r in rs),
                     )
                 )
         return out
 
+    def verdicts(self) -> list[Verdict]:
+        """Each cache-aware solver (:data:`CACHE_AWARE`) at each budget against the peers
+        (every policy not of this library) at the same budget."""
+        rows = self.summaries()
+        out = []
+        for ours in (s for s in rows if s.policy in CACHE_AWARE):
+            peers = [
+                s for s in rows if s.budget == ours.budget and not s.policy.startswith("ours:")
+            ]
+            beaten: dict[str, list[str]] = {}
+            for metric, (value, higher, fmt) in _BETTER.items():
+                mine = value(ours)
+                if mine is None:
+                    continue
+                better = [
+                    (p.policy, v)
+                    for p in peers
+                    if (v := value(p)) is not None and (v > mine if higher else v < mine)
+                ]
+                if better:
+                    better.sort(key=lambda pv: -pv[1] if higher else pv[1])
+                    beaten[metric] = [f"{p} ({fmt.format(v)})" for p, v in better]
+            mine_kept = ours.retention
+            out.append(
+                Verdict(
+                    policy=ours.policy,
+                    budget=ours.budget,
+                    over_budget=ours.over_budget,
+                    invalid=ours.invalid,
+                    billed=ours.billed,
+                    new_turns_billed=ours.new_turns_billed,
+                    ratios={
+                        p.policy: p.billed / ours.billed if ours.billed else math.inf
+                        for p in peers
+                        if p.policy in FRONT_REWRITERS
+                    },
+                    dominated_by=[
+                        p.policy
+                        for p in peers
+                        if p.billed < ours.billed
+                        and mine_kept is not None
+                        and (kept := p.retention) is not None
+                        and kept > mine_kept
+                    ],
+                    beaten_on=beaten,
+                )
+            )
+        return out
+
+    def _verdict_lines(self) -> list[str]:
+        verdicts = self.verdicts()
+        if not verdicts:
+            return []
+        lines = [
+            "",
+            "## Our cache-aware solvers against the bar",
+            "",
+            f"The bar: no call over budget, no invalid request, no peer both cheaper and "
+            f"retaining more, and at least {COST_BAR:g}x less billed input than "
+            f"{' and '.join(f'`{p}`' for p in FRONT_REWRITERS)}. *New turns alone* bills "
+            "only each call's new messages, written to the cache once and capped at the "
+            "budget: no policy whose requests carry each new turn whole bills less.",
+            "",
+            "| policy | budget | over | invalid | billed (k) | new turns alone (k) | "
+            + " | ".join(f"{p} / ours" for p in FRONT_REWRITERS)
+            + " | cheaper and retaining more | bar |",
+            "|---|---:|---:|---:|---:|---:|" + "---:|" * len(FRONT_REWRITERS) + "---|---|",
+        ]
+        for v in verdicts:
+            ratios = " | ".join(
+                f"{v.ratios[p]:.2f}x" if p in v.ratios else "-" for p in FRONT_REWRITERS
+            )
+            lines.append(
+                f"| {v.policy} | {v.budget:,} | {v.over_budget} | {v.invalid} | "
+                f"{v.billed / 1000:,.1f} | {v.new_turns_billed / 1000:,.1f} | {ratios} | "
+                f"{', '.join(v.dominated_by) or 'none'} | "
+                f"{'met' if v.meets_bar else '**not met**'} |"
+            )
+        lines += ["", "## Where a peer beats us", ""]
+        for v in verdicts:
+            if not v.beaten_on:
+                lines.append(f"- `{v.policy}` at {v.budget:,}: no peer is better on any metric.")
+                continue
+            mine = next(
+                s for s in self.summaries() if s.policy == v.policy and s.budget == v.budget
+            )
+            parts = []
+            for metric, peers in v.beaten_on.items():
+                value, _, fmt = _BETTER[metric]
+                parts.append(f"{metric} (ours {fmt.format(value(mine))}): {', '.join(peers)}")
+            lines.append(f"- `{v.policy}` at {v.budget:,}: " + "; ".join(parts) + ".")
+        return lines
+
     def to_markdown(self) -> str:
-        """The comparison table (one row per policy and budget), with how it was made."""
+        """The comparison table (one row per policy and budget), with how it was made,
+        then the cache-aware solvers against the bar and where a peer beats them."""
         lines = [
             "# Context policies replayed on real transcripts",
             "",
@@ -569,8 +736,12 @@ class BenchmarkReport:
             f"{', '.join(f'{b:,}' for b in self.budgets)} tokens. "
             f"{len(self.records):,} requests audited in {self.wall_seconds:.0f} s.",
             "",
-            "Tokens by `cl100k_base`. Cache: Anthropic prices (write 1.25, read 0.1), 4 "
-            "breakpoints, 1,024-token minimum, 5-minute TTL at one call per 30 s; *billed* is "
+            "Tokens by `cl100k_base`. Cache: Anthropic prices (write 1.25, read 0.1), at "
+            "most 4 breakpoints with a 20-message lookback, 1,024-token minimum, 5-minute TTL "
+            "at one call per 30 s. Our folding policies mark their own breakpoints (the ends "
+            "of the system prompt, the merged memories, the memories and the request); for "
+            "the others the simulator places them as an automatic client would (the end, "
+            "where the cached prefix ends, and spread over the request). *Billed* is "
             "the agent's input cost in thousands of base-price tokens, and *+ summaries* adds "
             "every summariser token at the base price. *Invalid*: over budget, orphan tool "
             "result, unanswered tool call, the newest turn missing, or an error. *Retained*: "
@@ -600,6 +771,7 @@ class BenchmarkReport:
                 if policy not in seen:
                     seen.add(policy)
                     lines.append(f"- `{policy}`: {error}")
+        lines += self._verdict_lines()
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> str:

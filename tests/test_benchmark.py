@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -317,3 +318,61 @@ def test_a_request_without_the_newest_turn_is_flagged() -> None:
     history = [Message.text_message("User", "first"), Message.text_message("User", "now do Y")]
     assert benchmark._newest_turn_missing(history, history[:1])
     assert not benchmark._newest_turn_missing(history, history)
+
+
+def test_verdicts_hold_our_cache_aware_solvers_to_the_bar() -> None:
+    def run_of(policy: str, billed: float, kept: int, **extra: object) -> list[Any]:
+        last = {"facts_total": 4, "facts_retained": kept}
+        return [
+            _record(500, billed / 2, 0, policy=policy, budget=2000, new_tokens=3000, **extra),
+            _record(500, billed / 2, 0, policy=policy, budget=2000, call=1, new_tokens=100, **last),
+        ]
+
+    policies = {
+        "ours:kv-stable": (100.0, 2),
+        "ours:flat-profile": (10.0, 4),  # ours: never a peer
+        "langchain-trim-messages": (250.0, 1),
+        "observation-masking": (150.0, 3),
+        "llamaindex-memory": (50.0, 1),  # cheaper but keeps less: not dominating
+    }
+    records = [r for p, (b, k) in policies.items() for r in run_of(p, b, k)]
+    report = benchmark.BenchmarkReport(records, [2000], list(policies), ["t"])
+    (v,) = report.verdicts()
+    assert v.policy == "ours:kv-stable" and v.dominated_by == []
+    assert v.ratios == {"langchain-trim-messages": 2.5, "observation-masking": 1.5}
+    assert not v.meets_bar  # masking bills only 1.5x more
+    assert v.new_turns_billed == 2000 * 1.25 + 100 * 1.0  # capped at the budget; below 1,024 missed
+    assert v.beaten_on["billed"] == ["llamaindex-memory (0.1k)"]
+    assert v.beaten_on["retained"] == ["observation-masking (75%)"]
+    markdown = report.to_markdown()
+    assert (
+        "| ours:kv-stable | 2,000 | 0 | 0 | 0.1 | 2.6 | 2.50x | 1.50x | none | **not met** |"
+        in (markdown)
+    )
+    assert "retained (ours 50%): observation-masking (75%)" in markdown
+
+    cheaper = [r for r in records if r.policy != "llamaindex-memory"]
+    cheaper += run_of("llamaindex-memory", 50.0, 3)
+    (dominated,) = benchmark.BenchmarkReport(cheaper, [2000], list(policies), ["t"]).verdicts()
+    assert dominated.dominated_by == ["llamaindex-memory"] and not dominated.meets_bar
+
+    bars = {"observation-masking": 200.0, "langchain-trim-messages": 300.0}
+    fine = [r for r in records if r.policy not in bars and r.policy != "llamaindex-memory"]
+    fine += [r for p, b in bars.items() for r in run_of(p, b, 1)]
+    (met,) = benchmark.BenchmarkReport(fine, [2000], list(policies), ["t"]).verdicts()
+    assert (
+        met.meets_bar
+        and "| met |"
+        in benchmark.BenchmarkReport(fine, [2000], list(policies), ["t"]).to_markdown()
+    )
+
+
+def test_each_call_records_the_turn_it_has_to_carry() -> None:
+    transcript = benchmark.default_transcripts()[0]
+    counter = TiktokenCounter()
+    records = benchmark.replay_policy(transcript, "langchain-trim-messages", 4000)
+    points = transcript.call_points or benchmark.call_points(transcript.messages)
+    assert [r.messages_so_far for r in records] == list(points)
+    shown = transcript.messages[: points[-1]]
+    assert sum(r.new_tokens for r in records) == sum(counter.count_message(m) for m in shown)
+    assert all(r.new_tokens > 0 for r in records)
