@@ -561,14 +561,23 @@ class Verdict:
     """Metric -> peers strictly better on it, with their value."""
 
     @property
-    def meets_bar(self) -> bool:
-        """Every part of the bar holds."""
-        return (
+    def meets_bar(self) -> bool | None:
+        """Every part of the bar holds; None when every part that could be checked holds
+        but a front rewriter was not run."""
+        holds = (
             self.over_budget == 0
             and self.invalid == 0
             and not self.dominated_by
             and all(r >= COST_BAR for r in self.ratios.values())
         )
+        if holds and set(self.ratios) != set(FRONT_REWRITERS):
+            return None
+        return holds
+
+    @property
+    def outcome(self) -> str:
+        """``met``, ``not met`` or ``not judged`` (a front rewriter was not run)."""
+        return {True: "met", False: "not met", None: "not judged"}[self.meets_bar]
 
 
 def _new_turn_bill(new_tokens: int, budget: int) -> float:
@@ -709,7 +718,7 @@ class BenchmarkReport:
                 f"| {v.policy} | {v.budget:,} | {v.over_budget} | {v.invalid} | "
                 f"{v.billed / 1000:,.1f} | {v.new_turns_billed / 1000:,.1f} | {ratios} | "
                 f"{', '.join(v.dominated_by) or 'none'} | "
-                f"{'met' if v.meets_bar else '**not met**'} |"
+                f"{'**not met**' if v.meets_bar is False else v.outcome} |"
             )
         lines += ["", "## Where a peer beats us", ""]
         for v in verdicts:

@@ -378,6 +378,13 @@ def _run_benchmark(
             errors.print(f"[red]error:[/red] {exc.args[0] if exc.args else exc}")
             raise typer.Exit(2) from None
     console.print(_summary_table(report, "every policy at every budget (lower billed is cheaper)"))
+    for v in report.verdicts():
+        ratios = ", ".join(f"{p} bills {r:.2f}x ours" for p, r in v.ratios.items())
+        colour = {True: "green", False: "yellow", None: "dim"}[v.meets_bar]
+        detail = ratios or "no front rewriter run"
+        console.print(
+            f"{v.policy} at {v.budget:,}: [{colour}]bar {v.outcome}[/{colour}] ({detail})"
+        )
     markdown = out / "report.md"
     markdown.write_text(report.to_markdown(), encoding="utf-8")
     (out / "records.json").write_text(report.to_json(), encoding="utf-8")

@@ -169,11 +169,12 @@ def test_cli_demo_replay_policies_and_inspect(tmp_path: Path) -> None:
     runner = CliRunner()
     out = tmp_path / "demo"
     result = runner.invoke(
-        app, ["demo", "-p", "ours:oldest-first", "-b", "4000", "--out", str(out), "--workers", "1"]
+        app, ["demo", "-p", "ours:kv-stable", "-b", "4000", "--out", str(out), "--workers", "1"]
     )
     assert result.exit_code == 0, result.output
-    assert "ours:oldest-first" in result.output
-    assert (out / "report.md").read_text().count("| ours:oldest-first | 4,000 |") == 1
+    assert "ours:kv-stable at 4,000: bar not judged (no front rewriter run)" in result.output
+    report = (out / "report.md").read_text()
+    assert report.count("| ours:kv-stable | 4,000 |") == 2  # the table and the bar
     assert (out / "tokens-and-cost.png").stat().st_size > 0
 
     result = runner.invoke(
@@ -340,7 +341,7 @@ def test_verdicts_hold_our_cache_aware_solvers_to_the_bar() -> None:
     (v,) = report.verdicts()
     assert v.policy == "ours:kv-stable" and v.dominated_by == []
     assert v.ratios == {"langchain-trim-messages": 2.5, "observation-masking": 1.5}
-    assert not v.meets_bar  # masking bills only 1.5x more
+    assert v.meets_bar is False and v.outcome == "not met"  # masking bills only 1.5x more
     assert v.new_turns_billed == 2000 * 1.25 + 100 * 1.0  # capped at the budget; below 1,024 missed
     assert v.beaten_on["billed"] == ["llamaindex-memory (0.1k)"]
     assert v.beaten_on["retained"] == ["observation-masking (75%)"]
@@ -376,3 +377,16 @@ def test_each_call_records_the_turn_it_has_to_carry() -> None:
     shown = transcript.messages[: points[-1]]
     assert sum(r.new_tokens for r in records) == sum(counter.count_message(m) for m in shown)
     assert all(r.new_tokens > 0 for r in records)
+
+
+def test_a_verdict_without_both_front_rewriters_is_not_judged() -> None:
+    runs = [
+        _record(500, 100.0, 0, policy="ours:kv-stable"),
+        _record(500, 900.0, 0, policy="observation-masking"),
+    ]
+    report = benchmark.BenchmarkReport(runs, [1000], ["ours:kv-stable", "observation-masking"])
+    (v,) = report.verdicts()
+    assert v.meets_bar is None and v.outcome == "not judged"
+    over = [_record(1500, 100.0, 0, policy="ours:kv-stable"), runs[1]]
+    (bad,) = benchmark.BenchmarkReport(over, [1000], ["ours:kv-stable"]).verdicts()
+    assert bad.meets_bar is False  # a failed part fails the bar whatever else was run
