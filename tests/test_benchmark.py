@@ -390,3 +390,17 @@ def test_a_verdict_without_both_front_rewriters_is_not_judged() -> None:
     over = [_record(1500, 100.0, 0, policy="ours:kv-stable"), runs[1]]
     (bad,) = benchmark.BenchmarkReport(over, [1000], ["ours:kv-stable"]).verdicts()
     assert bad.meets_bar is False  # a failed part fails the bar whatever else was run
+
+
+def test_kv_unified_settles_at_the_strategys_headroom() -> None:
+    policy = FoldingPolicy.config_for(8000, "kv-unified")["solver_options"]["policy"]
+    assert policy.budget_high_ratio == pytest.approx(0.7)  # 1 - the default slack of 0.3
+    assert policy.cache_scale == 8000 and policy.budget_low_ratio <= policy.budget_high_ratio
+    tight = FoldingPolicy.config_for(8000, "kv-unified", slack=0.5)["solver_options"]["policy"]
+    assert tight.budget_high_ratio == pytest.approx(0.5) == tight.budget_low_ratio
+    assert "solver_options" not in FoldingPolicy.config_for(8000, "kv-stable")
+    transcript = benchmark.default_transcripts()[-1]
+    records = benchmark.replay_policy(transcript, "ours:kv-unified", 6000)
+    assert all(not r.invalid for r in records)
+    after_growth = [r.tokens for r in records[len(records) // 2 :]]
+    assert min(after_growth) < 0.8 * 6000 < max(after_growth)  # it refolds into the band

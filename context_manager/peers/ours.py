@@ -87,10 +87,20 @@ class FoldingPolicy:
         self._tools: set[str] = set()
 
     @staticmethod
-    def config_for(budget: int, method: str) -> dict[str, Any]:
+    def config_for(budget: int, method: str, *, slack: float | None = None) -> dict[str, Any]:
         """Strategy options scaled to a budget: chunks of ~1/12 of it, memories of ~1/60,
         a recent window of a quarter; ``kv-unified`` runs its ``cache-first`` preset with
-        its token scales set to the budget."""
+        its token scales set to the budget and the top of its comfort band at the
+        strategy's headroom (``1 - compression_slack_ratio``), the level every other
+        solver folds down to.
+
+        Parameters
+        ----------
+        budget : int
+        method : str
+        slack : float, optional
+            The strategy's ``compression_slack_ratio`` (its default when None).
+        """
         options: dict[str, Any] = {
             "compression_model": "extractive",
             "summary_participant": "Claude",
@@ -103,14 +113,23 @@ class FoldingPolicy:
         if method == "kv-unified":
             from solvers.kv_unified import PRESETS
 
+            from ..strategies.autobiographical import AutobiographicalConfig
+
             # the preset's churn and change scales are absolute tokens (sized for ~100k
-            # windows); at these budgets they are set to the budget itself
-            scale = float(budget)
-            policy = PRESETS["cache-first"].model_copy(
+            # windows); at these budgets they are set to the budget itself. Its band top
+            # (0.935) would hold the request at the wall, so each append forces a small
+            # refold; at the strategy's headroom a refold goes as deep as the others'.
+            preset, scale = PRESETS["cache-first"], float(budget)
+            if slack is None:
+                slack = AutobiographicalConfig.model_fields["compression_slack_ratio"].default
+            high = 1.0 - slack
+            policy = preset.model_copy(
                 update={
                     "cache_scale": scale,
                     "continuity_scale": scale,
                     "continuity_recency_half_life_tokens": scale,
+                    "budget_high_ratio": high,
+                    "budget_low_ratio": min(preset.budget_low_ratio, high),
                 }
             )
             options["solver_options"] = {"policy": policy}
@@ -122,7 +141,8 @@ class FoldingPolicy:
 
         if self._cm is not None:
             self._cm.close()
-        config = {**self.config_for(budget, self.method), **self.options}
+        slack = self.options.get("compression_slack_ratio")
+        config = {**self.config_for(budget, self.method, slack=slack), **self.options}
         config["summary_participant"] = self.agent
         self._tools = set()
         return ContextManager.open(
