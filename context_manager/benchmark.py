@@ -42,6 +42,7 @@ from folding import CachePrices, CacheSimulator, Layout
 
 from .loaders import Transcript
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
+from .pairing import tool_pair_problems
 from .peers.base import Policy, call_points
 from .tokens import TiktokenCounter, TokenCounter
 from .transcripts import load_swe_agent
@@ -357,6 +358,8 @@ class CallRecord:
     new_tokens: int = 0
     """Tokens of the messages added since the previous call: the turn this request
     has to carry."""
+    unpaired: bool = False
+    """The request holds an orphan tool result or an unanswered tool call."""
 
 
 def _unit_key(message: Message) -> str:
@@ -466,6 +469,7 @@ def replay_policy(
                     facts_total=len(facts) if last else 0,
                     facts_retained=_retained(request.messages, facts) if last and facts else None,
                     new_tokens=new_tokens,
+                    unpaired=bool(tool_pair_problems(request.messages)),
                 )
             )
     finally:
@@ -508,6 +512,8 @@ class RunSummary:
     cpu_p95_ms: float
     facts_total: int
     facts_retained: int | None
+    unpaired: int = 0
+    """Requests with an orphan tool result or an unanswered tool call."""
     new_turns_billed: float = 0.0
     """The new turns alone, each written to the cache once (at the miss price below
     the cacheable minimum) and capped at the budget: a floor for any policy whose
@@ -637,6 +643,7 @@ class BenchmarkReport:
                         facts_retained=(
                             sum(r.facts_retained or 0 for r in with_facts) if with_facts else None
                         ),
+                        unpaired=sum(r.unpaired for r in rs),
                         new_turns_billed=sum(_new_turn_bill(r.new_tokens, budget) for r in rs),
                     )
                 )
@@ -752,21 +759,23 @@ class BenchmarkReport:
             "the others the simulator places them as an automatic client would (the end, "
             "where the cached prefix ends, and spread over the request). *Billed* is "
             "the agent's input cost in thousands of base-price tokens, and *+ summaries* adds "
-            "every summariser token at the base price. *Invalid*: over budget, orphan tool "
-            "result, unanswered tool call, the newest turn missing, or an error. *Retained*: "
+            "every summariser token at the base price. *Unpaired*: an orphan tool result or an "
+            "unanswered tool call. *Invalid*: over budget, unpaired, the newest turn missing, "
+            "or an error. *Retained*: "
             "facts (any accepted answer, as a whole word) still visible in the final request, "
             "of those the whole transcript states. A concatenation replays its parts again.",
             "",
-            "| policy | budget | calls | mean tok | p95 tok | peak | over | invalid | "
+            "| policy | budget | calls | mean tok | p95 tok | peak | over | unpaired | invalid | "
             "cache reuse | billed (k) | + summaries (k) | summary calls | summary tok | "
             "cpu p50 ms | cpu p95 ms | retained |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "|---|" + "---:|" * 16,
         ]
         for s in self.summaries():
             retained = "-" if s.retention is None else f"{s.facts_retained}/{s.facts_total}"
             lines.append(
                 f"| {s.policy} | {s.budget:,} | {s.calls} | {s.tokens_mean:,.0f} | "
-                f"{s.tokens_p95:,.0f} | {s.tokens_peak:,} | {s.over_budget} | {s.invalid} | "
+                f"{s.tokens_p95:,.0f} | {s.tokens_peak:,} | {s.over_budget} | {s.unpaired} | "
+                f"{s.invalid} | "
                 f"{s.cache_reuse:.0%} | {s.billed / 1000:,.1f} | "
                 f"{s.billed_with_summaries / 1000:,.1f} | {s.summarizer_calls} | "
                 f"{s.summarizer_tokens:,} | {s.cpu_p50_ms:.1f} | {s.cpu_p95_ms:.1f} | "

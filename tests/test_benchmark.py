@@ -291,9 +291,11 @@ def _record(tokens: int, billed: float, cached: int, **extra: object) -> benchma
 def test_summaries_by_hand() -> None:
     records = [_record(t, 10.0 * t, t // 2) for t in (100, 200, 300, 400, 1200)]
     records.append(_record(0, 0.0, 0, error="Boom: failed", invalid=True))
+    records[0] = dataclasses.replace(records[0], unpaired=True, invalid=True)
     report = benchmark.BenchmarkReport(records, budgets=[1000], policies=["p"], transcripts=["t"])
     (s,) = report.summaries()
-    assert s.calls == 6 and s.errors == 1 and s.invalid == 2 and s.over_budget == 1
+    assert s.calls == 6 and s.errors == 1 and s.invalid == 3 and s.over_budget == 1
+    assert s.unpaired == 1 and "| 1,200 | 1 | 1 | 3 |" in report.to_markdown()
     assert s.tokens_mean == 440.0  # the failed call sent nothing and is not averaged in
     assert s.tokens_p95 == 1200 and s.tokens_peak == 1200
     assert s.billed == 22_000.0 and s.billed_with_summaries == 22_300.0
