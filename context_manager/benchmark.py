@@ -730,6 +730,14 @@ class BenchmarkReport:
             + " | cheaper and retaining more | the same, with summaries | bar |",
             "|---|---:|---:|---:|---:|---:|" + "---:|" * len(FRONT_REWRITERS) + "---|---|---|",
         ]
+        invalid = {(s.policy, s.budget): s.invalid for s in self.summaries()}
+
+        def named(peers: list[str], budget: int) -> str:
+            """Peers, each with its invalid requests when it sent any."""
+            return ", ".join(
+                f"{p} ({invalid[p, budget]} invalid)" if invalid[p, budget] else p for p in peers
+            )
+
         for v in verdicts:
             ratios = " | ".join(
                 f"{v.ratios[p]:.2f}x" if p in v.ratios else "-" for p in FRONT_REWRITERS
@@ -737,8 +745,8 @@ class BenchmarkReport:
             lines.append(
                 f"| {v.policy} | {v.budget:,} | {v.over_budget} | {v.invalid} | "
                 f"{v.billed / 1000:,.1f} | {v.new_turns_billed / 1000:,.1f} | {ratios} | "
-                f"{', '.join(v.dominated_by) or 'none'} | "
-                f"{', '.join(v.dominated_with_summaries) or 'none'} | "
+                f"{named(v.dominated_by, v.budget) or 'none'} | "
+                f"{named(v.dominated_with_summaries, v.budget) or 'none'} | "
                 f"{'**not met**' if v.meets_bar is False else v.outcome} |"
             )
         lines += ["", "## Where a peer beats us", ""]

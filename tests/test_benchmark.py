@@ -367,8 +367,11 @@ def test_verdicts_hold_our_cache_aware_solvers_to_the_bar() -> None:
     # dearer by the agent's bill, cheaper once our summariser tokens are added
     lean = run_of("anthropic-clear-tool-uses", 150.0, 4, summarizer_tokens=0)
     names = [*policies, "anthropic-clear-tool-uses"]
-    (v,) = benchmark.BenchmarkReport(records + lean, [2000], names).verdicts()
+    lean[0] = dataclasses.replace(lean[0], invalid=True)
+    with_lean = benchmark.BenchmarkReport(records + lean, [2000], names)
+    (v,) = with_lean.verdicts()
     assert v.dominated_by == [] and v.dominated_with_summaries == ["anthropic-clear-tool-uses"]
+    assert "| none | anthropic-clear-tool-uses (1 invalid) |" in with_lean.to_markdown()
 
     cheaper = [r for r in records if r.policy != "llamaindex-memory"]
     cheaper += run_of("llamaindex-memory", 50.0, 3)
