@@ -589,6 +589,11 @@ class Verdict:
         return {True: "met", False: "not met", None: "not judged"}[self.meets_bar]
 
 
+def _is_peer(policy: str) -> bool:
+    """Not one of this library's own policies (``ours:*`` and ``assemble``)."""
+    return not policy.startswith("ours:") and policy != "assemble"
+
+
 def _dominating(
     ours: RunSummary, peers: Sequence[RunSummary], cost: Callable[[RunSummary], float]
 ) -> list[str]:
@@ -668,13 +673,12 @@ class BenchmarkReport:
 
     def verdicts(self) -> list[Verdict]:
         """Each cache-aware solver (:data:`CACHE_AWARE`) at each budget against the peers
-        (every policy not of this library) at the same budget."""
+        (every policy but this library's own: ``ours:*`` and ``assemble``) at the same
+        budget."""
         rows = self.summaries()
         out = []
         for ours in (s for s in rows if s.policy in CACHE_AWARE):
-            peers = [
-                s for s in rows if s.budget == ours.budget and not s.policy.startswith("ours:")
-            ]
+            peers = [s for s in rows if s.budget == ours.budget and _is_peer(s.policy)]
             beaten: dict[str, list[str]] = {}
             for metric, (value, higher, fmt) in _BETTER.items():
                 mine = value(ours)

@@ -344,6 +344,7 @@ def test_verdicts_hold_our_cache_aware_solvers_to_the_bar() -> None:
     policies = {
         "ours:kv-stable": (100.0, 2),
         "ours:flat-profile": (10.0, 4),  # ours: never a peer
+        "assemble": (10.0, 4),  # ours too
         "langchain-trim-messages": (250.0, 1),
         "observation-masking": (150.0, 3),
         "llamaindex-memory": (50.0, 1),  # cheaper but keeps less: not dominating
