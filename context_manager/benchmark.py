@@ -7,10 +7,13 @@ request it would send. Every request is audited by one exact counter
 (``cl100k_base``): its tokens, whether it is over the budget, whether a tool
 result is orphaned or a tool call unanswered. The requests of one run then go
 through a provider prompt cache (:class:`folding.CacheSimulator`: Anthropic
-prices, 4 breakpoints, 1,024-token minimum, a 5-minute TTL at one call every
-30 s), which gives the reusable prefix and the billed input cost. Where a
-transcript carries facts (strings the agent must still be able to see), the
-final request is searched for each.
+prices, at most 4 breakpoints with a 20-block lookback, 1,024-token minimum, a
+5-minute TTL at one call every 30 s), which gives the reusable prefix and the
+billed input cost. A policy that marks its own breakpoints (ours do) is billed
+by them; for the others the simulator places them. Where a transcript carries
+facts (strings the agent must still be able to see), the final request is
+searched for each. :meth:`BenchmarkReport.verdicts` then holds the cache-aware
+solvers to the bar against the peers.
 
 Policies are named (:func:`policy_names`): ``ours:<solver>`` for the context
 manager with each registered solver, ``assemble`` for the stateless
@@ -446,8 +449,9 @@ def replay_policy(
             problems = request.problems
             if request.error is None and _newest_turn_missing(history, request.messages):
                 problems = (*problems, "the newest turn is not in the request")
-            marks = None if request.breakpoints is None else [i + 1 for i in request.breakpoints]
-            priced = cache.request(_layout(request.messages, counter), marks)
+            marks = None if request.breakpoints is None else [k + 1 for k in request.breakpoints]
+            blocks = [max(1, len(m.content)) for m in request.messages]
+            priced = cache.request(_layout(request.messages, counter), marks, blocks=blocks)
             last = i == len(points) - 1
             out.append(
                 CallRecord(
@@ -515,9 +519,9 @@ class RunSummary:
     unpaired: int = 0
     """Requests with an orphan tool result or an unanswered tool call."""
     new_turns_billed: float = 0.0
-    """The new turns alone, each written to the cache once (at the miss price below
-    the cacheable minimum) and capped at the budget: a floor for any policy whose
-    requests carry each new turn whole."""
+    """The new turns alone, capped at the budget, at the cheapest price a token never
+    sent before can have (a miss; a cache write costs more): a floor for any policy
+    whose requests carry each new turn whole."""
 
     @property
     def billed_with_summaries(self) -> float:
@@ -548,9 +552,9 @@ _BETTER: dict[str, tuple[Callable[[RunSummary], float | None], bool, str]] = {
 class Verdict:
     """One cache-aware solver at one budget, held to the bar.
 
-    The bar: no call over budget, no invalid request, no peer both cheaper and
-    retaining more facts, and at least :data:`COST_BAR` times less billed input than
-    each front rewriter present in the report.
+    The bar: no call over budget, no invalid request, no valid peer (no invalid
+    request of its own) both cheaper and retaining more facts, and at least
+    :data:`COST_BAR` times less billed input than each front rewriter.
     """
 
     policy: str
@@ -559,33 +563,36 @@ class Verdict:
     invalid: int
     billed: float
     new_turns_billed: float
+    retention: float | None
+    """Ours; None without facts to retain (dominance cannot be judged)."""
     ratios: dict[str, float]
-    """Front rewriter -> its billed input over ours."""
+    """Front rewriter that ran without a failed call -> its billed input over ours."""
     dominated_by: list[str]
-    """Peers both cheaper (billed) and retaining more facts."""
+    """Valid peers both cheaper (billed) and retaining more facts."""
     dominated_with_summaries: list[str]
-    """Peers both cheaper once every summariser token is added at the base price and
-    retaining more facts (shown, not part of the bar)."""
+    """Valid peers both cheaper once every summariser token is added at the base price
+    and retaining more facts (shown, not part of the bar)."""
     beaten_on: dict[str, list[str]]
     """Metric -> peers strictly better on it, with their value."""
 
     @property
     def meets_bar(self) -> bool | None:
-        """Every part of the bar holds; None when every part that could be checked holds
-        but a front rewriter was not run."""
+        """True when every part of the bar holds, False when one fails, None when none
+        fails but one could not be judged (a front rewriter missing or failing calls,
+        or no facts)."""
         holds = (
             self.over_budget == 0
             and self.invalid == 0
             and not self.dominated_by
             and all(r >= COST_BAR for r in self.ratios.values())
         )
-        if holds and set(self.ratios) != set(FRONT_REWRITERS):
+        if holds and (set(self.ratios) != set(FRONT_REWRITERS) or self.retention is None):
             return None
         return holds
 
     @property
     def outcome(self) -> str:
-        """``met``, ``not met`` or ``not judged`` (a front rewriter was not run)."""
+        """``met``, ``not met`` or ``not judged``."""
         return {True: "met", False: "not met", None: "not judged"}[self.meets_bar]
 
 
@@ -597,21 +604,24 @@ def _is_peer(policy: str) -> bool:
 def _dominating(
     ours: RunSummary, peers: Sequence[RunSummary], cost: Callable[[RunSummary], float]
 ) -> list[str]:
-    """Peers both cheaper than ``ours`` by ``cost`` and retaining more facts."""
+    """Valid peers both cheaper than ``ours`` by ``cost`` and retaining more facts (a
+    peer with an invalid request is not a point within the budget)."""
     mine = ours.retention
     if mine is None:
         return []
     return [
         p.policy
         for p in peers
-        if cost(p) < cost(ours) and (kept := p.retention) is not None and kept > mine
+        if p.invalid == 0
+        and cost(p) < cost(ours)
+        and (kept := p.retention) is not None
+        and kept > mine
     ]
 
 
 def _new_turn_bill(new_tokens: int, budget: int) -> float:
-    shown = min(new_tokens, budget)
     prices = CachePrices()
-    return shown * (prices.write if shown >= MIN_CACHEABLE_TOKENS else prices.miss)
+    return min(new_tokens, budget) * min(prices.miss, prices.write)
 
 
 def _p(values: Sequence[float], q: float) -> float:
@@ -685,13 +695,17 @@ class BenchmarkReport:
                 if mine is None:
                     continue
                 better = [
-                    (p.policy, v)
+                    (p, v)
                     for p in peers
                     if (v := value(p)) is not None and (v > mine if higher else v < mine)
                 ]
                 if better:
                     better.sort(key=lambda pv: -pv[1] if higher else pv[1])
-                    beaten[metric] = [f"{p} ({fmt.format(v)})" for p, v in better]
+                    beaten[metric] = [
+                        f"{p.policy} ({fmt.format(v)}"
+                        + (f", {p.invalid} invalid)" if p.invalid and metric != "invalid" else ")")
+                        for p, v in better
+                    ]
             out.append(
                 Verdict(
                     policy=ours.policy,
@@ -700,10 +714,11 @@ class BenchmarkReport:
                     invalid=ours.invalid,
                     billed=ours.billed,
                     new_turns_billed=ours.new_turns_billed,
-                    ratios={
+                    retention=ours.retention,
+                    ratios={  # a failed call bills nothing: such a run is not comparable
                         p.policy: p.billed / ours.billed if ours.billed else math.inf
                         for p in peers
-                        if p.policy in FRONT_REWRITERS
+                        if p.policy in FRONT_REWRITERS and p.errors == 0
                     },
                     dominated_by=_dominating(ours, peers, lambda s: s.billed),
                     dominated_with_summaries=_dominating(
@@ -722,26 +737,19 @@ class BenchmarkReport:
             "",
             "## Our cache-aware solvers against the bar",
             "",
-            f"The bar: no call over budget, no invalid request, no peer both cheaper and "
-            f"retaining more, and at least {COST_BAR:g}x less billed input than "
+            f"The bar: no call over budget, no invalid request, no valid peer both cheaper "
+            f"and retaining more, and at least {COST_BAR:g}x less billed input than "
             f"{' and '.join(f'`{p}`' for p in FRONT_REWRITERS)}. Summariser tokens are not "
             "in the bar; the column *the same, with summaries* adds them. *New turns alone* bills "
-            "only each call's new messages, written to the cache once and capped at the "
-            "budget: no policy whose requests carry each new turn whole bills less.",
+            "only each call's new messages, capped at the budget, at the miss price (the "
+            "cheapest for tokens never sent before): no policy whose requests carry each new "
+            "turn whole bills less.",
             "",
             "| policy | budget | over | invalid | billed (k) | new turns alone (k) | "
             + " | ".join(f"{p} / ours" for p in FRONT_REWRITERS)
             + " | cheaper and retaining more | the same, with summaries | bar |",
             "|---|---:|---:|---:|---:|---:|" + "---:|" * len(FRONT_REWRITERS) + "---|---|---|",
         ]
-        invalid = {(s.policy, s.budget): s.invalid for s in self.summaries()}
-
-        def named(peers: list[str], budget: int) -> str:
-            """Peers, each with its invalid requests when it sent any."""
-            return ", ".join(
-                f"{p} ({invalid[p, budget]} invalid)" if invalid[p, budget] else p for p in peers
-            )
-
         for v in verdicts:
             ratios = " | ".join(
                 f"{v.ratios[p]:.2f}x" if p in v.ratios else "-" for p in FRONT_REWRITERS
@@ -749,8 +757,8 @@ class BenchmarkReport:
             lines.append(
                 f"| {v.policy} | {v.budget:,} | {v.over_budget} | {v.invalid} | "
                 f"{v.billed / 1000:,.1f} | {v.new_turns_billed / 1000:,.1f} | {ratios} | "
-                f"{named(v.dominated_by, v.budget) or 'none'} | "
-                f"{named(v.dominated_with_summaries, v.budget) or 'none'} | "
+                f"{', '.join(v.dominated_by) or 'none'} | "
+                f"{', '.join(v.dominated_with_summaries) or 'none'} | "
                 f"{'**not met**' if v.meets_bar is False else v.outcome} |"
             )
         lines += ["", "## Where a peer beats us", ""]
@@ -779,7 +787,7 @@ class BenchmarkReport:
             f"{len(self.records):,} requests audited in {self.wall_seconds:.0f} s.",
             "",
             "Tokens by `cl100k_base`. Cache: Anthropic prices (write 1.25, read 0.1), at "
-            "most 4 breakpoints with a 20-message lookback, 1,024-token minimum, 5-minute TTL "
+            "most 4 breakpoints with a 20-block lookback, 1,024-token minimum, 5-minute TTL "
             "at one call per 30 s. Our folding policies mark their own breakpoints (the ends "
             "of the system prompt, the merged memories, the memories and the request); for "
             "the others the simulator places them as an automatic client would (the end, "

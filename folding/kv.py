@@ -126,9 +126,9 @@ class CacheSimulator:
 
     Each :meth:`request` reads the longest stored prefix that still matches
     the layout (from any earlier request still alive, so a revert to an older
-    layout hits), places at most ``max_breakpoints`` breakpoints at unit
-    boundaries (always one at the end), writes the prefixes they mark and
-    bills the request.
+    layout hits), takes the request's own breakpoints or places at most
+    ``max_breakpoints`` at unit boundaries (then always one at the end), writes
+    the prefixes they mark and bills the request.
 
     Parameters
     ----------
@@ -140,10 +140,11 @@ class CacheSimulator:
         Defaults: miss 1.0, write 1.25, read 0.1.
     min_cacheable_tokens : int, default 0
         Prefixes shorter than this are never written (providers have a minimum).
-    lookback_units : int, default 20
+    lookback_blocks : int, default 20
         With breakpoints given by the request, a stored prefix is found only from a
-        breakpoint at most this many units after its end (Anthropic looks back about
-        20 blocks). The simulator's own placement always marks the matched prefix.
+        breakpoint at most this many content blocks after its end (Anthropic looks
+        back about 20 blocks). The simulator's own placement always marks the matched
+        prefix.
 
     Examples
     --------
@@ -159,7 +160,7 @@ class CacheSimulator:
     ttl: int | None = None
     prices: CachePrices = field(default_factory=CachePrices)
     min_cacheable_tokens: int = 0
-    lookback_units: int = 20
+    lookback_blocks: int = 20
     history: list[CacheRequest] = field(default_factory=list, init=False)
     _entries: dict[tuple[int, int], _Entry] = field(default_factory=dict, init=False, repr=False)
     _step: int = field(default=0, init=False, repr=False)
@@ -167,12 +168,18 @@ class CacheSimulator:
     def __post_init__(self) -> None:
         if not self.max_breakpoints >= 1:
             raise ValueError(f"max_breakpoints must be >= 1, got {self.max_breakpoints}")
-        if self.lookback_units < 0:
-            raise ValueError(f"lookback_units must be >= 0, got {self.lookback_units}")
+        if self.lookback_blocks < 0:
+            raise ValueError(f"lookback_blocks must be >= 0, got {self.lookback_blocks}")
         if self.ttl is not None and self.ttl < 0:
             raise ValueError(f"ttl must be >= 0 requests or None, got {self.ttl}")
 
-    def request(self, layout: Layout, breakpoints: Sequence[int] | None = None) -> CacheRequest:
+    def request(
+        self,
+        layout: Layout,
+        breakpoints: Sequence[int] | None = None,
+        *,
+        blocks: Sequence[int] | None = None,
+    ) -> CacheRequest:
         """Simulate one request with ``layout`` and return its cost.
 
         Parameters
@@ -185,15 +192,20 @@ class CacheSimulator:
             breakpoint is billed as uncached input. None: the simulator places them
             (always one at the end, one where the cached prefix ends, the rest
             spread over the layout).
+        blocks : sequence of int, optional
+            Content blocks of each unit, for the lookback (default: one per unit).
 
         Raises
         ------
         ValueError
-            For a breakpoint outside ``1..len(layout)`` or more than
-            ``max_breakpoints`` distinct ones.
+            For a breakpoint outside ``1..len(layout)``, more than
+            ``max_breakpoints`` distinct ones, or ``blocks`` not one positive count
+            per unit.
         """
+        reach: np.ndarray | None = None
         if breakpoints is not None:
             breakpoints = self._check(layout, breakpoints)
+            reach = self._reach(layout, breakpoints, blocks)
         step = self._step
         self._step += 1
         if self.ttl is not None:
@@ -202,9 +214,7 @@ class CacheSimulator:
         hashes = _prefix_hashes(layout)
         matched, age, cached = 0, None, 0
         for (count, digest), entry in sorted(self._entries.items(), reverse=True):
-            if breakpoints is not None and not any(
-                count <= b <= count + self.lookback_units for b in breakpoints
-            ):
+            if reach is not None and not (count <= len(layout) and reach[count]):
                 continue  # no breakpoint of this request looks back that far
             if count <= len(layout) and hashes[count] == digest:
                 matched, age = count, step - entry.last_used
@@ -243,6 +253,24 @@ class CacheSimulator:
                 f"{self.max_breakpoints}: drop some or raise max_breakpoints"
             )
         return chosen
+
+    def _reach(
+        self, layout: Layout, breakpoints: tuple[int, ...], blocks: Sequence[int] | None
+    ) -> np.ndarray:
+        """For each unit count, whether a breakpoint lies within the lookback after it."""
+        n = len(layout)
+        per_unit = np.ones(n, dtype=np.int64) if blocks is None else np.asarray(blocks)
+        if per_unit.shape != (n,) or (n and per_unit.min() < 1):
+            raise ValueError(
+                f"blocks must give a positive block count for each of the {n} units, "
+                f"got {list(per_unit.tolist()) if per_unit.ndim == 1 else blocks!r}"
+            )
+        ends = np.concatenate(([0], np.cumsum(per_unit)))  # blocks before each unit count
+        counts = np.arange(n + 1)
+        found = np.zeros(n + 1, dtype=bool)
+        for b in breakpoints:
+            found |= (counts <= b) & (ends >= ends[b] - self.lookback_blocks)
+        return found
 
     def _place(self, layout: Layout, matched: int) -> tuple[int, ...]:
         n = len(layout)

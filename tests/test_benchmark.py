@@ -355,12 +355,12 @@ def test_verdicts_hold_our_cache_aware_solvers_to_the_bar() -> None:
     assert v.policy == "ours:kv-stable" and v.dominated_by == []
     assert v.ratios == {"langchain-trim-messages": 2.5, "observation-masking": 1.5}
     assert v.meets_bar is False and v.outcome == "not met"  # masking bills only 1.5x more
-    assert v.new_turns_billed == 2000 * 1.25 + 100 * 1.0  # capped at the budget; below 1,024 missed
+    assert v.new_turns_billed == 2000 + 100  # capped at the budget, at the miss price
     assert v.beaten_on["billed"] == ["llamaindex-memory (0.1k)"]
     assert v.beaten_on["retained"] == ["observation-masking (75%)"]
     markdown = report.to_markdown()
     row = (
-        "| ours:kv-stable | 2,000 | 0 | 0 | 0.1 | 2.6 | 2.50x | 1.50x | none | none | **not met** |"
+        "| ours:kv-stable | 2,000 | 0 | 0 | 0.1 | 2.1 | 2.50x | 1.50x | none | none | **not met** |"
     )
     assert row in markdown
     assert "retained (ours 50%): observation-masking (75%)" in markdown
@@ -368,11 +368,15 @@ def test_verdicts_hold_our_cache_aware_solvers_to_the_bar() -> None:
     # dearer by the agent's bill, cheaper once our summariser tokens are added
     lean = run_of("anthropic-clear-tool-uses", 150.0, 4, summarizer_tokens=0)
     names = [*policies, "anthropic-clear-tool-uses"]
-    lean[0] = dataclasses.replace(lean[0], invalid=True)
     with_lean = benchmark.BenchmarkReport(records + lean, [2000], names)
     (v,) = with_lean.verdicts()
     assert v.dominated_by == [] and v.dominated_with_summaries == ["anthropic-clear-tool-uses"]
-    assert "| none | anthropic-clear-tool-uses (1 invalid) |" in with_lean.to_markdown()
+    assert "| none | anthropic-clear-tool-uses | **not met** |" in with_lean.to_markdown()
+    # a peer with an invalid request is not a point within the budget: it dominates nobody
+    lean[0] = dataclasses.replace(lean[0], invalid=True)
+    (v,) = benchmark.BenchmarkReport(records + lean, [2000], names).verdicts()
+    assert v.dominated_with_summaries == []
+    assert "anthropic-clear-tool-uses (100%, 1 invalid)" in v.beaten_on["retained"]
 
     cheaper = [r for r in records if r.policy != "llamaindex-memory"]
     cheaper += run_of("llamaindex-memory", 50.0, 3)
@@ -401,14 +405,32 @@ def test_each_call_records_the_turn_it_has_to_carry() -> None:
     assert all(r.new_tokens > 0 for r in records)
 
 
+def test_a_failing_front_rewriter_or_no_facts_leaves_the_bar_unjudged() -> None:
+    def run(policy: str, billed: float, **extra: object) -> Any:
+        return _record(500, billed, 0, policy=policy, facts_total=2, facts_retained=1, **extra)
+
+    names = ["ours:kv-stable", "observation-masking", "langchain-trim-messages"]
+    ok = [run("ours:kv-stable", 100.0), run("observation-masking", 900.0)]
+    failing = run("langchain-trim-messages", 0.0, error="Boom: failed", invalid=True)
+    (v,) = benchmark.BenchmarkReport([*ok, failing], [1000], names).verdicts()
+    assert "langchain-trim-messages" not in v.ratios and v.meets_bar is None
+    sound = run("langchain-trim-messages", 900.0)
+    (v,) = benchmark.BenchmarkReport([*ok, sound], [1000], names).verdicts()
+    assert v.meets_bar is True
+    factless = [dataclasses.replace(r, facts_total=0, facts_retained=None) for r in [*ok, sound]]
+    (v,) = benchmark.BenchmarkReport(factless, [1000], names).verdicts()
+    assert v.retention is None and v.meets_bar is None
+
+
 def test_a_verdict_without_both_front_rewriters_is_not_judged() -> None:
+    kept = {"facts_total": 2, "facts_retained": 1}
     runs = [
-        _record(500, 100.0, 0, policy="ours:kv-stable"),
-        _record(500, 900.0, 0, policy="observation-masking"),
+        _record(500, 100.0, 0, policy="ours:kv-stable", **kept),
+        _record(500, 900.0, 0, policy="observation-masking", **kept),
     ]
     report = benchmark.BenchmarkReport(runs, [1000], ["ours:kv-stable", "observation-masking"])
     (v,) = report.verdicts()
-    assert v.meets_bar is None and v.outcome == "not judged"
+    assert v.retention == 0.5 and v.meets_bar is None and v.outcome == "not judged"
     over = [_record(1500, 100.0, 0, policy="ours:kv-stable"), runs[1]]
     (bad,) = benchmark.BenchmarkReport(over, [1000], ["ours:kv-stable"]).verdicts()
     assert bad.meets_bar is False  # a failed part fails the bar whatever else was run

@@ -94,8 +94,8 @@ def test_bad_parameters() -> None:
         CacheSimulator(max_breakpoints=0)
     with pytest.raises(ValueError, match="ttl"):
         CacheSimulator(ttl=-1)
-    with pytest.raises(ValueError, match="lookback_units"):
-        CacheSimulator(lookback_units=-1)
+    with pytest.raises(ValueError, match="lookback_blocks"):
+        CacheSimulator(lookback_blocks=-1)
 
 
 def test_request_breakpoints_are_used_as_given() -> None:
@@ -123,9 +123,16 @@ def test_a_stored_prefix_is_found_only_within_the_lookback_of_a_breakpoint() -> 
     units = [(f"u{i}", 10) for i in range(30)]
     grown = lay(*units, ("new", 10))
     for marks, cached in (([31], 0), ([26, 31], 0), ([25, 31], 50)):
-        sim = CacheSimulator(lookback_units=20)
+        sim = CacheSimulator(lookback_blocks=20)
         sim.request(lay(*units[:5]), breakpoints=[5])
         assert sim.request(grown, breakpoints=marks).cached == cached, marks
+    # the lookback counts content blocks: two blocks per unit halve its reach in units
+    for marks, cached in (([16, 31], 0), ([15, 31], 50)):
+        sim = CacheSimulator(lookback_blocks=20)
+        sim.request(lay(*units[:5]), breakpoints=[5])
+        assert sim.request(grown, marks, blocks=[2] * 31).cached == cached, marks
+    with pytest.raises(ValueError, match="positive block count for each of the 31 units"):
+        CacheSimulator().request(grown, [31], blocks=[1] * 30)
 
 
 @pytest.mark.parametrize(
@@ -137,3 +144,15 @@ def test_bad_request_breakpoints(breakpoints: list[int], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         sim.request(A, breakpoints=breakpoints)
     assert sim.history == []  # a refused request leaves no trace
+
+
+def test_request_breakpoints_respect_the_minimum_and_the_ttl() -> None:
+    units = [("a", 100), ("b", 100), ("c", 100)]
+    sim = CacheSimulator(min_cacheable_tokens=150)
+    sim.request(lay(*units), breakpoints=[1, 3])  # the 100-token prefix is too short to store
+    assert sim.request(lay(units[0], ("x", 100)), breakpoints=[2]).cached == 0
+    sim = CacheSimulator(ttl=1)
+    sim.request(lay(*units), breakpoints=[1, 3])
+    for i in range(3):  # a breakpoint rewrites its prefix every request: it stays alive
+        sim.request(lay(units[0], (f"y{i}", 10)), breakpoints=[1, 2])
+    assert sim.request(lay(*units), breakpoints=[3]).cached == 100  # the full prefix expired
