@@ -61,9 +61,10 @@ def test_folding_policy_marks_its_stable_prefixes_for_the_cache(
     seen: list[tuple[int, list[int] | None]] = []
 
     class Spy(benchmark.CacheSimulator):
-        def request(self, layout, breakpoints=None):  # type: ignore[no-untyped-def]
+        def request(self, layout, breakpoints=None, *, blocks=None):  # type: ignore[no-untyped-def]
             seen.append((len(layout), None if breakpoints is None else list(breakpoints)))
-            return super().request(layout, breakpoints)
+            assert blocks is not None and len(blocks) == len(layout)
+            return super().request(layout, breakpoints, blocks=blocks)
 
     monkeypatch.setattr(benchmark, "CacheSimulator", Spy)
     records = benchmark.replay_policy(transcript, "ours:kv-stable", 3000)
