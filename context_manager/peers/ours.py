@@ -128,8 +128,9 @@ class FoldingPolicy:
                     "cache_scale": scale,
                     "continuity_scale": scale,
                     "continuity_recency_half_life_tokens": scale,
+                    # the band keeps the preset's proportions below its new top
                     "budget_high_ratio": high,
-                    "budget_low_ratio": min(preset.budget_low_ratio, high),
+                    "budget_low_ratio": high * preset.budget_low_ratio / preset.budget_high_ratio,
                 }
             )
             options["solver_options"] = {"policy": policy}
