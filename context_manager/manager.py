@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .errors import ConfigError, ContextManagerError
 from .messages import ContentBlock, Message, TextBlock
-from .pairing import enforce_tool_pairs
+from .pairing import enforce_tool_pairs_with_origins
 from .store import Branch, Store
 from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
 from .strategies.passthrough import PassthroughStrategy
@@ -80,7 +81,8 @@ class CompileResult:
     cache_breakpoints: list[int] = field(default_factory=list)
     """Indices of the messages to mark as prompt-cache breakpoints (Anthropic:
     ``cache_control`` on the message's last block), sorted, at most four: the ends of
-    the stretches the strategy keeps stable across refolds, and the last message."""
+    the stretches the strategy expects to keep stable across refolds, and the last
+    message. A provider's limit counts system and tool breakpoints too."""
 
 
 class ContextManager:
@@ -391,9 +393,22 @@ class ContextManager:
         self._expire_holds()
         budget = RequestBudget(max_tokens, reserve_for_response)
         selection = self._strategy.select(self._ctx, budget, dry_run=dry_run)
-        shown = [e.to_message() for e in selection.entries]
-        marked = {id(shown[i]) for i in selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]}
-        messages = enforce_tool_pairs(shown)
+        bad = [i for i in selection.breakpoints if not 0 <= i < len(selection.entries)]
+        if bad:
+            raise ValueError(
+                f"{type(self._strategy).__name__}.select returned breakpoints {bad}, outside "
+                f"its {len(selection.entries)} entries: Selection.breakpoints are entry indices"
+            )
+        paired, origins = enforce_tool_pairs_with_origins(
+            [e.to_message() for e in selection.entries]
+        )
+        # a mark stays on its message, repaired or not, or falls back to the one before
+        marks = {
+            j
+            for i in selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]
+            if (j := bisect.bisect_right(origins, i) - 1) >= 0
+        }
+        messages = paired
         system: list[ContentBlock] = []
         before: list[Message] = []
         after: list[Message] = []
@@ -416,13 +431,16 @@ class ContextManager:
                 + after
                 + messages[last_user + 1 :]
             )
+            # the injections push the last user message and everything after it along
+            marks = {
+                j if j < last_user else j + len(before) + (len(after) if j > last_user else 0)
+                for j in marks
+            }
+        if messages:
+            marks.add(len(messages) - 1)
         if not dry_run:
             self._render_stats = dict(selection.stats)
-        # a message repaired by the pairing pass is a new object and loses its mark
-        marks = [i for i, m in enumerate(messages) if id(m) in marked]
-        if messages and (not marks or marks[-1] != len(messages) - 1):
-            marks.append(len(messages) - 1)
-        return CompileResult(messages, system, dict(selection.stats), marks)
+        return CompileResult(messages, system, dict(selection.stats), sorted(marks))
 
     def get_render_stats(self) -> dict[str, Any] | None:
         """Composition of the last live (not dry-run) compile; None before the first."""

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
-__all__ = ["enforce_tool_pairs", "tool_pair_problems"]
+__all__ = ["enforce_tool_pairs", "enforce_tool_pairs_with_origins", "tool_pair_problems"]
 
 PLACEHOLDER = "[tool result not available in this context]"
 
@@ -38,8 +38,25 @@ def enforce_tool_pairs(messages: Sequence[Message]) -> list[Message]:
     when it is followed by another message, and is dropped when it is the last
     message (a trailing unanswered call). Messages left empty are removed.
     """
+    return enforce_tool_pairs_with_origins(messages)[0]
+
+
+def enforce_tool_pairs_with_origins(
+    messages: Sequence[Message],
+) -> tuple[list[Message], list[int]]:
+    """:func:`enforce_tool_pairs`, and where each message of the result comes from.
+
+    Returns
+    -------
+    repaired : list of Message
+    origins : list of int
+        For each repaired message, the index of the input message it is (or is a
+        repair of); a placeholder result inserted on its own takes the index of the
+        message it was inserted before. Non-decreasing.
+    """
     out: list[Message] = []
-    for m in messages:
+    origins: list[int] = []
+    for i, m in enumerate(messages):
         asked = set(out[-1].tool_use_ids) if out else set()
         content = [
             b
@@ -53,12 +70,16 @@ def enforce_tool_pairs(messages: Sequence[Message]) -> list[Message]:
             missing = [u for u in out[-1].tool_use_ids if u not in m.tool_result_ids]
             if missing:
                 stub = tuple(ToolResultBlock(tool_use_id=u, content=PLACEHOLDER) for u in missing)
-                if m.participant == out[-1].participant or m.tool_use_ids:
+                # a message already answering the call takes the rest of the answers too
+                separate = m.participant == out[-1].participant or bool(m.tool_use_ids)
+                if separate and not m.tool_result_ids:
                     out.append(Message(participant="User", content=stub))
+                    origins.append(i)
                 else:
                     m = m.model_copy(update={"content": stub + tuple(m.content)})
         if m.content:
             out.append(m)
+            origins.append(i)
     if out and out[-1].tool_use_ids:
         last = out[-1]
         kept = tuple(b for b in last.content if not isinstance(b, ToolUseBlock))
@@ -66,7 +87,9 @@ def enforce_tool_pairs(messages: Sequence[Message]) -> list[Message]:
             out[-1] = last.model_copy(update={"content": kept})
         else:
             out.pop()
-    return [
+            origins.pop()
+    repaired = [
         m if m.content else Message(participant=m.participant, content=(TextBlock(text=""),))
         for m in out
     ]
+    return repaired, origins

@@ -455,3 +455,17 @@ def test_kv_unified_settles_at_the_strategys_headroom() -> None:
     assert all(not r.invalid for r in records)
     after_growth = [r.tokens for r in records[len(records) // 2 :]]
     assert min(after_growth) < 0.8 * 6000 < max(after_growth)  # it refolds into the band
+
+
+def test_with_a_head_window_the_earliest_mark_gives_way() -> None:
+    transcript = benchmark.default_transcripts()[-1]
+    policy = FoldingPolicy("kv-stable", head_window_tokens=300)
+    widths = set()
+    for n in transcript.call_points[:60]:
+        request = policy.request(transcript.messages[:n], 3000)
+        marks = request.breakpoints
+        assert marks is not None and marks == tuple(sorted(set(marks))) and len(marks) <= 4
+        assert marks[-1] == len(request.messages) - 1
+        widths.add(len(marks))
+    policy.close()
+    assert 4 in widths  # the system prompt, head, memory and end marks compete for four

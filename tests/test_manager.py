@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from context_manager import (
     CharsCounter,
@@ -17,6 +19,14 @@ from context_manager import (
     ToolUseBlock,
     enforce_tool_pairs,
     tool_pair_problems,
+)
+from context_manager.pairing import PLACEHOLDER, enforce_tool_pairs_with_origins
+from context_manager.strategies.base import (
+    Entry,
+    RequestBudget,
+    Selection,
+    Strategy,
+    StrategyContext,
 )
 
 
@@ -175,3 +185,79 @@ def test_passthrough_marks_only_the_last_message_for_the_cache(tmp_path: Path) -
         for i in range(4):
             cm.add_message("User", f"m{i}")
         assert cm.compile().cache_breakpoints == [3]
+
+
+class Marking(Strategy):
+    """Shows given entries with given cache breakpoints (the compile's plumbing under test)."""
+
+    def __init__(self, entries: list[Message], marks: tuple[int, ...]) -> None:
+        self.entries = entries
+        self.marks = marks
+
+    def select(self, ctx: StrategyContext, budget: RequestBudget, *, dry_run: bool = False):  # type: ignore[no-untyped-def]
+        shown = [Entry(m.participant, m.content, (), None, m) for m in self.entries]
+        return Selection(shown, {}, self.marks)
+
+
+def _marked(tmp_path: Path, entries: list[Message], marks: tuple[int, ...], **kw: object):  # type: ignore[no-untyped-def]
+    with manager(tmp_path, strategy=Marking(entries, marks)) as cm:
+        result = cm.compile(**kw)  # type: ignore[arg-type]
+    return [m.text for m in result.messages], result.cache_breakpoints
+
+
+def test_cache_marks_follow_their_messages_through_injections(tmp_path: Path) -> None:
+    said = [Message.text_message(p, t) for p, t in [("User", "q0"), ("Claude", "a0")] * 2]
+    said[2] = Message.text_message("User", "q1")
+    notes = [
+        Injection(namespace="n", position=pos, content=(TextBlock(text=pos),))
+        for pos in ("before_user", "after_user")
+    ]
+    texts, marks = _marked(tmp_path, said, (0, 2, 3), injections=notes)
+    assert texts == ["q0", "a0", "before_user", "q1", "after_user", "a0"]
+    assert marks == [0, 3, 5]
+
+
+def test_cache_marks_survive_pairing_repairs(tmp_path: Path) -> None:
+    call = Message(participant="Claude", content=(ToolUseBlock(id="t1", name="f", input={}),))
+    orphan = Message(participant="User", content=(ToolResultBlock(tool_use_id="t9", content="x"),))
+    # a placeholder result is inserted before the marked message: the mark stays on it
+    entries = [call, Message.text_message("Claude", "marked"), Message.text_message("User", "end")]
+    texts, marks = _marked(tmp_path / "a", entries, (1,))
+    assert texts[2] == "marked" and marks == [2, 3]
+    # a marked message the repair drops hands its mark to the message before it
+    entries = [Message.text_message("User", "kept"), orphan, Message.text_message("Claude", "b")]
+    texts, marks = _marked(tmp_path / "b", entries, (1,))
+    assert texts == ["kept", "b"] and marks == [0, 1]
+
+
+def test_cache_marks_outside_the_entries_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"breakpoints \[3\], outside its 2 entries"):
+        _marked(tmp_path, [Message.text_message("User", "a")] * 2, (0, 3))
+
+
+def _message_strategy() -> st.SearchStrategy[Message]:
+    ids = st.sampled_from(["a", "b"])
+    block = st.one_of(
+        st.builds(TextBlock, text=st.sampled_from(["x", "y"])),
+        st.builds(ToolUseBlock, id=ids, name=st.just("f"), input=st.just({})),
+        st.builds(ToolResultBlock, tool_use_id=ids, content=st.just("r")),
+    )
+    return st.builds(
+        Message,
+        participant=st.sampled_from(["User", "Claude"]),
+        content=st.lists(block, min_size=1, max_size=3).map(tuple),
+    )
+
+
+@given(st.lists(_message_strategy(), max_size=8))
+def test_pairing_repairs_and_says_where_each_message_came_from(messages: list[Message]) -> None:
+    repaired, origins = enforce_tool_pairs_with_origins(messages)
+    assert repaired == enforce_tool_pairs(messages) == enforce_tool_pairs(repaired)
+    assert tool_pair_problems(repaired) == []
+    assert len(origins) == len(repaired) and origins == sorted(origins)
+    for m, i in zip(repaired, origins, strict=True):
+        assert 0 <= i < len(messages)
+        placeholder = all(
+            isinstance(b, ToolResultBlock) and b.content == PLACEHOLDER for b in m.content
+        )
+        assert placeholder or m.participant == messages[i].participant

@@ -96,7 +96,8 @@ class AutobiographicalConfig(BaseModel):
     compression_cache_breakpoints: bool = True
     """Mark the end of the raw head, of the last merged memory (level 2 or more) and of
     the last memory as prompt-cache breakpoints (:attr:`CompileResult.cache_breakpoints`):
-    a new memory is placed after them, so those prefixes still hit after a refold."""
+    a refold usually places its new memory after them, so those prefixes keep hitting
+    the cache (a merge or a deeper cut changes them)."""
     compression_slack_ratio: float = Field(default=0.3, ge=0.0, lt=1.0)
     """Solvers fold down to ``(1 - slack) x`` the input budget; appends then fill the band
     up to the budget without refolding, so the prefix (and the provider's cache) stays put.
