@@ -576,24 +576,33 @@ class Verdict:
     """Metric -> peers strictly better on it, with their value."""
 
     @property
+    def failures(self) -> list[str]:
+        """The parts of the bar that fail, in words (empty when none does)."""
+        out = [f"{self.over_budget} calls over budget"] if self.over_budget else []
+        out += [f"{self.invalid} invalid requests"] if self.invalid else []
+        out += [f"dominated by {', '.join(self.dominated_by)}"] if self.dominated_by else []
+        out += [f"{p} bills only {_times(r)} ours" for p, r in self.ratios.items() if r < COST_BAR]
+        return out
+
+    @property
     def meets_bar(self) -> bool | None:
         """True when every part of the bar holds, False when one fails, None when none
         fails but one could not be judged (a front rewriter missing or failing calls,
         or no facts)."""
-        holds = (
-            self.over_budget == 0
-            and self.invalid == 0
-            and not self.dominated_by
-            and all(r >= COST_BAR for r in self.ratios.values())
-        )
-        if holds and (set(self.ratios) != set(FRONT_REWRITERS) or self.retention is None):
+        if self.failures:
+            return False
+        if set(self.ratios) != set(FRONT_REWRITERS) or self.retention is None:
             return None
-        return holds
+        return True
 
     @property
     def outcome(self) -> str:
         """``met``, ``not met`` or ``not judged``."""
         return {True: "met", False: "not met", None: "not judged"}[self.meets_bar]
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}x" if math.isfinite(ratio) else "unbounded (we billed nothing)"
 
 
 def _is_peer(policy: str) -> bool:
@@ -733,6 +742,7 @@ class BenchmarkReport:
         verdicts = self.verdicts()
         if not verdicts:
             return []
+        runs = {(s.policy, s.budget): s for s in self.summaries()}
         lines = [
             "",
             "## Our cache-aware solvers against the bar",
@@ -752,7 +762,7 @@ class BenchmarkReport:
         ]
         for v in verdicts:
             ratios = " | ".join(
-                f"{v.ratios[p]:.2f}x" if p in v.ratios else "-" for p in FRONT_REWRITERS
+                _times(v.ratios[p]) if p in v.ratios else "-" for p in FRONT_REWRITERS
             )
             lines.append(
                 f"| {v.policy} | {v.budget:,} | {v.over_budget} | {v.invalid} | "
@@ -766,9 +776,7 @@ class BenchmarkReport:
             if not v.beaten_on:
                 lines.append(f"- `{v.policy}` at {v.budget:,}: no peer is better on any metric.")
                 continue
-            mine = next(
-                s for s in self.summaries() if s.policy == v.policy and s.budget == v.budget
-            )
+            mine = runs[v.policy, v.budget]
             parts = []
             for metric, peers in v.beaten_on.items():
                 value, _, fmt = _BETTER[metric]

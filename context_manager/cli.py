@@ -379,9 +379,11 @@ def _run_benchmark(
             raise typer.Exit(2) from None
     console.print(_summary_table(report, "every policy at every budget (lower billed is cheaper)"))
     for v in report.verdicts():
-        ratios = ", ".join(f"{p} bills {r:.2f}x ours" for p, r in v.ratios.items())
         colour = {True: "green", False: "yellow", None: "dim"}[v.meets_bar]
-        detail = ratios or "no front rewriter run"
+        detail = "; ".join(v.failures) or ", ".join(
+            f"{p} bills {r:.2f}x ours" for p, r in v.ratios.items()
+        )
+        detail = detail or "no front rewriter ran"
         console.print(
             f"{v.policy} at {v.budget:,}: [{colour}]bar {v.outcome}[/{colour}] ({detail})"
         )

@@ -173,7 +173,7 @@ def test_cli_demo_replay_policies_and_inspect(tmp_path: Path) -> None:
         app, ["demo", "-p", "ours:kv-stable", "-b", "4000", "--out", str(out), "--workers", "1"]
     )
     assert result.exit_code == 0, result.output
-    assert "ours:kv-stable at 4,000: bar not judged (no front rewriter run)" in result.output
+    assert "ours:kv-stable at 4,000: bar not judged (no front rewriter ran)" in result.output
     report = (out / "report.md").read_text()
     assert report.count("| ours:kv-stable | 4,000 |") == 2  # the table and the bar
     assert (out / "tokens-and-cost.png").stat().st_size > 0
@@ -356,6 +356,7 @@ def test_verdicts_hold_our_cache_aware_solvers_to_the_bar() -> None:
     assert v.policy == "ours:kv-stable" and v.dominated_by == []
     assert v.ratios == {"langchain-trim-messages": 2.5, "observation-masking": 1.5}
     assert v.meets_bar is False and v.outcome == "not met"  # masking bills only 1.5x more
+    assert v.failures == ["observation-masking bills only 1.50x ours"]
     assert v.new_turns_billed == 2000 + 100  # capped at the budget, at the miss price
     assert v.beaten_on["billed"] == ["llamaindex-memory (0.1k)"]
     assert v.beaten_on["retained"] == ["observation-masking (75%)"]
