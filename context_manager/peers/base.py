@@ -149,12 +149,22 @@ class MeteredSummarizer:
     def complete(self, request: CompletionRequest) -> Completion:
         """Answer ``request`` and add its cost to the meter."""
         completion = self.summarizer.complete(request)
-        self.calls += 1
-        self.input_tokens += request_tokens(request.messages, self.counter)
-        if request.system:
-            self.input_tokens += self.counter.count_text(request.system)
-        self.output_tokens += self.counter.count_text(completion.text)
+        self.record(request.messages, completion.text, system=request.system)
         return completion
+
+    def record(
+        self, messages: Sequence[Message], output: str, *, system: str | None = None
+    ) -> None:
+        """Add one call: the messages (and system prompt) it read and the text it wrote.
+
+        For a fake model that answers a prompt other than the request it hands the
+        summariser, or rewrites the summariser's answer.
+        """
+        self.calls += 1
+        self.input_tokens += request_tokens(messages, self.counter)
+        if system:
+            self.input_tokens += self.counter.count_text(system)
+        self.output_tokens += self.counter.count_text(output)
 
     def take(self) -> tuple[int, int, int]:
         """Calls, input tokens and output tokens since the last take; resets them."""

@@ -368,9 +368,7 @@ def extractive_chat_model(
                 agent=agent,
             )
             completion = meter.summarizer.complete(request)
-            meter.calls += 1
-            meter.input_tokens += request_tokens(ours, exact)
-            meter.output_tokens += exact.count_text(completion.text)
+            meter.record(ours, completion.text)  # the whole prompt was read
             message = AIMessage(content=completion.text)
             return ChatResult(generations=[ChatGeneration(message=message)])
 

@@ -289,14 +289,11 @@ def extractive_llm(
             target_tokens=target_tokens,
             agent=agent,
         )
-        completion = meter.summarizer.complete(request)
-        meter.calls += 1
-        meter.input_tokens += request_tokens(messages, exact)
-        text = completion.text
+        text = meter.summarizer.complete(request).text
         if wants_facts:
             facts = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
             text = "<facts>\n" + "".join(f"  <fact>{f}</fact>\n" for f in facts) + "</facts>"
-        meter.output_tokens += exact.count_text(text)
+        meter.record(messages, text)  # the whole prompt read, the tagged answer written
         return text
 
     class ExtractiveLLM(CustomLLM):
