@@ -45,7 +45,6 @@ from folding import CachePrices, CacheSimulator, Layout
 
 from .loaders import Transcript
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
-from .pairing import tool_pair_problems
 from .peers.base import Policy, call_points
 from .tokens import TiktokenCounter, TokenCounter
 from .transcripts import load_swe_agent
@@ -473,7 +472,7 @@ def replay_policy(
                     facts_total=len(facts) if last else 0,
                     facts_retained=_retained(request.messages, facts) if last and facts else None,
                     new_tokens=new_tokens,
-                    unpaired=bool(tool_pair_problems(request.messages)),
+                    unpaired=request.unpaired,
                 )
             )
     finally:
@@ -652,10 +651,13 @@ class BenchmarkReport:
 
     def summaries(self) -> list[RunSummary]:
         """One :class:`RunSummary` per (policy, budget), in policy then budget order."""
+        runs: dict[tuple[str, int], list[CallRecord]] = {}
+        for r in self.records:
+            runs.setdefault((r.policy, r.budget), []).append(r)
         out = []
         for policy in self.policies:
             for budget in self.budgets:
-                rs = [r for r in self.records if r.policy == policy and r.budget == budget]
+                rs = runs.get((policy, budget))
                 if not rs:
                     continue
                 # a failed call sent nothing: it counts as an error, not as a small request
@@ -694,7 +696,9 @@ class BenchmarkReport:
         """Each cache-aware solver (:data:`CACHE_AWARE`) at each budget against the peers
         (every policy but this library's own: ``ours:*`` and ``assemble``) at the same
         budget."""
-        rows = self.summaries()
+        return self._verdicts(self.summaries())
+
+    def _verdicts(self, rows: Sequence[RunSummary]) -> list[Verdict]:
         out = []
         for ours in (s for s in rows if s.policy in CACHE_AWARE):
             peers = [s for s in rows if s.budget == ours.budget and _is_peer(s.policy)]
@@ -738,11 +742,11 @@ class BenchmarkReport:
             )
         return out
 
-    def _verdict_lines(self) -> list[str]:
-        verdicts = self.verdicts()
+    def _verdict_lines(self, rows: Sequence[RunSummary]) -> list[str]:
+        verdicts = self._verdicts(rows)
         if not verdicts:
             return []
-        runs = {(s.policy, s.budget): s for s in self.summaries()}
+        runs = {(s.policy, s.budget): s for s in rows}
         lines = [
             "",
             "## Our cache-aware solvers against the bar",
@@ -812,7 +816,8 @@ class BenchmarkReport:
             "cpu p50 ms | cpu p95 ms | retained |",
             "|---|" + "---:|" * 16,
         ]
-        for s in self.summaries():
+        rows = self.summaries()
+        for s in rows:
             retained = "-" if s.retention is None else f"{s.facts_retained}/{s.facts_total}"
             lines.append(
                 f"| {s.policy} | {s.budget:,} | {s.calls} | {s.tokens_mean:,.0f} | "
@@ -831,7 +836,7 @@ class BenchmarkReport:
                 if policy not in seen:
                     seen.add(policy)
                     lines.append(f"- `{policy}`: {error}")
-        lines += self._verdict_lines()
+        lines += self._verdict_lines(rows)
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> str:

@@ -214,9 +214,9 @@ class CacheSimulator:
         hashes = _prefix_hashes(layout)
         matched, age, cached = 0, None, 0
         for (count, digest), entry in sorted(self._entries.items(), reverse=True):
-            if reach is not None and not (count <= len(layout) and reach[count]):
-                continue  # no breakpoint of this request looks back that far
-            if count <= len(layout) and hashes[count] == digest:
+            if count > len(layout) or (reach is not None and not reach[count]):
+                continue  # longer than this layout, or no breakpoint looks back that far
+            if hashes[count] == digest:
                 matched, age = count, step - entry.last_used
                 cached = _prefix_tokens(layout, count)
                 entry.last_used = step

@@ -71,6 +71,9 @@ class PolicyRequest:
         Indices of the messages the policy marks as prompt-cache breakpoints
         (sorted, at most four). None: the policy marks none itself, and the cache
         simulator places them as an automatic client would.
+    unpaired : bool
+        The request holds an orphan tool result or an unanswered tool call (one of
+        the ``problems``).
     """
 
     messages: tuple[Message, ...]
@@ -81,6 +84,7 @@ class PolicyRequest:
     problems: tuple[str, ...] = ()
     error: str | None = None
     breakpoints: tuple[int, ...] | None = None
+    unpaired: bool = False
 
     @property
     def summarizer_tokens(self) -> int:
@@ -257,6 +261,7 @@ def audit(
     """
     tokens = request_tokens(messages, counter)
     problems = tool_pair_problems(messages)
+    unpaired = bool(problems)
     if tokens > budget:
         problems.append(f"over budget: {tokens} tokens > {budget}")
     calls, tokens_in, tokens_out = meter.take() if meter else (0, 0, 0)
@@ -269,6 +274,7 @@ def audit(
         problems=tuple(problems),
         error=error,
         breakpoints=None if breakpoints is None else tuple(breakpoints),
+        unpaired=unpaired,
     )
 
 
