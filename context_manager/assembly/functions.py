@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -46,7 +47,7 @@ from .models import (
     PruneResponse,
 )
 from .pruning import PruneSettings, prune_results
-from .selection import select_tail
+from .selection import Selection, select_tail
 from .summary import SummaryError, SummaryJob, summarize
 from .wire import AgentFunction, AnyMessage, CustomMessage
 
@@ -340,44 +341,44 @@ def compact(
         if opts.preserve_recent_tokens is not None
         else tail_budget(input_budget)
     )
-    store = _lease_store(leases, cfg)
-    key = opts.lease_key if opts.lease_key is not None else default_lease_key(messages)
-    nonce = store.acquire(key, now=clock(), ttl_ms=cfg.lease_ttl_secs * 1000)
-    if nonce is None:
+    job = SummaryJob(
+        model=req.model,
+        budget=input_budget,
+        anchor=opts.previous_summary,
+        instructions=opts.instructions,
+        max_output_chars=cfg.max_output_chars,
+        timeout_ms=_summary_timeout_ms(cfg),
+        max_tokens=limits.max_output_tokens,
+    )
+    head = _summarize_head(
+        messages,
+        job,
+        keep_budget=keep_budget,
+        tail_turns=opts.tail_turns,
+        lease_key=opts.lease_key,
+        cfg=cfg,
+        summarizer=summarizer,
+        store=_lease_store(leases, cfg),
+        clock=clock,
+        estimator=Estimator(),
+        keep_a_tail=False,
+    )
+    if head is None:
         return CompactBusy()
-    try:
-        estimator = Estimator()
-        sizes = [estimator.message(m) for m in messages]
-        tail_turns = opts.tail_turns if opts.tail_turns is not None else cfg.tail_turns
-        selection = select_tail(messages, sizes, keep_budget, tail_turns)
-        if selection.head_len == 0:
-            return CompactEmpty()
-        job = SummaryJob(
-            model=req.model,
-            budget=input_budget,
-            anchor=opts.previous_summary,
-            instructions=opts.instructions,
-            max_output_chars=cfg.max_output_chars,
-            timeout_ms=_summary_timeout_ms(cfg),
-            max_tokens=limits.max_output_tokens,
-        )
-        try:
-            summary = summarize(
-                messages[: selection.head_len], job, summarizer=summarizer, clock=clock
-            )
-        except SummaryError as exc:
-            if exc.kind not in ("empty", "unavailable"):
-                log.warning("compaction produced no summary: %s", exc)
-            return CompactEmpty() if exc.kind == "empty" else CompactOverflow()
-        return CompactOk(
-            summary=summary,
-            tail_start_index=selection.tail_start,
-            tokens_before=sum(sizes[: selection.head_len]),
-            tokens_after=text_tokens(summary) + sum(sizes[selection.head_len :]),
-            used_prior_summary=opts.previous_summary is not None,
-        )
-    finally:
-        store.release(key, nonce)
+    if head.error is not None:
+        if head.error.kind not in ("empty", "unavailable"):
+            log.warning("compaction produced no summary: %s", head.error)
+        return CompactEmpty() if head.error.kind == "empty" else CompactOverflow()
+    if head.summary is None:
+        return CompactEmpty()
+    length = head.selection.head_len
+    return CompactOk(
+        summary=head.summary,
+        tail_start_index=head.selection.tail_start,
+        tokens_before=sum(head.sizes[:length]),
+        tokens_after=text_tokens(head.summary) + sum(head.sizes[length:]),
+        used_prior_summary=opts.previous_summary is not None,
+    )
 
 
 # ------------------------------------------------------------------ assemble
@@ -471,21 +472,37 @@ def assemble(
 
     compaction: dict[str, Any] = {}
     if token_count > usable and opts.allow_compaction is not False and not preview:
-        done = _compact_view(
+        job = SummaryJob(
+            model=req.model,
+            budget=usable,
+            anchor=opts.previous_summary,
+            instructions=None,
+            max_output_chars=cfg.max_output_chars,
+            timeout_ms=_summary_timeout_ms(cfg),
+            max_tokens=limits.max_output_tokens,
+        )
+        head = _summarize_head(
             view,
-            req,
-            opts,
-            cfg,
-            usable,
-            limits.max_output_tokens,
+            job,
+            keep_budget=tail_budget(usable),
+            tail_turns=opts.tail_turns,
+            # the lease is the whole conversation's, custom messages included
+            lease_key=(
+                opts.lease_key if opts.lease_key is not None else default_lease_key(messages)
+            ),
+            cfg=cfg,
             summarizer=summarizer,
             store=_lease_store(leases, cfg),
             clock=clock,
             estimator=estimator,
-            original=messages,
+            keep_a_tail=True,
         )
-        if done is not None:
-            summary, tail_start, head_tokens = done
+        if head is not None and head.error is not None:
+            level = logging.DEBUG if head.error.kind == "unavailable" else logging.WARNING
+            log.log(level, "no summary for the assembled request: %s", head.error)
+        if head is not None and head.summary is not None:
+            summary, tail_start = head.summary, head.selection.head_len
+            head_tokens = sum(head.sizes[:tail_start])
             system = render_system_prompt(req.system_prompt, summary)
             view = view[tail_start:]
             compaction = {
@@ -534,46 +551,50 @@ def assemble(
     )
 
 
-def _compact_view(
-    view: list[AnyMessage],
-    req: AssembleRequest,
-    opts: AssembleOptions,
-    cfg: AssemblyConfig,
-    usable: int,
-    max_output_tokens: int,
+@dataclass(frozen=True)
+class _Head:
+    """How a head was chosen and summarised under a lease."""
+
+    selection: Selection
+    sizes: list[int]
+    """Estimated tokens of every message."""
+    summary: str | None
+    """None when there was nothing to summarise, or when ``error`` says why not."""
+    error: SummaryError | None = None
+
+
+def _summarize_head(
+    messages: Sequence[AnyMessage],
+    job: SummaryJob,
     *,
+    keep_budget: int,
+    tail_turns: int | None,
+    lease_key: str | None,
+    cfg: AssemblyConfig,
     summarizer: Summarizer | None,
     store: LeaseStore,
     clock: Clock,
     estimator: Estimator,
-    original: Sequence[AnyMessage],
-) -> tuple[str, int, int] | None:
-    """Summary, tail start (view index) and head tokens, or ``None`` when skipped."""
-    key = opts.lease_key if opts.lease_key is not None else default_lease_key(original)
+    keep_a_tail: bool,
+) -> _Head | None:
+    """Under the compaction lease, pick the head that leaves ``keep_budget`` of newest
+    turns and summarise it; None when another caller holds the lease. With
+    ``keep_a_tail`` a head that would take every message is not summarised."""
+    key = lease_key if lease_key is not None else default_lease_key(messages)
     nonce = store.acquire(key, now=clock(), ttl_ms=cfg.lease_ttl_secs * 1000)
     if nonce is None:
         return None
     try:
-        sizes = [estimator.message(m) for m in view]
-        tail_turns = opts.tail_turns if opts.tail_turns is not None else cfg.tail_turns
-        selection = select_tail(view, sizes, tail_budget(usable), tail_turns)
-        if selection.head_len == 0 or selection.head_len >= len(view):
-            return None
-        job = SummaryJob(
-            model=req.model,
-            budget=usable,
-            anchor=opts.previous_summary,
-            instructions=None,
-            max_output_chars=cfg.max_output_chars,
-            timeout_ms=_summary_timeout_ms(cfg),
-            max_tokens=max_output_tokens,
-        )
+        sizes = [estimator.message(m) for m in messages]
+        turns = tail_turns if tail_turns is not None else cfg.tail_turns
+        selection = select_tail(messages, sizes, keep_budget, turns)
+        length = selection.head_len
+        if length == 0 or (keep_a_tail and length >= len(messages)):
+            return _Head(selection, sizes, None)
         try:
-            summary = summarize(view[: selection.head_len], job, summarizer=summarizer, clock=clock)
+            summary = summarize(messages[:length], job, summarizer=summarizer, clock=clock)
         except SummaryError as exc:
-            level = logging.DEBUG if exc.kind == "unavailable" else logging.WARNING
-            log.log(level, "no summary for the assembled request: %s", exc)
-            return None
-        return summary, selection.head_len, sum(sizes[: selection.head_len])
+            return _Head(selection, sizes, None, exc)
+        return _Head(selection, sizes, summary)
     finally:
         store.release(key, nonce)
