@@ -30,6 +30,7 @@ __all__ = [
     "TokenCounter",
     "compact_json",
     "heuristic_text_tokens",
+    "utf8_length",
 ]
 
 IMAGE_TOKENS = 1600
@@ -50,9 +51,16 @@ def heuristic_text_tokens(text: str) -> int:
     >>> heuristic_text_tokens("hello"), heuristic_text_tokens("éé")
     (1, 1)
     """
-    if text.isascii():
-        return len(text) // 4
-    return len(text.encode("utf-8", "surrogatepass")) // 4
+    return utf8_length(text) // 4
+
+
+def utf8_length(text: str) -> int:
+    """UTF-8 length of ``text`` in bytes (lone surrogates included, as the heuristic counts).
+
+    >>> utf8_length("hello"), utf8_length("éé")
+    (5, 4)
+    """
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def compact_json(value: Any) -> str:

@@ -84,7 +84,7 @@ def resolve_limits(
             spec = answer.model
             return ResolvedLimits(
                 context_window=spec.context_window,
-                max_output_tokens=min(answer.effective_max_output_tokens, spec.max_output_tokens),
+                max_output_tokens=answer.effective_max_output_tokens,  # clamped by the catalog
                 input_limit=spec.input_limit,
                 resolved="router",
                 supports_vision=spec.supports_vision is True,

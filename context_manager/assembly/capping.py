@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..tokens import compact_json
-from .estimate import Estimator, is_denied, result_tokens, text_bytes, text_tokens
+from .estimate import (
+    Estimator,
+    is_char_boundary,
+    is_denied,
+    result_tokens,
+    text_bytes,
+    text_tokens,
+)
 from .results import KEEP_DETAILS, Rewrite, apply_rewrites, result_sites
 from .wire import AnyMessage, TextBlock, joined_text
 
@@ -61,10 +68,6 @@ def cap_marker(tokens: int, function_id: str, max_result_tokens: int) -> str:
     return ""
 
 
-def _is_boundary(raw: bytes, at: int) -> bool:
-    return at <= 0 or at >= len(raw) or (raw[at] & 0xC0) != 0x80
-
-
 def cap_text(text: str, tokens: int, max_result_tokens: int, function_id: str) -> str:
     """``text`` cut to its head and tail around the cap marker, at character boundaries.
 
@@ -82,10 +85,10 @@ def cap_text(text: str, tokens: int, max_result_tokens: int, function_id: str) -
     head = keep * 6 // 10
     tail = keep - head
     head_end = head
-    while not _is_boundary(raw, head_end):
+    while not is_char_boundary(raw, head_end):
         head_end -= 1
     tail_start = len(raw) - tail
-    while not _is_boundary(raw, tail_start):
+    while not is_char_boundary(raw, tail_start):
         tail_start += 1
     tail_start = max(tail_start, head_end)
     return (

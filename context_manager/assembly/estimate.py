@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..tokens import HEURISTIC_IMAGE_TOKENS, compact_json, heuristic_text_tokens
+from ..tokens import HEURISTIC_IMAGE_TOKENS, compact_json, heuristic_text_tokens, utf8_length
 from .wire import AgentFunction, AnyMessage, FunctionResultMessage, count_images, joined_text
 
 __all__ = [
-    "ESTIMATOR",
     "IMAGE_TOKENS",
     "Estimator",
     "function_tokens",
+    "is_char_boundary",
     "is_denied",
     "message_tokens",
     "result_tokens",
@@ -25,18 +25,18 @@ __all__ = [
     "text_tokens",
 ]
 
-ESTIMATOR: Final = "heuristic"
-"""The estimator name every response reports."""
-
 IMAGE_TOKENS: Final = HEURISTIC_IMAGE_TOKENS
 """Price of one image, whatever its size."""
 
 text_tokens = heuristic_text_tokens
 
 
-def text_bytes(text: str) -> int:
-    """UTF-8 length of ``text``."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+text_bytes = utf8_length
+
+
+def is_char_boundary(raw: bytes, at: int) -> bool:
+    """Whether a cut of UTF-8 ``raw`` at byte ``at`` falls between characters."""
+    return at <= 0 or at >= len(raw) or (raw[at] & 0xC0) != 0x80
 
 
 def is_denied(details: Any) -> bool:

@@ -448,7 +448,8 @@ def assemble(
     view = normalise_media([messages[i] for i in view_to_orig], limits.supports_vision)
     system = render_system_prompt(req.system_prompt, opts.previous_summary)
     estimator = Estimator()
-    fixed = _tools_tokens(req.tools) + (opts.request_overhead_tokens or 0)
+    tools = _tools_tokens(req.tools)
+    fixed = tools + (opts.request_overhead_tokens or 0)
 
     def count() -> int:
         return estimator.total(view) + text_tokens(system) + fixed
@@ -544,7 +545,7 @@ def assemble(
         ),
         breakdown=Breakdown(
             system_prompt_tokens=text_tokens(system),
-            tools_tokens=_tools_tokens(req.tools),
+            tools_tokens=tools,
             by_role=_by_role(view, estimator),
             by_part=_parts(req.parts),
         ),

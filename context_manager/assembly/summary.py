@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 from ..messages import Message
 from ..summarizer import Completion, CompletionRequest, Summarizer
 from ..tokens import compact_json
-from .estimate import text_bytes, text_tokens
+from .estimate import is_char_boundary, text_bytes, text_tokens
 from .wire import (
     AnyMessage,
     FunctionCallBlock,
@@ -124,7 +124,7 @@ class SummaryError(Exception):
 def _cut_bytes(text: str, limit: int) -> str:
     raw = text.encode("utf-8", "surrogatepass")
     end = limit
-    while 0 < end < len(raw) and (raw[end] & 0xC0) == 0x80:
+    while not is_char_boundary(raw, end):
         end -= 1
     return raw[:end].decode("utf-8", "surrogatepass")
 
@@ -238,12 +238,10 @@ def request_tokens(system: str, user: str) -> int:
 
 
 def _longest_prefix(system: str, text: str, budget: int) -> int:
-    base = text_tokens(system) + REQUEST_OVERHEAD_TOKENS
     low, high = 0, len(text)
     while low < high:
         mid = (low + high + 1) // 2
-        user_json = _USER_JSON_BYTES + text_bytes(compact_json(text[:mid]))
-        if base + user_json // 4 <= budget:
+        if request_tokens(system, text[:mid]) <= budget:
             low = mid
         else:
             high = mid - 1
