@@ -66,6 +66,13 @@ def field(obj: object, name: str) -> object:
         return None
 
 
+def count_field(obj: object, name: str) -> int:
+    """A token count read with :func:`field`: the value when it is an int (not a bool),
+    else 0."""
+    value = field(obj, name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 class ProviderSummarizer(ABC, Generic[ClientT]):
     """A summariser backed by a provider SDK client, with deadline-bounded retries.
 

@@ -11,7 +11,7 @@ import anthropic
 
 from ..messages import to_anthropic
 from ..summarizer import Completion, CompletionRequest, StopReason, Usage
-from ._base import DEFAULT_DEADLINE, MalformedAnswer, ProviderSummarizer, field
+from ._base import DEFAULT_DEADLINE, MalformedAnswer, ProviderSummarizer, count_field, field
 from .retry import RetryPolicy
 
 __all__ = ["ANTHROPIC_STOP_REASONS", "AnthropicSummarizer"]
@@ -161,13 +161,9 @@ def _read_message(message: object, requested_model: str) -> Completion:
 
 
 def _read_usage(usage: object) -> Usage:
-    def count(name: str) -> int:
-        value = field(usage, name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
     return Usage(
-        input_tokens=count("input_tokens")
-        + count("cache_creation_input_tokens")
-        + count("cache_read_input_tokens"),
-        output_tokens=count("output_tokens"),
+        input_tokens=count_field(usage, "input_tokens")
+        + count_field(usage, "cache_creation_input_tokens")
+        + count_field(usage, "cache_read_input_tokens"),
+        output_tokens=count_field(usage, "output_tokens"),
     )

@@ -12,7 +12,7 @@ import openai
 from ..errors import ConfigError
 from ..messages import to_openai
 from ..summarizer import Completion, CompletionRequest, StopReason, Usage
-from ._base import DEFAULT_DEADLINE, MalformedAnswer, ProviderSummarizer, field
+from ._base import DEFAULT_DEADLINE, MalformedAnswer, ProviderSummarizer, count_field, field
 from .retry import RetryPolicy
 
 __all__ = ["OPENAI_FINISH_REASONS", "OpenAISummarizer", "openai_tools"]
@@ -212,14 +212,12 @@ def _read_chat_completion(answer: object, requested_model: str) -> Completion:
             raise MalformedAnswer(f"unknown finish_reason {finish!r}")
     model = field(answer, "model")
     usage = field(answer, "usage")
-
-    def count(name: str) -> int:
-        value = field(usage, name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
     return Completion(
         text=text,
         stop_reason=stop,
-        usage=Usage(input_tokens=count("prompt_tokens"), output_tokens=count("completion_tokens")),
+        usage=Usage(
+            input_tokens=count_field(usage, "prompt_tokens"),
+            output_tokens=count_field(usage, "completion_tokens"),
+        ),
         model=model if isinstance(model, str) else requested_model,
     )
