@@ -58,7 +58,6 @@ class BoundaryGraph:
     """
 
     def __init__(self, problem: FoldProblem) -> None:
-        h = problem.hierarchy
         idx = problem.index
         self.problem = problem
         free = ~idx.protected
@@ -76,7 +75,6 @@ class BoundaryGraph:
                 self.edges_from[pos].append(Edge(pos, pos + 1, i, 0, raw_tokens[i]))
         for e in summary_edges(problem, prefix):
             self.edges_from[e.start].append(e)
-        del h
 
     def levels_of(self, path: list[Edge]) -> IntArray:
         """The level array of a path (protected leaves raw)."""

@@ -108,7 +108,7 @@ def ideal_cut(
     first_member = forest.first_member.tolist()
     eligible = forest.eligible.tolist()
     depth = forest.depth
-    # ancestors[j]: the kept summaries above j's first leaf, one per higher level
+    # cover[k][i]: the kept level-k summary over leaf i (-1 when none)
     cover = forest.cover.tolist()
     shown = [False] * len(tokens)
     hidden = [False] * len(tokens)  # under a shown summary
@@ -155,7 +155,7 @@ def ideal_cut(
             continue
         a = firsts[j]
         if scalar:  # the span's cost and lost fidelity are the running totals
-            delta = tokens[j] - cost_in[j] if eligible[j] else None
+            delta = tokens[j] - cost_in[j]  # only eligible summaries enter the heap
         else:  # the checked version: units must nest in the span
             step = state.raise_delta(j)
             delta = None if step is None else step[0]

@@ -385,8 +385,9 @@ class AutobiographicalStrategy(Strategy):
         """Messages some chunk record owns (records only ever grow)."""
         owned, count = self._owned
         if count != len(self.chunks):
-            owned = owned if count < len(self.chunks) else set()
-            for c in self.chunks[count if owned else 0 :]:
+            if count > len(self.chunks):  # the records were reset
+                owned, count = set(), 0
+            for c in self.chunks[count:]:
                 owned.update(c.source_ids)
             self._owned = (owned, len(self.chunks))
         return owned
@@ -605,16 +606,14 @@ class AutobiographicalStrategy(Strategy):
             return False  # wait until the agent's tools are known
         ladder = self._ladder_summaries(ctx, stored, chunk)
         request = self._l1_request(ctx, stored, chunk, ladder)
-        shape = _shape(request)
-        if shape in self.exhausted.get(chunk.id, ()):
-            return False  # this exact request was refused in every variant before
-        completion = self._ask(ctx, request)
+        completion = self._ask(ctx, request)  # queued_chunks held back refused shapes
         if completion.stop_reason == "refusal":
             for variant in self._variants(ctx, stored, chunk, ladder, request):
                 completion = self._ask(ctx, variant)
                 if completion.stop_reason != "refusal":
                     break
             if completion.stop_reason == "refusal":
+                shape = _shape(request)
                 with ctx.store.transaction():
                     ctx.store.append(
                         ctx.slot("autobio:refusal-ledger"),
@@ -644,7 +643,7 @@ class AutobiographicalStrategy(Strategy):
     ) -> list[CompletionRequest]:
         """Requests that differ from ``canonical`` only by one merged memory of the ladder
         shown as its children: newest span end first, then higher level, then id."""
-        position = {s.id: i for i, s in enumerate(stored)}
+        position = self.positions(ctx, stored)
         candidates = []
         for parent in ladder:
             children = [self.summaries.get(c) for c in parent.source_ids]
@@ -756,7 +755,7 @@ class AutobiographicalStrategy(Strategy):
     def _ladder_summaries(
         self, ctx: StrategyContext, stored: list[StoredMessage], chunk: ChunkRecord
     ) -> list[SummaryEntry]:
-        index = {s.id: i for i, s in enumerate(stored)}
+        index = self.positions(ctx, stored)
         return self._ladder(ctx, index[chunk.source_ids[0]], index)
 
     def _instruction(self, level: int) -> Message:
@@ -785,7 +784,7 @@ class AutobiographicalStrategy(Strategy):
         chunk: ChunkRecord,
         ladder: list[SummaryEntry] | None = None,
     ) -> CompletionRequest:
-        index = {s.id: i for i, s in enumerate(stored)}
+        index = self.positions(ctx, stored)
         start = index[chunk.source_ids[0]]
         win = self.windows(ctx, stored)
         represented = {leaf for s in self.summaries.values() for leaf in self.leaves_of(s)}
@@ -825,7 +824,7 @@ class AutobiographicalStrategy(Strategy):
     def merge_groups(self, ctx: StrategyContext) -> list[list[str]]:
         """Groups of contiguous parentless siblings ready to merge, oldest first."""
         stored = ctx.messages()
-        index = {s.id: i for i, s in enumerate(stored)}
+        index = self.positions(ctx, stored)
         held = ctx.held_ids()
         threshold = self.config.merge_threshold
         groups: list[list[str]] = [g for g in self.demanded_merges if self._mergeable(g)]
@@ -872,7 +871,7 @@ class AutobiographicalStrategy(Strategy):
         sources = [self.summaries[i] for i in ids]
         level = sources[0].level + 1
         stored = ctx.messages()
-        index = {s.id: i for i, s in enumerate(stored)}
+        index = self.positions(ctx, stored)
         start = index[sources[0].first]
         ladder = [m for s in self._ladder(ctx, start, index) for m in self._recall_messages(s)]
         target: list[Message] = []
@@ -973,7 +972,7 @@ class AutobiographicalStrategy(Strategy):
         win = self.windows(ctx, stored)
         plan = solve_frontier(self, ctx, stored, win, budget)
         if not dry_run:
-            self._route(plan.produce, stored)
+            self._route(ctx, plan.produce, stored)
         if plan.error is not None:
             if dry_run:
                 return Selection([], {**plan.stats, "fits": False})
@@ -1037,12 +1036,14 @@ class AutobiographicalStrategy(Strategy):
             reach = max(reach, b)
         return reach == len(stored) - 1
 
-    def _route(self, produce: Sequence[Any], stored: Sequence[StoredMessage]) -> None:
+    def _route(
+        self, ctx: StrategyContext, produce: Sequence[Any], stored: Sequence[StoredMessage]
+    ) -> None:
         """Queue what the solver asked for: L1s of closed chunks in range (past the holdback),
         or one merge of the contiguous parentless summaries one level below in range."""
         if not produce:
             return
-        index = {s.id: i for i, s in enumerate(stored)}
+        index = self.positions(ctx, stored)
         for request in produce:
             if request.first not in index or request.last not in index:
                 continue
