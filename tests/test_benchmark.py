@@ -470,3 +470,20 @@ def test_with_a_head_window_the_earliest_mark_gives_way() -> None:
         widths.add(len(marks))
     policy.close()
     assert 4 in widths  # the system prompt, head, memory and end marks compete for four
+
+
+def test_wire_round_trip_keeps_the_results_of_parallel_calls_together() -> None:
+    call = Message(
+        participant="Claude",
+        content=(ToolUseBlock(id="a", name="ls"), ToolUseBlock(id="b", name="ls")),
+    )
+    results = Message(
+        participant="User",
+        content=(
+            ToolResultBlock(tool_use_id="a", content="one"),
+            ToolResultBlock(tool_use_id="b", content="two"),
+        ),
+    )
+    back = from_wire(to_wire([Message.text_message("User", "go"), call, results]))
+    assert tool_pair_problems(back) == []
+    assert back[2].tool_result_ids == ("a", "b")

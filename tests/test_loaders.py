@@ -225,3 +225,39 @@ def test_chitchat_longest_chats() -> None:
         if longest.messages[n].participant == "Claude"
         and longest.messages[n - 1].participant == "User"
     ]
+
+
+def _parallel_turn() -> list[dict[str, object]]:
+    calls = [
+        {"id": c, "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        for c in ("a", "b")
+    ]
+    return [
+        {"role": "user", "content": "look around"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "a", "content": "one"},
+        {"role": "tool", "tool_call_id": "b", "content": "two"},
+        {"role": "assistant", "content": "done"},
+    ]
+
+
+def test_results_of_parallel_calls_come_back_as_one_message() -> None:
+    from context_manager.messages import from_openai
+
+    messages = from_openai(_parallel_turn(), agent="Claude")
+    assert tool_pair_problems(messages) == []
+    assert [len(m.content) for m in messages] == [1, 2, 2, 1]
+    assert messages[2].tool_result_ids == ("a", "b")
+
+
+def test_a_swe_agent_result_for_several_calls_answers_each(tmp_path: Path) -> None:
+    from context_manager.transcripts import load_swe_agent
+
+    turn = _parallel_turn()
+    history = [turn[0], turn[1], {**turn[2], "tool_call_ids": ["a", "b"]}, turn[4]]
+    del history[2]["tool_call_id"]
+    path = tmp_path / "parallel.traj"
+    path.write_text(json.dumps({"history": history}), encoding="utf-8")
+    messages = load_swe_agent(path)
+    assert tool_pair_problems(messages) == []
+    assert messages[2].tool_result_ids == ("a", "b")

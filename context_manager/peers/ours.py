@@ -19,6 +19,7 @@ from ..errors import ContextManagerError
 from ..messages import (
     ContentBlock,
     Message,
+    PartJoiner,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -296,9 +297,10 @@ def from_wire(messages: Sequence[Any], *, agent: str = "Claude") -> list[Message
     Returns
     -------
     list of Message
-        Function results come back as tool results in ``User`` messages.
+        Function results come back as tool results in ``User`` messages, consecutive
+        ones (the answers to parallel calls) in one.
     """
-    out: list[Message] = []
+    out = PartJoiner()  # the results of parallel calls come back as one message
     for raw in messages:
         d = raw if isinstance(raw, dict) else raw.wire()
         role = d["role"]
@@ -309,7 +311,7 @@ def from_wire(messages: Sequence[Any], *, agent: str = "Claude") -> list[Message
                 content=text,
                 is_error=bool(d.get("is_error")),
             )
-            out.append(Message(participant="User", content=(block,)))
+            out.tool_result(block, "User", {})
             continue
         blocks: list[ContentBlock] = []
         for c in d["content"]:
@@ -325,8 +327,8 @@ def from_wire(messages: Sequence[Any], *, agent: str = "Claude") -> list[Message
             else:
                 blocks.append(TextBlock(text=json.dumps(c, sort_keys=True)))
         participant = agent if role == "assistant" else "User"
-        out.append(Message(participant=participant, content=tuple(blocks)))
-    return out
+        out.add(Message(participant=participant, content=tuple(blocks)))
+    return out.messages
 
 
 class AssemblePolicy:
