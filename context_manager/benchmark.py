@@ -627,9 +627,12 @@ def _dominating(
     ]
 
 
+_NEW_TOKEN_PRICE = min(CachePrices().miss, CachePrices().write)
+"""The cheapest a token never sent before can cost (a miss; a cache write costs more)."""
+
+
 def _new_turn_bill(new_tokens: int, budget: int) -> float:
-    prices = CachePrices()
-    return min(new_tokens, budget) * min(prices.miss, prices.write)
+    return min(new_tokens, budget) * _NEW_TOKEN_PRICE
 
 
 def _p(values: Sequence[float], q: float) -> float:

@@ -485,11 +485,8 @@ def _load_transcript(path: Path, fmt: str) -> Any:
         errors.print(f"[red]error:[/red] --format must be auto, {', '.join(readers)}; got {fmt!r}")
         raise typer.Exit(2)
     try:
-        if fmt == "openai":
-            messages = loaders.load_openai(path, agent="Claude")
-        else:
-            messages = readers[fmt](path)
-    except (MessageFormatError, ValueError, KeyError, OSError, SyntaxError) as exc:
+        messages = readers[fmt](path)
+    except (ValueError, KeyError, OSError, SyntaxError) as exc:  # MessageFormatError included
         errors.print(f"[red]error:[/red] cannot read {path} as {fmt}: {exc}")
         raise typer.Exit(2) from None
     transcript = _transcript(path.stem, messages, {"source": str(path)})
@@ -542,7 +539,7 @@ def bench(
     try:
         transcripts = benchmark.default_transcripts()
         transcripts += [benchmark.synthetic_transcript(n, seed=n) for n in (scale or [1000, 5000])]
-    except (FileNotFoundError, MessageFormatError, ValueError) as exc:
+    except (FileNotFoundError, ValueError) as exc:  # MessageFormatError included
         errors.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     optional: list[tuple[str, Callable[[], list[Any]]]] = [

@@ -52,6 +52,7 @@ __all__ = [
     "Probe",
     "Transcript",
     "TranscriptError",
+    "call_points",
     "load_anthropic",
     "load_bfcl_memory",
     "load_bfcl_multi_turn",
@@ -116,11 +117,24 @@ class Transcript:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def _agent_call_points(messages: Sequence[Message], agent: str) -> list[int]:
+def call_points(history: Sequence[Message], agent: str = "Claude") -> list[int]:
+    """Lengths ``n`` at which the agent's model is called on ``history[:n]``.
+
+    The model is called right before each of the agent's messages: the
+    prefix then ends with a user-side message (a user turn or tool results),
+    never with a pending tool call.
+
+    Examples
+    --------
+    >>> h = [Message.text_message("System", "s"), Message.text_message("User", "q"),
+    ...      Message.text_message("Claude", "a"), Message.text_message("User", "q2")]
+    >>> call_points(h)
+    [2]
+    """
     return [
         n
-        for n in range(1, len(messages))
-        if messages[n].participant == agent and messages[n - 1].participant != agent
+        for n in range(1, len(history))
+        if history[n].participant == agent and history[n - 1].participant != agent
     ]
 
 
@@ -164,9 +178,7 @@ def _read_jsonl(path: str | Path) -> list[Any]:
 def _convert(path: str | Path, convert: Callable[[], list[Message]], what: str) -> list[Message]:
     try:
         return convert()
-    except MessageFormatError as exc:
-        raise TranscriptError(f"{path}: not {what}: {exc}") from None
-    except (TypeError, AttributeError, ValueError) as exc:
+    except (TypeError, AttributeError, ValueError) as exc:  # MessageFormatError included
         raise TranscriptError(f"{path}: not {what}: {exc}") from None
 
 
@@ -242,7 +254,7 @@ def load_openai_conversations(
             Transcript(
                 name=f"{Path(path).stem}:{number}",
                 messages=converted,
-                call_points=_agent_call_points(converted, agent),
+                call_points=call_points(converted, agent),
                 metadata={"source": str(path), "line": number},
             )
         )
@@ -450,7 +462,7 @@ def load_bfcl_multi_turn(
             Transcript(
                 name=str(entry["id"]),
                 messages=messages,
-                call_points=_agent_call_points(messages, agent),
+                call_points=call_points(messages, agent),
                 metadata={"data_set": "bfcl-eval", "category": category, "classes": classes},
             )
         )
@@ -605,7 +617,7 @@ def _chitchat_transcript(key: str, chat: Mapping[str, Any], words: int, agent: s
     return Transcript(
         name=f"chitchat-{key}",
         messages=messages,
-        call_points=_agent_call_points(messages, agent),
+        call_points=call_points(messages, agent),
         metadata={
             "data_set": "chitchat-dataset",
             "id": key,

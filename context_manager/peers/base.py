@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
+from ..loaders import call_points
 from ..messages import ContentBlock, Message, PartJoiner, ToolResultBlock, part_markers
 from ..pairing import tool_pair_problems
 from ..summarizer import Completion, CompletionRequest, Summarizer
@@ -291,27 +292,6 @@ def run_guarded(
 def default_counter(counter: TokenCounter | None) -> TokenCounter:
     """``counter``, or the exact ``cl100k_base`` counter."""
     return counter if counter is not None else TiktokenCounter()
-
-
-def call_points(history: Sequence[Message], agent: str = "Claude") -> list[int]:
-    """Lengths ``n`` at which the agent's model is called on ``history[:n]``.
-
-    The model is called right before each of the agent's messages: the
-    prefix then ends with a user-side message (a user turn or tool results),
-    never with a pending tool call.
-
-    Examples
-    --------
-    >>> h = [Message.text_message("System", "s"), Message.text_message("User", "q"),
-    ...      Message.text_message("Claude", "a"), Message.text_message("User", "q2")]
-    >>> call_points(h)
-    [2]
-    """
-    return [
-        n
-        for n in range(1, len(history))
-        if history[n].participant == agent and history[n - 1].participant != agent
-    ]
 
 
 def user_side_parts(message: Message) -> list[ToolResultBlock | list[ContentBlock]]:

@@ -279,16 +279,14 @@ def _empty_text(block: ContentBlock) -> bool:
 class _LangChainCounter:
     """The exact counter over LangChain messages (each converted on its own)."""
 
-    def __init__(self, counter: TokenCounter, agent: str, extra: int = 0) -> None:
+    def __init__(self, counter: TokenCounter, agent: str) -> None:
         self.counter = counter
         self.agent = agent
-        self.extra = extra
 
     def __call__(self, messages: Iterable[Any]) -> int:
-        total = self.extra
-        for m in messages:
-            total += request_tokens(from_langchain([m], agent=self.agent), self.counter)
-        return total
+        return sum(
+            request_tokens(from_langchain([m], agent=self.agent), self.counter) for m in messages
+        )
 
 
 # ------------------------------------------------------------------ fake chat model

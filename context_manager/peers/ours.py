@@ -15,7 +15,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ContextManagerError
 from ..messages import (
     ContentBlock,
     Message,
@@ -35,17 +34,17 @@ from .base import (
     audit,
     default_counter,
     request_tokens,
+    run_guarded,
     split_system,
 )
 
 __all__ = ["AssemblePolicy", "FoldingPolicy", "from_wire", "to_wire"]
 
 
-def _tools_of(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    names = sorted({b.name for m in messages for b in m.content if isinstance(b, ToolUseBlock)})
+def _tool_definitions(names: set[str]) -> list[dict[str, Any]]:
     return [
         {"name": n, "description": f"The agent's {n} tool.", "input_schema": {"type": "object"}}
-        for n in names
+        for n in sorted(names)
     ]
 
 
@@ -161,10 +160,10 @@ class FoldingPolicy:
         (a running agent configures them once); later calls may move the budget.
         Any failure is recorded as the request's error, as for the peers.
         """
-        try:
-            return self._request(history, budget)
-        except Exception as exc:  # a failure is data for the benchmark, as for the peers
-            return audit([], budget, self.counter, self.meter, error=f"{type(exc).__name__}: {exc}")
+        request, error = run_guarded(lambda: self._request(history, budget))
+        if request is None:
+            return audit([], budget, self.counter, self.meter, error=error)
+        return request
 
     def _request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         from ..errors import OverBudgetError
@@ -182,19 +181,18 @@ class FoldingPolicy:
         names = {b.name for m in new for b in m.content if isinstance(b, ToolUseBlock)}
         if not names <= self._tools:
             self._tools |= names
-            cm.set_tool_definitions(_tools_of(history))
+            cm.set_tool_definitions(_tool_definitions(self._tools))  # every tool seen so far
         cm.drain(max_ticks=500)
         room = max(1, budget - request_tokens(system, self.counter))
         while True:
             try:
                 compiled = cm.compile(max_tokens=room, reserve_for_response=0)
                 break
-            except (OverBudgetError, ContextManagerError) as exc:
+            except OverBudgetError:
                 # what a host does on a refusal: let the strategy write the memories
                 # the solver asked for, then compile again; give up when none comes
-                if not isinstance(exc, OverBudgetError) or cm.drain(max_ticks=500) == 0:
-                    error = f"{type(exc).__name__}: {exc}"
-                    return audit([], budget, self.counter, self.meter, error=error)
+                if cm.drain(max_ticks=500) == 0:
+                    raise
         # the system prompt ends a stable prefix too; a provider allows four breakpoints
         marks = [len(system) - 1] if system else []
         marks += [len(system) + i for i in compiled.cache_breakpoints]
