@@ -43,7 +43,7 @@ from typing import Any
 
 from folding import CachePrices, CacheSimulator, Layout
 
-from .loaders import Transcript
+from .loaders import Probe, Transcript
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
 from .peers.base import Policy, call_points
 from .tokens import TiktokenCounter, TokenCounter
@@ -226,7 +226,8 @@ def concatenate(transcripts: Sequence[Transcript], *, name: str = "concatenated"
     Parameters
     ----------
     transcripts : sequence of Transcript
-        Joined in order; their facts are pooled.
+        Joined in order; their facts and probes are pooled (when some part has probes,
+        the facts of the others become probes too, so none is lost).
     name : str
         The name of the result.
 
@@ -242,10 +243,19 @@ def concatenate(transcripts: Sequence[Transcript], *, name: str = "concatenated"
                 m = m.model_copy(update={"participant": "User"})
             messages.append(m)
         facts.extend(t.facts)
+    probes: list[Probe] = []
+    if any(t.probes for t in transcripts):  # retention reads probes first: facts join them
+        probes = [
+            p
+            for t in transcripts
+            for p in t.probes
+            or [Probe(f"{t.name}/fact-{i}", "", (f,)) for i, f in enumerate(t.facts)]
+        ]
     return Transcript(
         name,
         messages,
         facts=facts,
+        probes=probes,
         call_points=call_points(messages),
         metadata={"parts": [t.name for t in transcripts]},
     )

@@ -487,3 +487,14 @@ def test_wire_round_trip_keeps_the_results_of_parallel_calls_together() -> None:
     back = from_wire(to_wire([Message.text_message("User", "go"), call, results]))
     assert tool_pair_problems(back) == []
     assert back[2].tool_result_ids == ("a", "b")
+
+
+def test_concatenation_pools_facts_and_probes() -> None:
+    from context_manager.loaders import Probe, Transcript
+
+    said = [Message.text_message("User", "my code is K-1 and my pet is Rex")]
+    a = Transcript("a", said, facts=["K-1"])
+    b = Transcript("b", said, probes=[Probe("p", "pet?", ("Rex",))])
+    joined = benchmark.concatenate([a, b])
+    assert joined.facts == ["K-1"] and [p.id for p in joined.probes] == ["a/fact-0", "p"]
+    assert len(benchmark._fact_patterns(joined)) == 2  # the probe's answers still count
