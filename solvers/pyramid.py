@@ -23,7 +23,7 @@ from folding import FoldProblem, Status, render_levels
 
 from ._base import Plan, Solver, SolverConfig, register
 from ._common import cheapest_levels
-from ._forest import Forest, FrontierState
+from ._forest import Forest, FrontierState, IntArray
 
 __all__ = ["PyramidConfig", "ThresholdPyramid"]
 
@@ -48,10 +48,8 @@ class PyramidConfig(SolverConfig):
             raise ValueError(f"level_budgets must be non-negative, got {list(self.level_budgets)}")
 
 
-def _bands(
-    forest: Forest, floor: FrontierState, config: PyramidConfig, scale: float
-) -> FrontierState:
-    state = FrontierState(forest, floor.levels)
+def _bands(forest: Forest, floor: IntArray, config: PyramidConfig, scale: float) -> FrontierState:
+    state = FrontierState(forest, floor)
     level = forest.level
     for k in range(forest.depth, 1, -1):
         allowance = sum(int(config.allowance(i) * scale) for i in range(k - 1, forest.depth + 1))
@@ -94,12 +92,13 @@ class ThresholdPyramid(Solver):
         assert isinstance(config, PyramidConfig)
         floor = cheapest_levels(problem)
         assert floor is not None
-        forest = Forest(problem)
-        base = FrontierState(forest, floor)
         wall = problem.budget.total
+        if render_levels(problem, floor).total > wall:
+            return Plan(None, Status.OVER_BUDGET)  # the cheapest frontier is already too big
+        forest = Forest(problem)
         scale = 1.0
         for halving in range(_HALVINGS + 1):
-            state = _bands(forest, base, config, scale)
+            state = _bands(forest, floor, config, scale)
             tokens = render_levels(problem, state.levels).total
             if tokens <= wall:
                 stats = {"scale": scale, "halvings": halving, "planned_tokens": tokens}
