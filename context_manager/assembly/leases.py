@@ -67,10 +67,6 @@ class LeaseStore(ABC):
         """The record under ``key``, if any."""
 
     @abstractmethod
-    def swap(self, key: str, record: LeaseRecord | None) -> LeaseRecord | None:
-        """Atomically store ``record`` (``None`` clears) and return the previous one."""
-
-    @abstractmethod
     def clear_if(self, key: str, nonce: str) -> None:
         """Clear the record under ``key`` if it holds ``nonce``."""
 
@@ -111,13 +107,6 @@ class InMemoryLeaseStore(LeaseStore):
     def read(self, key: str) -> LeaseRecord | None:
         with self._lock:
             return self._records.get(key)
-
-    def swap(self, key: str, record: LeaseRecord | None) -> LeaseRecord | None:
-        with self._lock:
-            previous = self._records.pop(key, None)
-            if record is not None:
-                self._records[key] = record
-            return previous
 
     def clear_if(self, key: str, nonce: str) -> None:
         with self._lock:
@@ -198,14 +187,6 @@ class SqliteLeaseStore(LeaseStore):
                 "SELECT nonce, ts FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key)
             ).fetchone()
         return LeaseRecord(row[0], row[1]) if row else None
-
-    def swap(self, key: str, record: LeaseRecord | None) -> LeaseRecord | None:
-        with self._locked(key) as (db, previous):
-            if record is None:
-                db.execute("DELETE FROM leases WHERE scope = ? AND key = ?", (LEASE_SCOPE, key))
-            else:
-                self._put(db, key, record)
-        return previous
 
     def clear_if(self, key: str, nonce: str) -> None:
         with self._locked(key) as (db, current):

@@ -105,17 +105,19 @@ def prune_results(messages: Sequence[AnyMessage], settings: PruneSettings) -> Pr
             tokens = result_tokens(site.content)
             scanned += 1
             window += tokens
+            if window <= settings.protect_recent_tokens:
+                continue  # recent
             verbose = text_bytes(joined_text(site.content)) > settings.max_output_chars
             aged = decay > 0 and user_turns >= decay
             # a placeholder is never pruned again, and nothing is replaced by something
             # larger: pruning stays idempotent whatever max_output_chars is
-            already = _is_placeholder(site.content, function_id)
+            if not (verbose or aged) or _is_placeholder(site.content, function_id):
+                continue
             text = placeholder(function_id, tokens)
-            saves = tokens > text_tokens(text)
-            recent = window <= settings.protect_recent_tokens
-            if not recent and not already and (verbose or aged) and saves:
-                eligible.append((site, tokens, text))
-    net = sum(tokens - text_tokens(text) for _, tokens, text in eligible)
+            saving = tokens - text_tokens(text)
+            if saving > 0:
+                eligible.append((site, saving, text))
+    net = sum(saving for _, saving, _ in eligible)
     if not eligible or net < settings.min_free_tokens:
         return PruneOutcome(list(messages), 0, 0, scanned)
     rewrites = {site.key: Rewrite((TextBlock(text=text),)) for site, _, text in eligible}
