@@ -49,7 +49,7 @@ class LeaseRecord:
 
 
 class LeaseStore(ABC):
-    """Lease records by key; subclasses provide read, swap and compare-and-clear.
+    """Lease records by key; subclasses provide read, put-if-idle and compare-and-clear.
 
     Examples
     --------
