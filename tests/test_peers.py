@@ -138,6 +138,23 @@ def lc() -> Iterator[None]:
     yield
 
 
+def test_langchain_pieces_converted_one_by_one_keep_their_own_source(lc: None) -> None:
+    from context_manager.messages import SOURCE
+    from context_manager.peers.langchain_peers import from_langchain, to_langchain
+
+    results = Message(
+        participant="User",
+        content=(ToolResultBlock(tool_use_id="t", content="r"), TextBlock(text="and then")),
+    )
+    pieces = to_langchain([results], start=7)
+    assert [m.id for m in pieces] == ["cm-7-0", "cm-7-1"]
+    assert {m.additional_kwargs[SOURCE] for m in pieces} == {7}
+    # a continuation whose head is gone does not join a message from another source
+    other = to_langchain([Message.text_message("User", "earlier")], start=6)
+    joined = from_langchain([*other, pieces[1]])
+    assert [m.text for m in joined] == ["earlier", "and then"]
+
+
 def test_langchain_round_trip_keeps_ids(lc: None, history: list[Message]) -> None:
     from langchain_core.messages import AIMessage, ToolMessage
 

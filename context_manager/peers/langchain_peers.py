@@ -99,7 +99,9 @@ def _lc_blocks(blocks: Sequence[ContentBlock]) -> str | list[str | dict[str, Any
     return out
 
 
-def to_langchain(messages: Sequence[Message], *, agent: str = "Claude") -> list[BaseMessage]:
+def to_langchain(
+    messages: Sequence[Message], *, agent: str = "Claude", start: int = 0
+) -> list[BaseMessage]:
     """Convert messages to LangChain messages, keeping tool call ids.
 
     ``System`` becomes ``SystemMessage``; the agent's messages become
@@ -116,6 +118,9 @@ def to_langchain(messages: Sequence[Message], *, agent: str = "Claude") -> list[
         Our messages.
     agent : str
         The participant whose turns are the assistant side.
+    start : int
+        The index of the first message in its conversation (for ids and markers
+        when a conversation is converted piece by piece).
 
     Returns
     -------
@@ -131,7 +136,7 @@ def to_langchain(messages: Sequence[Message], *, agent: str = "Claude") -> list[
     )
 
     out: list[BaseMessage] = []
-    for i, m in enumerate(messages):
+    for i, m in enumerate(messages, start):
         if m.participant == SYSTEM:
             out.append(SystemMessage(content=_lc_blocks(m.content) or "", id=f"cm-{i}-0"))
             continue
@@ -503,9 +508,7 @@ class SummarizationMiddlewarePolicy:
         for k, m in enumerate(new):
             if offset + k < len(system):
                 continue  # the system prompt stays outside the state
-            for lc in to_langchain([m], agent=self.agent):
-                lc.id = f"cm-{offset + k}-{(lc.id or '').rsplit('-', 1)[-1]}"
-                self._state.append(lc)
+            self._state += to_langchain([m], agent=self.agent, start=offset + k)
         available = budget - request_tokens(system, self.counter)
         middleware = self._middleware_for(available)
 
