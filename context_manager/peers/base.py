@@ -106,13 +106,9 @@ class Policy(Protocol):
     ----------
     name : str
         A short stable name for reports.
-    promises_budget : bool
-        Whether the policy itself promises that its requests fit the budget
-        (a trigger-based policy does not).
     """
 
     name: str
-    promises_budget: bool
 
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         """The request this policy would send now.

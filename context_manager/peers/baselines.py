@@ -98,7 +98,6 @@ class ObservationMasking:
     """
 
     name = "observation-masking"
-    promises_budget = True
 
     def __init__(
         self,
@@ -159,7 +158,6 @@ class ClearToolUses:
     """
 
     name = "anthropic-clear-tool-uses"
-    promises_budget = False
 
     def __init__(
         self,

@@ -398,7 +398,6 @@ class TrimMessagesPolicy:
     """
 
     name = "langchain-trim-messages"
-    promises_budget = True
 
     def __init__(
         self,
@@ -456,7 +455,6 @@ class SummarizationMiddlewarePolicy:
     """
 
     name = "langchain-summarization-middleware"
-    promises_budget = False
 
     def __init__(
         self,
@@ -547,7 +545,6 @@ class ClearToolUsesPolicy:
     """
 
     name = "langchain-clear-tool-uses"
-    promises_budget = False
 
     def __init__(
         self,

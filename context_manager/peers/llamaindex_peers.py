@@ -343,7 +343,6 @@ class MemoryPolicy:
     """
 
     name = "llamaindex-memory"
-    promises_budget = False
 
     def __init__(
         self,

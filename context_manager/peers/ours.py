@@ -65,8 +65,6 @@ class FoldingPolicy:
         Strategy options overriding the budget-scaled defaults of :meth:`config_for`.
     """
 
-    promises_budget = True
-
     def __init__(
         self,
         method: str,
@@ -347,7 +345,6 @@ class AssemblePolicy:
     """
 
     name = "assemble"
-    promises_budget = True
 
     def __init__(
         self,
