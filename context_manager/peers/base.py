@@ -39,6 +39,7 @@ __all__ = [
     "request_tokens",
     "run_guarded",
     "split_system",
+    "system_text",
     "user_side_parts",
 ]
 
@@ -223,6 +224,11 @@ def split_system(history: Sequence[Message]) -> tuple[list[Message], list[Messag
     while n < len(history) and history[n].participant == SYSTEM:
         n += 1
     return list(history[:n]), list(history[n:])
+
+
+def system_text(system: Sequence[Message]) -> str:
+    """The system messages as one system prompt (blank lines between them)."""
+    return "\n\n".join(m.text for m in system)
 
 
 def audit(

@@ -45,7 +45,6 @@ from ..messages import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
-    text_of,
 )
 from ..summarizer import CompletionRequest, ExtractiveSummarizer, Summarizer
 from ..tokens import TokenCounter
@@ -61,6 +60,7 @@ from .base import (
     request_tokens,
     run_guarded,
     split_system,
+    system_text,
     user_side_parts,
 )
 
@@ -581,11 +581,7 @@ class ClearToolUsesPolicy:
             trigger=budget if self.trigger is None else self.trigger, **self.edit_options
         )
         middleware = ContextEditingMiddleware(edits=[edit], token_count_method="model")
-        system_message = (
-            SystemMessage(content="\n\n".join(text_of(m.content) for m in system))
-            if system
-            else None
-        )
+        system_message = SystemMessage(content=system_text(system)) if system else None
         captured: list[Any] = []
 
         def handler(request: Any) -> Any:

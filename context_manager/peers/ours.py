@@ -36,6 +36,7 @@ from .base import (
     request_tokens,
     run_guarded,
     split_system,
+    system_text,
 )
 
 __all__ = ["AssemblePolicy", "FoldingPolicy", "from_wire", "to_wire"]
@@ -175,7 +176,7 @@ class FoldingPolicy:
         for m in new:
             if m.participant != "System" or len(cm.get_messages()) > 0:
                 cm.add_message(m.participant, m.content, metadata=dict(m.metadata))
-        cm.set_system_prompt("\n\n".join(m.text for m in system) or None)
+        cm.set_system_prompt(system_text(system) or None)
         names = {b.name for m in new for b in m.content if isinstance(b, ToolUseBlock)}
         if not names <= self._tools:
             self._tools |= names
@@ -372,7 +373,7 @@ class AssemblePolicy:
                     "input_limit": budget,
                 },
             },
-            "system_prompt": "\n\n".join(m.text for m in system),
+            "system_prompt": system_text(system),
             "options": {"reserved_tokens": 0},
         }
         try:
