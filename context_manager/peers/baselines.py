@@ -14,6 +14,7 @@ client resending its whole history (or a server editing it) would.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..messages import Message, ToolResultBlock, ToolUseBlock
 from ..tokens import TokenCounter
@@ -63,14 +64,15 @@ def _results(messages: Sequence[Message]) -> list[tuple[_Position, str]]:
     return out
 
 
-def _replace_results(
-    messages: Sequence[Message], positions: set[_Position], placeholder: str
+def _update_blocks(
+    messages: Sequence[Message], positions: set[_Position], update: dict[str, Any]
 ) -> list[Message]:
+    """The messages with ``update`` applied to the blocks at ``positions``."""
     out: list[Message] = []
     for i, m in enumerate(messages):
         if any((i, j) in positions for j in range(len(m.content))):
             blocks = tuple(
-                b.model_copy(update={"content": placeholder}) if (i, j) in positions else b
+                b.model_copy(update=update) if (i, j) in positions else b
                 for j, b in enumerate(m.content)
             )
             m = m.model_copy(update={"content": blocks})
@@ -116,7 +118,7 @@ class ObservationMasking:
         """Mask, then drop oldest exchanges until the request fits ``budget``."""
         results = [pos for pos, _ in _results(history)]
         old = results[: max(0, len(results) - self.keep)]
-        masked = _replace_results(history, set(old), self.placeholder)
+        masked = _update_blocks(history, set(old), {"content": self.placeholder})
         head, rest = split_system(masked)
         units = exchanges(rest)
         sizes = [request_tokens(u, self.counter) for u in units]
@@ -189,7 +191,7 @@ class ClearToolUses:
             results = _results(messages)
             old = results[: max(0, len(results) - self.keep)]
             positions = {pos for pos, name in old if name not in self.exclude_tools}
-            cleared = _replace_results(messages, positions, self.placeholder)
+            cleared = _update_blocks(messages, positions, {"content": self.placeholder})
             if self.clear_tool_inputs:
                 cleared = _clear_inputs(cleared, positions)
             if before - request_tokens(cleared, self.counter) >= max(1, self.clear_at_least):
@@ -207,13 +209,4 @@ def _clear_inputs(messages: list[Message], cleared: set[_Position]) -> list[Mess
                 calls[b.id] = (i, j)
             elif isinstance(b, ToolResultBlock) and (i, j) in cleared and b.tool_use_id in calls:
                 targets.add(calls[b.tool_use_id])
-    out: list[Message] = []
-    for i, m in enumerate(messages):
-        if any((i, j) in targets for j in range(len(m.content))):
-            blocks = tuple(
-                b.model_copy(update={"input": {}}) if (i, j) in targets else b
-                for j, b in enumerate(m.content)
-            )
-            m = m.model_copy(update={"content": blocks})
-        out.append(m)
-    return out
+    return _update_blocks(messages, targets, {"input": {}})
