@@ -967,6 +967,8 @@ def run(
         For an empty selection or a non-positive budget.
     KeyError
         For an unknown policy name.
+    ModuleNotFoundError
+        For a peer whose package (the ``bench`` extra) is not installed.
     """
     if not transcripts or not policies or not budgets:
         raise ValueError("run needs at least one transcript, one policy and one budget")
@@ -978,6 +980,7 @@ def run(
     unknown = [p for p in policies if p not in known]
     if unknown:
         raise KeyError(f"unknown policies {unknown}; known policies: {', '.join(sorted(known))}")
+    check_available(policies)  # before any job, not inside a worker
     jobs = [(t, p, b) for t in transcripts for p in policies for b in budgets]
     started = time.perf_counter()
     results: list[list[CallRecord]] = []

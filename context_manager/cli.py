@@ -370,7 +370,6 @@ def _run_benchmark(
             progress.update(task, completed=done, total=total)
 
         try:
-            benchmark.check_available(policies)
             report = benchmark.run(
                 transcripts, policies, budgets, workers=workers, progress=advance
             )

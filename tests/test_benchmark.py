@@ -498,3 +498,22 @@ def test_concatenation_pools_facts_and_probes() -> None:
     joined = benchmark.concatenate([a, b])
     assert joined.facts == ["K-1"] and [p.id for p in joined.probes] == ["a/fact-0", "p"]
     assert len(benchmark._fact_patterns(joined)) == 2  # the probe's answers still count
+
+
+def test_a_peer_without_its_package_is_refused_before_any_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(benchmark, "_peers_available", lambda: False)
+    done: list[int] = []
+    with pytest.raises(ModuleNotFoundError, match="need the bench extra"):
+        benchmark.run(
+            benchmark.default_transcripts()[:1],
+            ["observation-masking", "langchain-trim-messages"],
+            [4000],
+            progress=lambda d, _: done.append(d),
+        )
+    assert done == []  # not even the policy that needs no package ran
+    result = CliRunner().invoke(
+        app, ["demo", "-p", "langchain-trim-messages", "--out", str(tmp_path / "d")]
+    )
+    assert result.exit_code == 2 and "need the bench extra" in result.output
