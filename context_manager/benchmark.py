@@ -293,7 +293,7 @@ def synthetic_transcript(n_messages: int, *, seed: int = 0, facts: int = 8) -> T
     rng = random.Random(seed)
     messages = [Message.text_message("System", "You are a careful software agent.")]
     planted: list[str] = []
-    early = range(1, max(2, n_messages // 8))  # facts come in the first eighth of the turns
+    early = range(1, max(2, n_messages // 8))  # facts come in turns 1 .. n_messages / 8
     fact_turns = set(rng.sample(early, k=min(facts, len(early))))
     call = 0
     turn = 0
