@@ -67,6 +67,11 @@ class ContextEntry(BaseModel):
     message: Message
 
 
+def _blocks(content: str | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
+    """Message content from a string (one text block) or from blocks."""
+    return (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
+
+
 MAX_CACHE_BREAKPOINTS = 4
 """Prompt-cache breakpoints a request may carry (Anthropic's limit)."""
 
@@ -228,7 +233,7 @@ class ContextManager:
         before the strategy hears of it.
         """
         self._check_open()
-        blocks = (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
+        blocks = _blocks(content)
         message = Message(
             participant=participant,
             content=blocks,
@@ -247,7 +252,7 @@ class ContextManager:
     def edit_message(self, message_id: str, content: str | Sequence[ContentBlock]) -> None:
         """Replace a message's content (existing summaries keep their text)."""
         old = self.get_message(message_id)
-        blocks = (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
+        blocks = _blocks(content)
         new = old.model_copy(update={"content": blocks})
         with self._store.transaction():
             self._store.edit(self._slot, message_id, new.model_dump(mode="json"))
@@ -307,7 +312,7 @@ class ContextManager:
             )
         message = self.get_message(message_id)
         if content is not None:
-            blocks = (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
+            blocks = _blocks(content)
             message = message.model_copy(update={"content": blocks})
         body = {
             "source_id": message_id,
