@@ -21,6 +21,7 @@ from .strategies.base import RequestBudget, StoredMessage, StrategyContext
 
 if TYPE_CHECKING:
     from .strategies.autobiographical import AutobiographicalStrategy, _Windows
+    from .strategies.autobiographical import Pin as PinRecord
 
 __all__ = ["AdapterPlan", "build_problem", "solve_frontier"]
 
@@ -44,6 +45,8 @@ class StatedProblem:
 
     problem: FoldProblem
     members: dict[str, list[StoredMessage]]
+    pins: list[PinRecord] = field(default_factory=list)
+    """The strategy's pins stated in the problem, in the order of ``problem.pins``."""
 
 
 def _chunk_leaves(
@@ -136,11 +139,12 @@ def build_problem(
     else:
         summaries = _summaries(strategy, ctx, position, l1_leaf)
         cache[("summaries",)] = (signature, summaries)
-    pins = []
+    pins, stated_pins = [], []
     for pin in strategy.pins:
-        if pin.first in position and pin.last in position:
+        if pin.first in position and pin.last in position:  # a pin on removed messages lapses
             ids = tuple(x.id for x in stored[position[pin.first] : position[pin.last] + 1])
             pins.append(Pin(leaves=ids, level=pin.level, max_level=pin.max_level))
+            stated_pins.append(pin)
     previous = {k: v for k, v in strategy.resolutions.items() if v and k in members}
     total = budget.input_tokens
     fields = {
@@ -154,7 +158,7 @@ def build_problem(
     last = cache.get(("problem",))
     problem = FoldProblem.model_validate(fields, context={"extends": last} if last else None)
     cache[("problem",)] = problem
-    return StatedProblem(problem, members)
+    return StatedProblem(problem, members, stated_pins)
 
 
 def _summaries(
@@ -270,7 +274,7 @@ def solve_frontier(
         if graced:
             plan.stats["grace_tokens"] = layout.total - budget.input_tokens
         return plan
-    diagnostics = _diagnostics(strategy, problem, result.diagnostics, head, tail)
+    diagnostics = _diagnostics(stated, result.diagnostics, head, tail)
     plan.stats = {**base, "tokens": result.tokens, "diagnostics": diagnostics}
     stage = "constraints conflict" if result.status is Status.INFEASIBLE else "solver"
     actual = result.tokens if result.tokens is not None else diagnostics.get("floor_tokens", 0)
@@ -279,16 +283,16 @@ def solve_frontier(
 
 
 def _diagnostics(
-    strategy: AutobiographicalStrategy,
-    problem: FoldProblem,
+    stated: StatedProblem,
     solver_diagnostics: dict[str, Any],
     head: int,
     tail: int,
 ) -> dict[str, Any]:
+    problem = stated.problem
     idx = problem.index
     middle = sum(leaf.tokens for leaf in problem.leaves if leaf.zone == "middle")
     raw_pins = []
-    for pin, model in zip(strategy.pins, problem.pins, strict=False):
+    for pin, model in zip(stated.pins, problem.pins, strict=True):
         if model.is_raw:
             tokens = sum(
                 int(idx.leaf_tokens[problem.hierarchy.leaf_index[x]]) for x in model.leaves

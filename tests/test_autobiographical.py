@@ -791,3 +791,17 @@ def test_cache_breakpoints_can_be_turned_off(tmp_path: Path) -> None:
     assert result.render_stats["summaries"]
     assert result.cache_breakpoints == [len(result.messages) - 1]
     cm.close()
+
+
+def test_a_refusal_names_the_raw_pins_that_still_hold(tmp_path: Path) -> None:
+    cm, _ = open_cm(tmp_path, ScriptedSummarizer(), recent_window_tokens=0)
+    ids = [cm.add_message("User", words(80, f"m{i}")) for i in range(12)]
+    lapsed = cm.pin_range(ids[1], ids[2], name="lapsed")
+    held = cm.pin_range(ids[5], ids[9], name="held")
+    cm.remove_message(ids[1])  # the first pin's range is gone, so it is not stated
+    with pytest.raises(OverBudgetError) as info:
+        cm.compile(max_tokens=500, reserve_for_response=100)
+    raw = info.value.diagnostics["raw_pins"]
+    assert [p["pin"] for p in raw] == [held] and raw[0]["name"] == "held" and lapsed != held
+    assert raw[0]["tokens"] > 400
+    cm.close()
