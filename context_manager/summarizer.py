@@ -161,6 +161,9 @@ def _is_instruction(message: Message) -> bool:
 
 
 def _select(sentences: list[str], budget_chars: int) -> str:
+    """The best-scoring distinct sentences that fit, in their order, one per line (so a
+    later summary of this one splits it into the same sentences)."""
+    sentences = list(dict.fromkeys(sentences))  # a repeated sentence says nothing new
     if not sentences:
         return ""
     docs = [set(_WORD.findall(s.lower())) for s in sentences]
@@ -186,4 +189,4 @@ def _select(sentences: list[str], budget_chars: int) -> str:
         used += cost
     if not chosen:
         return sentences[ranked[0]][: max(1, budget_chars)]
-    return " ".join(sentences[i] for i in sorted(chosen))
+    return "\n".join(sentences[i] for i in sorted(chosen))

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import solvers
 from context_manager import (
@@ -226,6 +228,67 @@ def test_merges_form_contiguous_higher_levels(tmp_path: Path) -> None:
         if x.level > 1:
             children = [strategy.summaries[c] for c in x.source_ids]
             assert all(c.level == x.level - 1 and c.parent_id == x.id for c in children)
+    cm.close()
+
+
+def test_a_merge_request_marks_where_its_sources_begin(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s, merge_threshold=3)
+    for i in range(40):
+        cm.add_message("User", words(20, f"m{i}"))
+    cm.drain()
+    merges = [r for r in s.requests if "(level 2)" in r.messages[-1].text]
+    assert merges
+    for request, parent in zip(
+        merges,
+        sorted((x for x in strategy.summaries.values() if x.level == 2), key=_made),
+        strict=True,
+    ):
+        texts = [m.text for m in request.messages]
+        marker = next(i for i, t in enumerate(texts) if t.startswith(MEMORY_MARKER))
+        leaves = [cm.get_message(i).text for i in strategy.leaves_of(parent)]
+        assert texts[marker + 1 : -1] == leaves  # the sources after the marker, nothing else
+        assert all(t not in leaves for t in texts[:marker])  # earlier memories before it
+    cm.close()
+
+
+def _made(summary: Any) -> int:
+    return int(summary.id.rsplit("-", 1)[1])
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    n=st.integers(20, 70),
+    threshold=st.integers(2, 4),
+    target=st.integers(20, 80),
+)
+def test_extractive_memories_quote_only_the_messages_they_cover(
+    n: int, threshold: int, target: int
+) -> None:
+    strategy = AutobiographicalStrategy(
+        compression_model="extractive",
+        target_chunk_tokens=100,
+        recent_window_tokens=0,
+        l1_holdback_chunks=0,
+        min_chunk_chars_for_llm=0,
+        merge_threshold=threshold,
+        summary_target_tokens=target,
+    )
+    cm = ContextManager.open(
+        path=":memory:",
+        strategy=strategy,
+        summarizer=ExtractiveSummarizer(),
+        counter=CharsCounter(),
+    )
+    for i in range(n):
+        cm.add_message("User", f"Step {i} opened f{i}.py. " + words(12, f"m{i}"))
+    cm.drain()
+    assert any(x.level >= 2 for x in strategy.summaries.values())  # merges were made
+    for memory in strategy.summaries.values():
+        covered = "\n".join(cm.get_message(i).text for i in strategy.leaves_of(memory))
+        lines = memory.content.splitlines()
+        assert len(lines) == len(set(lines))  # no sentence twice
+        assert all(line in covered for line in lines), memory.id
     cm.close()
 
 

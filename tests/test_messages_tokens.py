@@ -147,3 +147,23 @@ def test_extractive_memories_never_quote_the_context_managers_own_turns() -> Non
     )
     text = ExtractiveSummarizer().complete(request).text
     assert "parse_config" in text and "[CM]" not in text and "through-line" not in text
+
+
+def test_extractive_memories_keep_lines_whole_and_say_each_thing_once() -> None:
+    from context_manager.summarizer import CompletionRequest, ExtractiveSummarizer
+
+    lines = [f"src/m{i}.py:{i}: patched value={1000 + i}" for i in range(12)]
+    log = "\n".join([*lines, lines[3], lines[3]])  # a line repeated, no full stops
+
+    def summarise(text: str, tokens: int) -> list[str]:
+        request = CompletionRequest(
+            model="extractive",
+            messages=(Message.text_message("User", text),),
+            target_tokens=tokens,
+        )
+        return ExtractiveSummarizer().complete(request).text.splitlines()
+
+    everything = summarise(log, 2000)
+    assert everything == lines  # each line once, in order, still a line of its own
+    shorter = summarise("\n".join(everything), 40)  # a memory of the memory
+    assert 0 < len(shorter) < len(lines) and set(shorter) <= set(lines)

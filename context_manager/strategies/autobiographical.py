@@ -770,10 +770,10 @@ class AutobiographicalStrategy(Strategy):
             )
         else:
             text = (
-                "[CM] You have just reviewed the memories above in order. Write one memory "
-                f"(level {level}) that keeps their through-line: what happened, decisions, open "
-                f"threads and concrete details, in the first person, about {n} tokens. Output "
-                "only the memory itself."
+                "[CM] You have just reviewed, in order, what came since the memory "
+                f"notification above. Write one memory (level {level}) that keeps its "
+                "through-line: what happened, decisions, open threads and concrete details, in "
+                f"the first person, about {n} tokens. Output only the memory itself."
             )
         return Message.text_message(CONTEXT_MANAGER, text)
 
@@ -883,7 +883,13 @@ class AutobiographicalStrategy(Strategy):
                     child = self.summaries.get(child_id)
                     if child is not None:
                         target.extend(self._recall_messages(child))
-        request = self._request(ctx, [*ladder, *target, self._instruction(level)])
+        what = "messages" if level == 2 else "memories"
+        marker = Message.text_message(
+            CONTEXT_MANAGER,
+            f"{MEMORY_MARKER} (level {level}) from the {what} that follow; you will write it "
+            "afterwards in your own voice.",
+        )
+        request = self._request(ctx, [*ladder, marker, *target, self._instruction(level)])
         answer = self._ask(ctx, request)
         if not answer.acceptable:  # bounded retries, then the merge is quarantined (persisted)
             key = "+".join(ids)
