@@ -372,6 +372,28 @@ class CallRecord:
     has to carry."""
     unpaired: bool = False
     """The request holds an orphan tool result or an unanswered tool call."""
+    written: int = 0
+    """Tokens the request wrote to the cache (``cached + written + missed`` is its size
+    in the simulator)."""
+    missed: int = 0
+    """Tokens sent uncached and not written."""
+
+    @property
+    def resent(self) -> int:
+        """Tokens of history sent at more than the read price: what the request did not
+        read from the cache beyond the new turn (capped at the budget) it had to carry.
+        A policy that only appends re-sends nothing once its prefix is cached."""
+        return max(0, self.written + self.missed - min(self.new_tokens, self.budget))
+
+    @property
+    def resent_billed(self) -> float:
+        """What :attr:`resent` cost: the request is its cached prefix, then what it wrote,
+        then what it sent uncached, and the new turn is at its end, so the re-sent
+        history is priced as writes first, then as misses."""
+        p = CachePrices()
+        return (
+            min(self.resent, self.written) * p.write + max(0, self.resent - self.written) * p.miss
+        )
 
 
 def _unit_key(message: Message) -> str:
@@ -483,6 +505,8 @@ def replay_policy(
                     facts_retained=_retained(request.messages, facts) if last and facts else None,
                     new_tokens=new_tokens,
                     unpaired=request.unpaired,
+                    written=priced.written,
+                    missed=priced.missed,
                 )
             )
     finally:
@@ -531,6 +555,17 @@ class RunSummary:
     """The new turns alone, capped at the budget, at the cheapest price a token never
     sent before can have (a miss; a cache write costs more): a floor for any policy
     whose requests carry each new turn whole."""
+    cached: int = 0
+    """Tokens read from the cache."""
+    written: int = 0
+    """Tokens written to the cache."""
+    missed: int = 0
+    """Tokens sent uncached and not written."""
+    resent: int = 0
+    """Tokens of history sent again at more than the read price (see
+    :attr:`CallRecord.resent`): the cost of rewriting the front of the context."""
+    resent_billed: float = 0.0
+    """What they cost, in base-price tokens."""
 
     @property
     def billed_with_summaries(self) -> float:
@@ -645,6 +680,32 @@ def _new_turn_bill(new_tokens: int, budget: int) -> float:
     return min(new_tokens, budget) * _NEW_TOKEN_PRICE
 
 
+def _bill_lines(rows: Sequence[RunSummary]) -> list[str]:
+    """Where each policy's bill goes: cache reads, cache writes, uncached input, and the
+    history it sent again after changing the front of its context."""
+    p = CachePrices()
+    lines = [
+        "",
+        "## Where the bill goes",
+        "",
+        f"Tokens in thousands. A read costs {p.read:g}, a write {p.write:g} and an uncached "
+        f"token {p.miss:g} of the base price. *Re-sent history*: tokens written or sent "
+        "uncached beyond each call's new turn, the price of rewriting the front of the "
+        "context; *its share* is what they cost, as a share of the bill.",
+        "",
+        "| policy | budget | read | written | uncached | re-sent history | its share | billed |",
+        "|---|" + "---:|" * 7,
+    ]
+    for s in rows:
+        share = s.resent_billed / s.billed if s.billed else 0.0
+        lines.append(
+            f"| {s.policy} | {s.budget:,} | {s.cached / 1000:,.1f} | {s.written / 1000:,.1f} | "
+            f"{s.missed / 1000:,.1f} | {s.resent / 1000:,.1f} | {share:.0%} | "
+            f"{s.billed / 1000:,.1f} |"
+        )
+    return lines
+
+
 def _p(values: Sequence[float], q: float) -> float:
     if not values:
         return 0.0
@@ -701,6 +762,11 @@ class BenchmarkReport:
                         ),
                         unpaired=sum(r.unpaired for r in rs),
                         new_turns_billed=sum(_new_turn_bill(r.new_tokens, budget) for r in rs),
+                        cached=sum(r.cached for r in rs),
+                        written=sum(r.written for r in rs),
+                        missed=sum(r.missed for r in rs),
+                        resent=sum(r.resent for r in rs),
+                        resent_billed=sum(r.resent_billed for r in rs),
                     )
                 )
         return out
@@ -849,6 +915,7 @@ class BenchmarkReport:
                 if policy not in seen:
                     seen.add(policy)
                     lines.append(f"- `{policy}`: {error}")
+        lines += _bill_lines(rows)
         lines += self._verdict_lines(rows)
         return "\n".join(lines) + "\n"
 

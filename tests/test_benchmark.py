@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -175,7 +176,7 @@ def test_cli_demo_replay_policies_and_inspect(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "ours:kv-stable at 4,000: bar not judged (no front rewriter ran)" in result.output
     report = (out / "report.md").read_text()
-    assert report.count("| ours:kv-stable | 4,000 |") == 2  # the table and the bar
+    assert report.count("| ours:kv-stable | 4,000 |") == 3  # the table, the bill and the bar
     assert (out / "tokens-and-cost.png").stat().st_size > 0
 
     result = runner.invoke(
@@ -301,6 +302,40 @@ def test_summaries_by_hand() -> None:
     assert s.tokens_p95 == 1200 and s.tokens_peak == 1200
     assert s.billed == 22_000.0 and s.billed_with_summaries == 22_300.0
     assert s.cache_reuse == 1100 / 2200
+
+
+def test_the_bill_splits_into_reads_writes_misses_and_resent_history() -> None:
+    # 300 cached, 800 written, 200 missed; the new turn of 300 is the last 300 of it
+    record = _record(1300, 0.0, 300, written=800, missed=200, new_tokens=300, budget=2000)
+    assert record.resent == 700 and record.resent_billed == 700 * 1.25
+    # with little written, the re-sent history runs on into the uncached part
+    uncached = _record(1000, 0.0, 0, written=100, missed=900, new_tokens=300, budget=2000)
+    assert uncached.resent == 700 and uncached.resent_billed == 100 * 1.25 + 600 * 1.0
+    # a new turn larger than the budget carries at most the budget
+    assert _record(900, 0.0, 0, written=900, new_tokens=5000, budget=600).resent == 300
+    assert _record(900, 0.0, 400, written=500, new_tokens=500).resent == 0
+    records = [record, _record(900, 1.0, 0, written=900, new_tokens=5000, budget=600)]
+    report = benchmark.BenchmarkReport(
+        [dataclasses.replace(r, budget=2000) for r in records],
+        budgets=[2000],
+        policies=["p"],
+        transcripts=["t"],
+    )
+    (s,) = report.summaries()
+    assert (s.cached, s.written, s.missed) == (300, 1700, 200)
+    assert s.resent == 700 and s.resent_billed == record.resent_billed
+    assert "## Where the bill goes" in report.to_markdown()
+
+
+def test_a_policy_that_only_appends_resends_no_history() -> None:
+    transcript = benchmark.default_transcripts()[0]
+    grows = benchmark.replay_policy(transcript, "ours:kv-stable", 10**6)  # nothing folds
+    for before, after in itertools.pairwise(grows):
+        assert after.cached + after.written + after.missed == after.tokens
+        if before.tokens >= benchmark.MIN_CACHEABLE_TOKENS:
+            assert after.resent == 0
+    masked = benchmark.replay_policy(transcript, "observation-masking", 4000)
+    assert sum(r.resent for r in masked) > 0  # masking rewrites the front
 
 
 def test_retention_counts_whole_words_of_facts_the_transcript_states() -> None:
