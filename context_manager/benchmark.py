@@ -29,6 +29,8 @@ processes; results do not depend on the order they finish in.
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.util
 import json
 import math
 import random
@@ -82,21 +84,43 @@ FRONT_REWRITERS = ("langchain-trim-messages", "observation-masking")
 """Peers that rewrite the front of the context on every turn once it is full."""
 COST_BAR = 2.0
 """How many times less a cache-aware solver should bill than each front rewriter."""
-_PEERS = (
-    "langchain-trim-messages",
-    "langchain-summarization-middleware",
-    "langchain-clear-tool-uses",
-    "llamaindex-memory",
-    "llamaindex-memory-facts",
-)
 
 
 # ----------------------------------------------------------------- policies
 
 
-def _peers_available() -> bool:
-    import importlib.util
+def _factory(module: str, cls: str, **options: Any) -> Callable[[TokenCounter], Policy]:
+    """Build ``cls`` of ``context_manager.peers.<module>``, imported only when asked for
+    (the peers' packages are optional)."""
 
+    def make(counter: TokenCounter) -> Policy:
+        policy: Policy = getattr(importlib.import_module(f".peers.{module}", __package__), cls)(
+            counter=counter, **options
+        )
+        return policy
+
+    return make
+
+
+_NAMED: dict[str, tuple[Callable[[TokenCounter], Policy], bool]] = {
+    # name: (factory, needs the bench extra)
+    "assemble": (_factory("ours", "AssemblePolicy"), False),
+    "observation-masking": (_factory("baselines", "ObservationMasking"), False),
+    "anthropic-clear-tool-uses": (_factory("baselines", "ClearToolUses"), False),
+    "langchain-trim-messages": (_factory("langchain_peers", "TrimMessagesPolicy"), True),
+    "langchain-summarization-middleware": (
+        _factory("langchain_peers", "SummarizationMiddlewarePolicy"),
+        True,
+    ),
+    "langchain-clear-tool-uses": (_factory("langchain_peers", "ClearToolUsesPolicy"), True),
+    "llamaindex-memory": (_factory("llamaindex_peers", "MemoryPolicy", facts=False), True),
+    "llamaindex-memory-facts": (_factory("llamaindex_peers", "MemoryPolicy", facts=True), True),
+}
+"""Every named policy but ``ours:<solver>``, in report order."""
+_PEERS = tuple(name for name, (_, extra) in _NAMED.items() if extra)
+
+
+def _peers_available() -> bool:
     return all(
         importlib.util.find_spec(m) is not None
         for m in ("langchain_core", "langchain", "llama_index.core")
@@ -116,13 +140,10 @@ def policy_names(*, peers: bool | None = None, exact: bool = False) -> list[str]
     import solvers
 
     skip = {"brute-force"} | (set() if exact else {"exact"})
-    names = [f"ours:{m}" for m in solvers.names() if m not in skip]
-    names += ["assemble", *BASELINES]
     if peers is None:
         peers = _peers_available()
-    if peers:
-        names += list(_PEERS)
-    return names
+    names = [f"ours:{m}" for m in solvers.names() if m not in skip]
+    return names + [name for name, (_, extra) in _NAMED.items() if peers or not extra]
 
 
 def check_available(policies: Sequence[str]) -> None:
@@ -150,8 +171,7 @@ def make_policy(name: str, *, counter: TokenCounter | None = None) -> Policy:
     ModuleNotFoundError
         For a peer whose package (the ``bench`` extra) is not installed.
     """
-    from .peers.baselines import ClearToolUses, ObservationMasking
-    from .peers.ours import AssemblePolicy, FoldingPolicy
+    from .peers.ours import FoldingPolicy
 
     counter = counter if counter is not None else TiktokenCounter()
     if name.startswith("ours:"):
@@ -161,28 +181,13 @@ def make_policy(name: str, *, counter: TokenCounter | None = None) -> Policy:
         if method not in solvers.names():
             raise KeyError(f"unknown solver {method!r} in policy {name!r}")
         return FoldingPolicy(method, counter=counter)
-    simple: dict[str, Callable[[], Policy]] = {
-        "assemble": lambda: AssemblePolicy(counter=counter),
-        "observation-masking": lambda: ObservationMasking(counter=counter),
-        "anthropic-clear-tool-uses": lambda: ClearToolUses(counter=counter),
-    }
-    if name in simple:
-        return simple[name]()
-    if name in _PEERS[:3]:
-        from .peers import langchain_peers as lc
-
-        cls = {
-            "langchain-trim-messages": lc.TrimMessagesPolicy,
-            "langchain-summarization-middleware": lc.SummarizationMiddlewarePolicy,
-            "langchain-clear-tool-uses": lc.ClearToolUsesPolicy,
-        }[name]
-        return cls(counter=counter)  # type: ignore[no-any-return]
-    if name in _PEERS[3:]:
-        from .peers.llamaindex_peers import MemoryPolicy
-
-        return MemoryPolicy(counter=counter, facts=name.endswith("facts"))
-    known = policy_names(peers=True, exact=True)
-    raise KeyError(f"unknown policy {name!r}; known policies: {', '.join(known)}")
+    if name not in _NAMED:
+        known = policy_names(peers=True, exact=True)
+        raise KeyError(f"unknown policy {name!r}; known policies: {', '.join(known)}")
+    make, extra = _NAMED[name]
+    if extra:
+        check_available([name])
+    return make(counter)
 
 
 # --------------------------------------------------------------- transcripts
