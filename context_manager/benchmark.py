@@ -45,11 +45,10 @@ from typing import Any
 
 from folding import CachePrices, CacheSimulator, Layout
 
-from .loaders import Probe, Transcript
+from .loaders import Probe, Transcript, load_swe_agent
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
 from .peers.base import Policy, call_points
 from .tokens import TiktokenCounter, TokenCounter
-from .transcripts import load_swe_agent
 
 __all__ = [
     "BASELINES",

@@ -468,7 +468,6 @@ def policies() -> None:
 def _load_transcript(path: Path, fmt: str) -> Any:
     from . import loaders
     from .benchmark import _transcript
-    from .transcripts import load_swe_agent
 
     if not path.is_file():
         errors.print(f"[red]error:[/red] {path} is not a file")
@@ -476,7 +475,7 @@ def _load_transcript(path: Path, fmt: str) -> Any:
     if fmt == "auto":
         fmt = "swe-agent" if path.suffix == ".traj" else "openai"
     readers = {
-        "swe-agent": load_swe_agent,
+        "swe-agent": loaders.load_swe_agent,
         "openai": loaders.load_openai,
         "anthropic": loaders.load_anthropic,
     }

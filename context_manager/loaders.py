@@ -7,7 +7,8 @@ Core formats (no optional package):
 * :func:`load_openai_conversations`: JSONL with one ``{"messages": [...]}``
   conversation a line (the fine-tuning layout);
 * :func:`load_anthropic`: an Anthropic Messages API conversation (JSON list,
-  or an object with ``messages`` and an optional ``system``).
+  or an object with ``messages`` and an optional ``system``);
+* :func:`load_swe_agent`: a SWE-agent ``.traj`` trajectory.
 
 Data packages (optional, imported lazily):
 
@@ -59,6 +60,7 @@ __all__ = [
     "load_chitchat",
     "load_openai",
     "load_openai_conversations",
+    "load_swe_agent",
 ]
 
 
@@ -295,6 +297,53 @@ def load_anthropic(path: str | Path, *, agent: str = "Claude", user: str = "User
     if system:
         out.insert(0, Message.text_message("System", system))
     return out
+
+
+def load_swe_agent(path: str | Path, *, agent: str = "Claude") -> list[Message]:
+    """Read a SWE-agent ``.traj`` file: its ``history`` in OpenAI chat form.
+
+    SWE-agent writes a tool message's call ids as ``tool_call_ids`` (a list,
+    sometimes serialised as a string); each becomes one tool result, the first
+    carrying the output and the others a note that they share it.
+
+    Parameters
+    ----------
+    path : str or Path
+    agent : str
+        The participant given to the assistant's turns.
+
+    Raises
+    ------
+    TranscriptError
+        When the file cannot be read, is not JSON, has no ``history`` list, or a
+        message in it is malformed.
+    """
+    data = _read_json(path)
+    history = data.get("history") if isinstance(data, dict) else None
+    if not isinstance(history, list):
+        raise TranscriptError(f"{path}: no 'history' list in the trajectory")
+    chat: list[dict[str, Any]] = []
+    for n, raw in enumerate(history):
+        if not isinstance(raw, dict):
+            raise TranscriptError(f"{path}: history[{n}] is not a message object")
+        message = {k: raw[k] for k in ("role", "content", "tool_calls", "name") if k in raw}
+        if raw.get("role") != "tool":
+            chat.append(message)
+            continue
+        ids = raw.get("tool_call_id") or raw.get("tool_call_ids")
+        if isinstance(ids, str) and ids.startswith("["):
+            try:
+                ids = ast.literal_eval(ids)
+            except (ValueError, SyntaxError):
+                raise TranscriptError(
+                    f"{path}: history[{n}].tool_call_ids is not a list of ids: {ids[:80]!r}"
+                ) from None
+        ids = ids if isinstance(ids, list) else [ids]
+        chat.append({**message, "tool_call_id": ids[0]})
+        for other in ids[1:]:
+            note = f"[the output above, for call {ids[0]}, answers this call too]"
+            chat.append({"role": "tool", "content": note, "tool_call_id": other})
+    return _convert(path, partial(from_openai, chat, agent=agent), "a SWE-agent trajectory")
 
 
 # ------------------------------------------------------------------ bfcl-eval

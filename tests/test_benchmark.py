@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 
 from context_manager import benchmark
 from context_manager.cli import app
+from context_manager.loaders import load_swe_agent
 from context_manager.messages import Message, ToolResultBlock, ToolUseBlock
 from context_manager.pairing import tool_pair_problems
 from context_manager.peers.ours import AssemblePolicy, FoldingPolicy, from_wire, to_wire
 from context_manager.tokens import TiktokenCounter
-from context_manager.transcripts import load_swe_agent
 
 DATA = Path(__file__).parents[1] / "data" / "swe-agent"
 TRAJ = DATA / "marshmallow-1867-function-calling.traj"

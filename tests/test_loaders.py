@@ -144,6 +144,27 @@ def test_anthropic_format_errors(tmp_path: Path, data: object, message: str) -> 
         load_anthropic(_write(tmp_path / "x.json", data))
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "no 'history' list"),
+        ({"history": [{"role": "user", "content": "x"}, 7]}, r"history\[1\] is not a message"),
+        (
+            {"history": [{"role": "tool", "content": "x", "tool_call_ids": "[oops"}]},
+            r"history\[0\]\.tool_call_ids is not a list",
+        ),
+        ({"history": [{"role": "robot", "content": "x"}]}, "not a SWE-agent trajectory"),
+    ],
+)
+def test_swe_agent_format_errors(tmp_path: Path, data: object, message: str) -> None:
+    from context_manager.loaders import load_swe_agent
+
+    with pytest.raises(TranscriptError, match=message):
+        load_swe_agent(_write(tmp_path / "x.traj", data))
+    with pytest.raises(TranscriptError, match="no such file"):
+        load_swe_agent(tmp_path / "missing.traj")
+
+
 def test_conversation_line_errors_name_the_line(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     path.write_text(
@@ -251,7 +272,7 @@ def test_results_of_parallel_calls_come_back_as_one_message() -> None:
 
 
 def test_a_swe_agent_result_for_several_calls_answers_each(tmp_path: Path) -> None:
-    from context_manager.transcripts import load_swe_agent
+    from context_manager.loaders import load_swe_agent
 
     turn = _parallel_turn()
     history = [turn[0], turn[1], {**turn[2], "tool_call_ids": ["a", "b"]}, turn[4]]

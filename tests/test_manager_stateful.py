@@ -26,8 +26,8 @@ from context_manager import (
     ToolUseBlock,
     tool_pair_problems,
 )
+from context_manager.loaders import load_swe_agent
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
-from context_manager.transcripts import load_swe_agent
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "swe-agent"  # MIT, LICENSE beside them
 COUNTER = CharsCounter()

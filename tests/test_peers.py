@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from context_manager.loaders import load_swe_agent
 from context_manager.messages import (
     Message,
     TextBlock,
@@ -25,7 +26,6 @@ from context_manager.peers import (
 from context_manager.peers.base import request_tokens
 from context_manager.peers.baselines import exchanges
 from context_manager.tokens import TiktokenCounter
-from context_manager.transcripts import load_swe_agent
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "swe-agent"
 BENCH = "the bench extra is not installed (pip install -e '.[bench]')"
