@@ -29,6 +29,7 @@ from context_manager import (
 )
 from context_manager.providers import AnthropicSummarizer, OpenAISummarizer, RetryPolicy
 from context_manager.providers._base import ProviderSummarizer
+from context_manager.providers.anthropic import anthropic_tools
 from context_manager.providers.openai import openai_tools
 from context_manager.providers.retry import retry_after_seconds
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
@@ -356,14 +357,25 @@ def test_no_system_prompt_sends_none(
     assert all(m["role"] != "system" for m in received.body["messages"])
 
 
-def test_tools_and_tool_turns_are_passed_through(
-    provider: Provider, server: LoopbackServer, make: Callable[..., Any]
-) -> None:
-    tool = {
+TOOL = {
+    "name": "bash",
+    "description": "Run a shell command.",
+    "input_schema": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+}
+CHAT_TOOL = {
+    "type": "function",
+    "function": {
         "name": "bash",
         "description": "Run a shell command.",
-        "input_schema": {"type": "object", "properties": {"cmd": {"type": "string"}}},
-    }
+        "parameters": TOOL["input_schema"],
+    },
+}
+
+
+@pytest.mark.parametrize("given", [TOOL, CHAT_TOOL], ids=["messages-shape", "chat-shape"])
+def test_tools_and_tool_turns_are_passed_through(
+    provider: Provider, server: LoopbackServer, make: Callable[..., Any], given: dict[str, Any]
+) -> None:
     messages = (
         Message.text_message("User", "List the files."),
         Message(participant="Claude", content=(ToolUseBlock(id="t1", name="bash", input={}),)),
@@ -371,11 +383,11 @@ def test_tools_and_tool_turns_are_passed_through(
         Message.text_message("User", "Summarise."),
     )
     server.script(provider.path, Reply(provider.ok()))
-    make().complete(request(tools=(tool,), messages=messages))
+    make().complete(request(tools=(given,), messages=messages))
     [received] = server.requests_to(provider.path)
     body = received.body
     if provider.name == "anthropic":
-        assert body["tools"] == [tool]
+        assert body["tools"] == [TOOL]  # each provider gets its own shape, whichever was given
         assert body["messages"][1]["content"][0] == {
             "type": "tool_use",
             "id": "t1",
@@ -384,18 +396,19 @@ def test_tools_and_tool_turns_are_passed_through(
         }
         assert body["messages"][2]["content"][0]["tool_use_id"] == "t1"
     else:
-        assert body["tools"] == [
-            {
-                "type": "function",
-                "function": {
-                    "name": "bash",
-                    "description": "Run a shell command.",
-                    "parameters": tool["input_schema"],
-                },
-            }
-        ]
+        assert body["tools"] == [CHAT_TOOL]
         assert body["messages"][2]["tool_calls"][0]["id"] == "t1"
         assert body["messages"][3] == {"role": "tool", "tool_call_id": "t1", "content": "a.py"}
+
+
+def test_anthropic_tools_keep_typed_tools_and_name_bad_ones() -> None:
+    typed = {"type": "bash_20250124", "name": "bash"}  # one of Anthropic's own tools
+    assert anthropic_tools([typed, CHAT_TOOL]) == [typed, TOOL]
+    assert openai_tools(anthropic_tools([CHAT_TOOL])) == [CHAT_TOOL]
+    with pytest.raises(ConfigError, match=r"tools\[1\] has neither a 'name'"):
+        anthropic_tools([TOOL, {"description": "nameless"}])
+    with pytest.raises(ConfigError, match=r"tools\[0\]\.function has no 'name'"):
+        anthropic_tools([{"type": "function", "function": {"parameters": {}}}])
 
 
 def test_openai_tools_in_chat_shape_pass_unchanged_and_bad_ones_are_named() -> None:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
 import anthropic
 
+from ..errors import ConfigError
 from ..messages import to_anthropic
 from ..summarizer import Completion, CompletionRequest, StopReason, Usage
 from ._base import DEFAULT_DEADLINE, MalformedAnswer, ProviderSummarizer, count_field, field
 from .retry import RetryPolicy
 
-__all__ = ["ANTHROPIC_STOP_REASONS", "AnthropicSummarizer"]
+__all__ = ["ANTHROPIC_STOP_REASONS", "AnthropicSummarizer", "anthropic_tools"]
 
 ANTHROPIC_STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
@@ -33,12 +34,53 @@ yet not a transport failure. Any other value ends as ``error``.
 """
 
 
+def anthropic_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Tools in the Messages API shape.
+
+    A tool with a ``name`` (a custom tool with its ``input_schema``, or one of
+    Anthropic's own typed tools) passes unchanged; a Chat Completions tool (a
+    ``function`` object) becomes a custom tool with its ``parameters`` as the
+    ``input_schema``.
+
+    Raises
+    ------
+    ConfigError
+        For a tool with neither ``name`` nor ``function``, naming its index.
+
+    Examples
+    --------
+    >>> anthropic_tools([{"type": "function", "function": {"name": "bash"}}])
+    [{'name': 'bash', 'input_schema': {'type': 'object'}}]
+    """
+    out: list[dict[str, Any]] = []
+    for i, tool in enumerate(tools):
+        function = tool.get("function")
+        if not isinstance(function, Mapping):
+            if not isinstance(tool.get("name"), str) or not tool["name"]:
+                raise ConfigError(
+                    f"tools[{i}] has neither a 'name' nor a 'function' object: give each tool "
+                    "a 'name' and an 'input_schema', or the Chat Completions shape"
+                )
+            out.append(dict(tool))
+            continue
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"tools[{i}].function has no 'name'")
+        converted: dict[str, Any] = {"name": name}
+        if function.get("description"):
+            converted["description"] = function["description"]
+        converted["input_schema"] = dict(function.get("parameters") or {"type": "object"})
+        out.append(converted)
+    return out
+
+
 class AnthropicSummarizer(ProviderSummarizer[anthropic.Anthropic]):
     """Completes requests with ``client.messages.create`` (Anthropic Messages API).
 
     The request's model, messages (through :func:`~context_manager.messages.to_anthropic`,
     the request's ``agent`` as the assistant side), system prompt, ``max_tokens``
-    and tools are passed through unchanged.
+    are passed through unchanged, and tools in the Messages API shape (see
+    :func:`anthropic_tools`).
 
     Failures never raise: a transport error, a malformed body, a non-transient
     HTTP error (400, 401, ...) or retries that ran out end as a completion with
@@ -125,7 +167,7 @@ class AnthropicSummarizer(ProviderSummarizer[anthropic.Anthropic]):
         if request.system:
             params["system"] = request.system
         if request.tools:
-            params["tools"] = [dict(t) for t in request.tools]
+            params["tools"] = anthropic_tools(request.tools)
         return self._client.messages.create(**params, timeout=timeout)
 
     def _read(self, answer: object, requested_model: str) -> Completion:
