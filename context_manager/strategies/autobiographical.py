@@ -320,8 +320,8 @@ class AutobiographicalStrategy(Strategy):
         n = len(ids)
         if version != ctx.version() or n > len(stored) or (n and stored[n - 1].id != ids[-1]):
             ids, values, n = [], [], 0
-        ids = ids + [s.id for s in stored[n:]]
-        values = values + [ctx.count(s) for s in stored[n:]]
+        ids.extend(s.id for s in stored[n:])  # the lists are this cache's own
+        values.extend(ctx.count(s) for s in stored[n:])
         self._token_cache = (ids, values, ctx.version())
         return values
 
