@@ -79,6 +79,18 @@ def test_folding_policy_marks_its_stable_prefixes_for_the_cache(
     assert seen and all(marks is None for _, marks in seen)  # the simulator places a peer's
 
 
+def test_folding_policy_stores_each_message_with_its_own_time() -> None:
+    history = [
+        Message.text_message("User", f"turn {i}", timestamp=1_700_000_000.0 + 30 * i)
+        for i in range(4)
+    ]
+    policy = FoldingPolicy("kv-stable")
+    policy.request(history, 4000)
+    stored = policy._cm.get_messages()
+    assert [s.message.timestamp for s in stored] == [m.timestamp for m in history]
+    policy.close()
+
+
 def test_assemble_policy_answers_every_call() -> None:
     messages = load_swe_agent(TRAJ)
     policy = AssemblePolicy(counter=TiktokenCounter())

@@ -175,7 +175,9 @@ class FoldingPolicy:
         system, _ = split_system(history)
         for m in new:
             if m.participant != "System" or len(cm.get_messages()) > 0:
-                cm.add_message(m.participant, m.content, metadata=dict(m.metadata))
+                cm.add_message(
+                    m.participant, m.content, metadata=dict(m.metadata), timestamp=m.timestamp
+                )
         cm.set_system_prompt(system_text(system) or None)
         names = {b.name for m in new for b in m.content if isinstance(b, ToolUseBlock)}
         if not names <= self._tools:
