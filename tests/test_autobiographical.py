@@ -45,8 +45,9 @@ class ScriptedSummarizer:
 
 
 def open_cm(
-    tmp_path: Path, summarizer: Any = None, name: str = "cm.db", **options: Any
+    tmp_path: Path | None, summarizer: Any = None, name: str = "cm.db", **options: Any
 ) -> tuple[ContextManager, AutobiographicalStrategy]:
+    """A manager on ``tmp_path / name`` (in memory when ``tmp_path`` is None)."""
     config = {
         "compression_model": "test-model",
         "target_chunk_tokens": 100,
@@ -57,7 +58,10 @@ def open_cm(
     }
     strategy = AutobiographicalStrategy(**config)
     cm = ContextManager.open(
-        path=tmp_path / name, strategy=strategy, summarizer=summarizer, counter=CharsCounter()
+        path=":memory:" if tmp_path is None else tmp_path / name,
+        strategy=strategy,
+        summarizer=summarizer,
+        counter=CharsCounter(),
     )
     return cm, strategy
 
@@ -216,7 +220,7 @@ def test_only_end_turn_becomes_memory(tmp_path: Path, bad: Completion, attempts:
     cm.close()
 
 
-def test_merges_form_contiguous_higher_levels(tmp_path: Path) -> None:
+def test_merges_form_contiguous_higher_levels_from_marked_sources(tmp_path: Path) -> None:
     s = ScriptedSummarizer()
     cm, strategy = open_cm(tmp_path, s, merge_threshold=3)
     for i in range(80):
@@ -228,17 +232,8 @@ def test_merges_form_contiguous_higher_levels(tmp_path: Path) -> None:
         if x.level > 1:
             children = [strategy.summaries[c] for c in x.source_ids]
             assert all(c.level == x.level - 1 and c.parent_id == x.id for c in children)
-    cm.close()
-
-
-def test_a_merge_request_marks_where_its_sources_begin(tmp_path: Path) -> None:
-    s = ScriptedSummarizer()
-    cm, strategy = open_cm(tmp_path, s, merge_threshold=3)
-    for i in range(40):
-        cm.add_message("User", words(20, f"m{i}"))
-    cm.drain()
+    # each L2 request: earlier memories, the marker, then exactly the messages it covers
     merges = [r for r in s.requests if "(level 2)" in r.messages[-1].text]
-    assert merges
     for request, parent in zip(
         merges,
         sorted((x for x in strategy.summaries.values() if x.level == 2), key=_made),
@@ -247,8 +242,8 @@ def test_a_merge_request_marks_where_its_sources_begin(tmp_path: Path) -> None:
         texts = [m.text for m in request.messages]
         marker = next(i for i, t in enumerate(texts) if t.startswith(MEMORY_MARKER))
         leaves = [cm.get_message(i).text for i in strategy.leaves_of(parent)]
-        assert texts[marker + 1 : -1] == leaves  # the sources after the marker, nothing else
-        assert all(t not in leaves for t in texts[:marker])  # earlier memories before it
+        assert texts[marker + 1 : -1] == leaves
+        assert all(t not in leaves for t in texts[:marker])
     cm.close()
 
 
@@ -265,20 +260,8 @@ def _made(summary: Any) -> int:
 def test_extractive_memories_quote_only_the_messages_they_cover(
     n: int, threshold: int, target: int
 ) -> None:
-    strategy = AutobiographicalStrategy(
-        compression_model="extractive",
-        target_chunk_tokens=100,
-        recent_window_tokens=0,
-        l1_holdback_chunks=0,
-        min_chunk_chars_for_llm=0,
-        merge_threshold=threshold,
-        summary_target_tokens=target,
-    )
-    cm = ContextManager.open(
-        path=":memory:",
-        strategy=strategy,
-        summarizer=ExtractiveSummarizer(),
-        counter=CharsCounter(),
+    cm, strategy = open_cm(
+        None, ExtractiveSummarizer(), merge_threshold=threshold, summary_target_tokens=target
     )
     for i in range(n):
         cm.add_message("User", f"Step {i} opened f{i}.py. " + words(12, f"m{i}"))
