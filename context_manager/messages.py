@@ -210,10 +210,39 @@ def from_anthropic(
     return out
 
 
-def to_anthropic(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[str, Any]]:
-    """Write Anthropic Messages API messages; consecutive same-role turns are merged."""
+def to_anthropic(
+    messages: Sequence[Message],
+    *,
+    agent: str = "Claude",
+    cache_breakpoints: Sequence[int] = (),
+    cache_ttl: str | None = None,
+) -> list[dict[str, Any]]:
+    """Write Anthropic Messages API messages; consecutive same-role turns are merged.
+
+    Parameters
+    ----------
+    messages : sequence of Message
+    agent : str
+        The participant whose turns are the assistant's.
+    cache_breakpoints : sequence of int
+        Indices of messages whose last block gets a ``cache_control`` mark (a thinking
+        block cannot carry one: the mark goes on the last block before it that can).
+    cache_ttl : str, optional
+        The marks' ``ttl`` (``"5m"`` or ``"1h"``; the API's default when None).
+
+    Examples
+    --------
+    >>> a = Message.text_message("User", "the task")
+    >>> b = Message.text_message("Claude", "done")
+    >>> to_anthropic([a, b], cache_breakpoints=[0])[0]["content"][-1]["cache_control"]
+    {'type': 'ephemeral'}
+    """
+    marked = set(cache_breakpoints)
+    control: dict[str, Any] = {"type": "ephemeral"}
+    if cache_ttl is not None:
+        control["ttl"] = cache_ttl
     out: list[dict[str, Any]] = []
-    for m in messages:
+    for position, m in enumerate(messages):
         role = "assistant" if m.participant == agent else "user"
         blocks: list[dict[str, Any]] = []
         for b in m.content:
@@ -251,7 +280,18 @@ def to_anthropic(messages: Sequence[Message], *, agent: str = "Claude") -> list[
             out[-1]["content"].extend(blocks)
         else:
             out.append({"role": role, "content": blocks})
+        if position in marked:
+            _mark_last_block(out, control)
     return out
+
+
+def _mark_last_block(out: list[dict[str, Any]], control: dict[str, Any]) -> None:
+    """Put ``control`` on the last block written so far that may carry one."""
+    for message in reversed(out):
+        for block in reversed(message["content"]):
+            if block["type"] not in ("thinking", "redacted_thinking"):
+                block["cache_control"] = dict(control)
+                return
 
 
 def from_openai(

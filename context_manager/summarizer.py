@@ -20,12 +20,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .messages import Message, TextBlock
 
 __all__ = [
+    "MAX_REQUEST_CACHE_BREAKPOINTS",
     "MEMORY_MARKER",
+    "CacheTTL",
     "Completion",
     "CompletionRequest",
     "ExtractiveSummarizer",
@@ -35,6 +37,9 @@ __all__ = [
 ]
 
 StopReason = Literal["end_turn", "max_tokens", "refusal", "tool_use", "error"]
+CacheTTL = Literal["5m", "1h"]
+MAX_REQUEST_CACHE_BREAKPOINTS = 4
+"""Anthropic allows four prompt-cache breakpoints per request."""
 
 MEMORY_MARKER = "[CM] A new memory is about to be formed"
 """Start of the marker turn that precedes the messages a memory is written from."""
@@ -59,6 +64,27 @@ class CompletionRequest(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     """Seconds the caller will wait for this answer; a summariser that calls out should
     give up (retries included) by then, since nobody reads a later answer."""
+    cache_breakpoints: tuple[int, ...] = ()
+    """Indices of the messages that end a prefix worth caching (at most 4, in range): a
+    provider with explicit prompt caching marks them (Anthropic's ``cache_control``);
+    others ignore them."""
+    cache_ttl: CacheTTL | None = None
+    """How long the marked prefixes should live (the provider's default when None)."""
+
+    @model_validator(mode="after")
+    def _check_breakpoints(self) -> CompletionRequest:
+        marks = self.cache_breakpoints
+        bad = [i for i in marks if not 0 <= i < len(self.messages)]
+        if bad:
+            raise ValueError(
+                f"cache_breakpoints {bad} are not indices of the {len(self.messages)} messages"
+            )
+        if len(set(marks)) > MAX_REQUEST_CACHE_BREAKPOINTS:
+            raise ValueError(
+                f"cache_breakpoints holds {len(set(marks))} messages; a request may mark at "
+                f"most {MAX_REQUEST_CACHE_BREAKPOINTS}"
+            )
+        return self
 
 
 class Usage(BaseModel):

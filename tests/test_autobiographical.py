@@ -3,6 +3,7 @@ search, the adaptive compile through the solver adapter, and budgets (spec §7).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -719,9 +720,11 @@ def test_a_refusal_tries_variants_that_open_one_merged_memory(tmp_path: Path) ->
         children = [strategy.summaries[c] for c in opened.source_ids]
         pairs = [t for c in children for t in (f"[CM] Recall memory {c.id}.", c.content)]
         assert _texts(variant) == canonical[:at] + pairs + canonical[at + 2 :]
-        assert variant.model_copy(update={"messages": ()}) == s.requests[0].model_copy(
-            update={"messages": ()}
-        )  # model, tools, system and caps unchanged
+        unmarked = {"messages": (), "cache_breakpoints": ()}
+        assert variant.model_copy(update=unmarked) == s.requests[0].model_copy(
+            update=unmarked
+        )  # model, tools, system, caps and cache lifetime unchanged
+        assert variant.cache_breakpoints[-1] == _ladder_ends(variant, strategy)[-1]
     cm.close()
 
 
@@ -836,6 +839,85 @@ def test_cache_breakpoints_can_be_turned_off(tmp_path: Path) -> None:
     result = cm.compile(max_tokens=800, reserve_for_response=100)
     assert result.render_stats["summaries"]
     assert result.cache_breakpoints == [len(result.messages) - 1]
+    cm.close()
+
+
+def _ladder_ends(request: CompletionRequest, strategy: AutobiographicalStrategy) -> list[int]:
+    """Indices of the recall answers before the request's memory marker."""
+    texts = [m.text for m in request.messages]
+    marker = next(i for i, t in enumerate(texts) if t.startswith(MEMORY_MARKER))
+    memories = {x.content for x in strategy.summaries.values()}
+    return [i for i, t in enumerate(texts[:marker]) if t in memories]
+
+
+def test_memory_requests_mark_the_head_the_merged_memories_and_the_memories(
+    tmp_path: Path,
+) -> None:
+    s = ScriptedSummarizer()
+    cm, strategy = open_cm(tmp_path, s, merge_threshold=3, head_window_tokens=300)
+    for i in range(60):
+        cm.add_message("User" if i % 2 else "Claude", words(20, f"m{i}"))
+        cm.drain()
+    head_end = strategy.windows(cm._ctx, cm.get_messages()).head_end
+    assert head_end > 1
+    by_text = {x.content: x for x in strategy.summaries.values()}
+    checked = 0
+    for request in s.requests:
+        ends = _ladder_ends(request, strategy)
+        merged = [i for i in ends if by_text[request.messages[i].text].level >= 2]
+        is_l1 = "(level" not in request.messages[-1].text
+        expected = {head_end - 1} if is_l1 else set()
+        if ends:
+            expected |= {ends[-1], *merged[-1:]}
+        assert request.cache_breakpoints == tuple(sorted(expected))
+        assert request.cache_ttl == ("1h" if expected else None)
+        checked += bool(merged)
+    assert checked  # some requests showed a merged memory
+    cm.close()
+
+
+def test_a_memory_request_adds_after_the_prefix_the_one_before_marked(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, _ = open_cm(tmp_path, s, merge_threshold=50)
+    for i in range(40):
+        cm.add_message("User", words(20, f"m{i}"))
+        cm.drain()
+    marked = [r for r in s.requests if r.cache_breakpoints]
+    assert len(marked) == len(s.requests) - 1  # all but the first, which recalls nothing
+    for before, after in itertools.pairwise(marked):
+        end = before.cache_breakpoints[-1] + 1
+        assert after.messages[:end] == before.messages[:end]  # the cached prefix is reused
+        assert after.cache_breakpoints[-1] > before.cache_breakpoints[-1]
+    cm.close()
+
+
+def test_a_ladder_cut_to_the_recall_budget_is_not_marked(tmp_path: Path) -> None:
+    s = ScriptedSummarizer(
+        lambda request, n: Completion(
+            text=words(30, f"memory{n}"), stop_reason="end_turn", usage=Usage(output_tokens=40)
+        )
+    )
+    cm, strategy = open_cm(tmp_path, s, merge_threshold=50, recall_budget_tokens=1000)
+    for i in range(60):
+        cm.add_message("User", words(20, f"m{i}"))
+        cm.drain()
+    shown = [len(_ladder_ends(r, strategy)) for r in s.requests]
+    kept = max(shown)
+    assert kept < len(s.requests) - 1  # the ladder was cut
+    for written, (request, n) in enumerate(zip(s.requests, shown, strict=True)):
+        # marked only when the ladder shows every memory written before (and has one)
+        assert bool(request.cache_breakpoints) == (0 < n == written)
+    cm.close()
+
+
+def test_memory_requests_are_unmarked_when_marks_are_off(tmp_path: Path) -> None:
+    s = ScriptedSummarizer()
+    cm, _ = open_cm(tmp_path, s, compression_cache_breakpoints=False, head_window_tokens=300)
+    for i in range(30):
+        cm.add_message("User", words(20, f"m{i}"))
+        cm.drain()
+    assert s.requests and all(r.cache_breakpoints == () for r in s.requests)
+    assert all(r.cache_ttl is None for r in s.requests)
     cm.close()
 
 

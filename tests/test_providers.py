@@ -3,6 +3,7 @@ that speaks each provider's wire format."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -24,6 +25,8 @@ from context_manager import (
     ContextManager,
     Message,
     MissingAPIKeyError,
+    TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -399,6 +402,43 @@ def test_tools_and_tool_turns_are_passed_through(
         assert body["tools"] == [CHAT_TOOL]
         assert body["messages"][2]["tool_calls"][0]["id"] == "t1"
         assert body["messages"][3] == {"role": "tool", "tool_call_id": "t1", "content": "a.py"}
+
+
+def test_cache_breakpoints_become_cache_control_marks_where_the_api_has_them(
+    provider: Provider, server: LoopbackServer, make: Callable[..., Any]
+) -> None:
+    thought = Message(
+        participant="Claude",
+        content=(TextBlock(text="Fixed it."), ThinkingBlock(thinking="was it the loop?")),
+    )
+    messages = (
+        Message.text_message("User", "Please fix parse_config."),
+        thought,
+        Message.text_message("Claude", "It was off by one."),  # merged into the turn above
+        Message.text_message("User", "Summarise what happened."),
+    )
+    server.script(provider.path, Reply(provider.ok()))
+    make().complete(request(messages=messages, cache_breakpoints=(0, 1), cache_ttl="1h"))
+    [received] = server.requests_to(provider.path)
+    body = received.body
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    if provider.name == "anthropic":
+        user, agent, last = body["messages"]
+        assert user["content"][-1]["cache_control"] == mark
+        # a thinking block cannot carry the mark: the text before it does
+        assert [b.get("cache_control") for b in agent["content"]] == [mark, None, None]
+        assert all("cache_control" not in b for b in last["content"])
+    else:
+        assert "cache_control" not in json.dumps(body)  # OpenAI caches long prefixes itself
+
+
+def test_a_request_names_bad_cache_breakpoints() -> None:
+    with pytest.raises(ValueError, match=r"cache_breakpoints \[3\] are not indices of the 3"):
+        request(cache_breakpoints=(0, 3))
+    with pytest.raises(ValueError, match=r"cache_breakpoints holds 5 messages; .* at most 4"):
+        request(
+            messages=(Message.text_message("User", "x"),) * 5, cache_breakpoints=tuple(range(5))
+        )
 
 
 def test_anthropic_tools_keep_typed_tools_and_name_bad_ones() -> None:

@@ -78,7 +78,8 @@ class AnthropicSummarizer(ProviderSummarizer[anthropic.Anthropic]):
     """Completes requests with ``client.messages.create`` (Anthropic Messages API).
 
     The request's model, messages (through :func:`~context_manager.messages.to_anthropic`,
-    the request's ``agent`` as the assistant side), system prompt, ``max_tokens``
+    the request's ``agent`` as the assistant side, its cache breakpoints as
+    ``cache_control`` marks with its ``cache_ttl``), system prompt, ``max_tokens``
     are passed through unchanged, and tools in the Messages API shape (see
     :func:`anthropic_tools`).
 
@@ -162,7 +163,12 @@ class AnthropicSummarizer(ProviderSummarizer[anthropic.Anthropic]):
         params: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
-            "messages": to_anthropic(request.messages, agent=request.agent),
+            "messages": to_anthropic(
+                request.messages,
+                agent=request.agent,
+                cache_breakpoints=request.cache_breakpoints,
+                cache_ttl=request.cache_ttl,
+            ),
         }
         if request.system:
             params["system"] = request.system

@@ -76,7 +76,8 @@ class OpenAISummarizer(ProviderSummarizer[openai.OpenAI]):
     prompt becomes a leading ``system`` message, the messages go through
     :func:`~context_manager.messages.to_openai` (the request's ``agent`` as the
     assistant side), the model and output cap are passed through, and tools are
-    passed through in the Chat Completions shape (see :func:`openai_tools`).
+    passed through in the Chat Completions shape (see :func:`openai_tools`). The
+    request's cache breakpoints are not sent: OpenAI caches long prefixes by itself.
 
     Failures never raise: a transport error, a malformed body, a non-transient
     HTTP error (400, 401, ...) or retries that ran out end as a completion with

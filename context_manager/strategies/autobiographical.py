@@ -28,7 +28,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -95,9 +95,15 @@ class AutobiographicalConfig(BaseModel):
     and ``{last}`` are substituted. The adaptive path asks ``summary_context_label``."""
     compression_cache_breakpoints: bool = True
     """Mark the end of the raw head, of the last merged memory (level 2 or more) and of
-    the last memory as prompt-cache breakpoints (:attr:`CompileResult.cache_breakpoints`):
-    a refold usually places its new memory after them, so those prefixes keep hitting
-    the cache (a merge or a deeper cut changes them)."""
+    the last memory as prompt-cache breakpoints, in compiled contexts
+    (:attr:`CompileResult.cache_breakpoints`) and in the summariser's requests
+    (:attr:`CompletionRequest.cache_breakpoints`): a refold, and the next memory
+    request, usually add after them, so those prefixes keep hitting the cache (a merge
+    or a deeper cut changes them). A request whose recall ladder was cut to the recall
+    budget marks only its head: its ladder's start moves as memories are added."""
+    compression_cache_ttl: Literal["5m", "1h"] = "1h"
+    """Lifetime asked for the summariser requests' cached prefixes: memory requests come
+    minutes apart, so the longer one keeps them warm."""
     compression_slack_ratio: float = Field(default=0.3, ge=0.0, lt=1.0)
     """Solvers fold down to ``(1 - slack) x`` the input budget; appends then fill the band
     up to the budget without refolding, so the prefix (and the provider's cache) stays put.
@@ -741,6 +747,30 @@ class AutobiographicalStrategy(Strategy):
         chosen.sort(key=lambda s: index[s.first])
         return chosen
 
+    def _ladder_marks(
+        self,
+        ctx: StrategyContext,
+        ladder: Sequence[SummaryEntry],
+        offset: int,
+        before_position: int,
+        index: dict[str, int],
+    ) -> list[int]:
+        """Message indices ending the last merged memory and the last memory of a ladder
+        whose pairs start at ``offset``; none when the recall budget cut the ladder (a
+        memory before ``before_position`` whose span no shown memory starts)."""
+        starts = {s.first for s in ladder}
+        if not ladder or any(
+            s.first not in starts
+            for s in self.frontier_summaries()
+            if index.get(s.last, 1 << 60) < before_position
+        ):
+            return []
+        marks = [offset + 2 * len(ladder) - 1]
+        merged = [i for i, s in enumerate(ladder) if s.level >= 2]
+        if merged:
+            marks.append(offset + 2 * merged[-1] + 1)
+        return marks
+
     def _recall_messages(self, summary: SummaryEntry) -> tuple[Message, Message]:
         """A memory as it appears in a summariser request."""
         key = ("ask", summary.id, summary.content)
@@ -804,20 +834,32 @@ class AutobiographicalStrategy(Strategy):
         )
         body = [by.message for by in stored[start : index[chunk.source_ids[-1]] + 1]]
         messages = [*head, *recall, *middle, marker, *body, self._instruction(1)]
-        return self._request(ctx, messages)
+        marks = [len(head) - 1] if head else []
+        marks += self._ladder_marks(ctx, ladder, len(head), start, index)
+        return self._request(ctx, messages, marks)
 
-    def _request(self, ctx: StrategyContext, messages: list[Message]) -> CompletionRequest:
+    def _request(
+        self, ctx: StrategyContext, messages: list[Message], marks: Sequence[int] = ()
+    ) -> CompletionRequest:
+        """A summariser request; ``marks`` index ``messages`` (the prompt-cache
+        breakpoints, kept only with ``compression_cache_breakpoints``)."""
         cfg = self.config
         assert cfg.compression_model is not None
         tools = ctx.tools()
+        kept, moved = _strip_thinking(messages)
+        breakpoints: tuple[int, ...] = ()
+        if cfg.compression_cache_breakpoints:
+            breakpoints = tuple(sorted({moved[i] for i in marks if moved[i] >= 0}))
         return CompletionRequest(
             model=cfg.compression_model,
-            messages=tuple(_strip_thinking(messages)),
+            messages=tuple(kept),
             system=ctx.system_prompt(),
             max_tokens=max(16_000, round(1.5 * cfg.summary_target_tokens)),
             tools=tuple(tools) if tools else None,
             agent=cfg.summary_participant,
             target_tokens=cfg.summary_target_tokens,
+            cache_breakpoints=breakpoints,
+            cache_ttl=cfg.compression_cache_ttl if breakpoints else None,
         )
 
     # ------------------------------------------------------------------ merges
@@ -873,7 +915,9 @@ class AutobiographicalStrategy(Strategy):
         stored = ctx.messages()
         index = self.positions(ctx, stored)
         start = index[sources[0].first]
-        ladder = [m for s in self._ladder(ctx, start, index) for m in self._recall_messages(s)]
+        memories = self._ladder(ctx, start, index)
+        ladder = [m for s in memories for m in self._recall_messages(s)]
+        marks = self._ladder_marks(ctx, memories, 0, start, index)
         target: list[Message] = []
         for s in sources:
             if s.level == 1:
@@ -889,7 +933,7 @@ class AutobiographicalStrategy(Strategy):
             f"{MEMORY_MARKER} (level {level}) from the {what} that follow; you will write it "
             "afterwards in your own voice.",
         )
-        request = self._request(ctx, [*ladder, marker, *target, self._instruction(level)])
+        request = self._request(ctx, [*ladder, marker, *target, self._instruction(level)], marks)
         answer = self._ask(ctx, request)
         if not answer.acceptable:  # bounded retries, then the merge is quarantined (persisted)
             key = "+".join(ids)
@@ -1149,16 +1193,20 @@ def _shape(request: CompletionRequest) -> str:
     return hashlib.sha256(request.model_dump_json().encode()).hexdigest()
 
 
-def _strip_thinking(messages: list[Message]) -> list[Message]:
+def _strip_thinking(messages: list[Message]) -> tuple[list[Message], list[int]]:
+    """The messages without thinking blocks (a message left empty is dropped), and for
+    each input message the index of the last kept message at or before it (-1: none)."""
     from ..messages import ThinkingBlock
 
-    out = []
+    out: list[Message] = []
+    moved: list[int] = []
     for m in messages:
         content = tuple(b for b in m.content if not isinstance(b, ThinkingBlock))
         if content:
             same = len(content) == len(m.content)
             out.append(m if same else m.model_copy(update={"content": content}))
-    return out
+        moved.append(len(out) - 1)
+    return out, moved
 
 
 _THINKING = re.compile(r"^\s*<thinking>.*?</thinking>\s*", re.DOTALL)
