@@ -47,7 +47,7 @@ from folding import CachePrices, CacheSimulator, Layout
 
 from .loaders import Probe, Transcript, load_swe_agent
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
-from .peers.base import Policy, call_points
+from .peers.base import MIN_CACHEABLE_TOKENS, Policy, call_points
 from .tokens import TiktokenCounter, TokenCounter
 
 __all__ = [
@@ -72,8 +72,6 @@ __all__ = [
 
 CACHE_TTL_CALLS = 10
 """A 5-minute cache TTL at one model call every 30 seconds."""
-MIN_CACHEABLE_TOKENS = 1024
-"""Anthropic's smallest cacheable prefix (Sonnet-class models)."""
 BASELINES = ("observation-masking", "anthropic-clear-tool-uses")
 """Policies that rewrite or drop the front of the context as it grows."""
 CACHE_AWARE = ("ours:kv-stable", "ours:kv-unified")
@@ -381,6 +379,9 @@ class CallRecord:
     in the simulator)."""
     missed: int = 0
     """Tokens sent uncached and not written."""
+    summarizer_billed: float = 0.0
+    """What the summariser calls made for this request cost, in base-price input tokens
+    (:class:`~context_manager.peers.base.MeteredSummarizer`)."""
 
     @property
     def resent(self) -> int:
@@ -502,6 +503,7 @@ def replay_policy(
                     error=request.error,
                     summarizer_calls=request.summarizer_calls,
                     summarizer_tokens=request.summarizer_tokens,
+                    summarizer_billed=request.summarizer_billed,
                     cpu_ms=cpu,
                     cached=priced.cached,
                     billed=priced.billed,
@@ -570,12 +572,14 @@ class RunSummary:
     :attr:`CallRecord.resent`): the cost of rewriting the front of the context."""
     resent_billed: float = 0.0
     """What they cost, in base-price tokens."""
+    summarizer_billed: float = 0.0
+    """What the summariser calls cost, in base-price input tokens."""
 
     @property
     def billed_with_summaries(self) -> float:
-        """The billed input plus every summariser token at the base price (summariser
-        calls are not cache-priced here)."""
-        return self.billed + self.summarizer_tokens
+        """The billed input plus what the summariser calls cost (their input through a
+        prompt cache where they mark breakpoints, their output at the output price)."""
+        return self.billed + self.summarizer_billed
 
     @property
     def retention(self) -> float | None:
@@ -618,8 +622,8 @@ class Verdict:
     dominated_by: list[str]
     """Valid peers both cheaper (billed) and retaining more facts."""
     dominated_with_summaries: list[str]
-    """Valid peers both cheaper once every summariser token is added at the base price
-    and retaining more facts (shown, not part of the bar)."""
+    """Valid peers both cheaper once the summariser calls are added and retaining more
+    facts (shown, not part of the bar)."""
     beaten_on: dict[str, list[str]]
     """Metric -> peers strictly better on it, with their value."""
 
@@ -758,6 +762,7 @@ class BenchmarkReport:
                         billed=sum(r.billed for r in rs),
                         summarizer_calls=sum(r.summarizer_calls for r in rs),
                         summarizer_tokens=sum(r.summarizer_tokens for r in rs),
+                        summarizer_billed=sum(r.summarizer_billed for r in rs),
                         cpu_p50_ms=_p(cpu, 0.5),
                         cpu_p95_ms=_p(cpu, 0.95),
                         facts_total=sum(r.facts_total for r in with_facts),
@@ -836,7 +841,7 @@ class BenchmarkReport:
             "",
             f"The bar: no call over budget, no invalid request, no valid peer both cheaper "
             f"and retaining more, and at least {COST_BAR:g}x less billed input than "
-            f"{' and '.join(f'`{p}`' for p in FRONT_REWRITERS)}. Summariser tokens are not "
+            f"{' and '.join(f'`{p}`' for p in FRONT_REWRITERS)}. The summariser calls are not "
             "in the bar; the column *the same, with summaries* adds them. *New turns alone* bills "
             "only each call's new messages, capped at the budget, at the miss price (the "
             "cheapest for tokens never sent before): no policy whose requests carry each new "
@@ -888,7 +893,9 @@ class BenchmarkReport:
             "the others the simulator places them as an automatic client would (the end, "
             "where the cached prefix ends, and spread over the request). *Billed* is "
             "the agent's input cost in thousands of base-price tokens, and *+ summaries* adds "
-            "every summariser token at the base price. *Unpaired*: an orphan tool result or an "
+            "the summariser calls: their input through a prompt cache of their own where "
+            "they mark breakpoints (ours do; one-hour writes at 2) and at the base price "
+            "where they do not, their output at 5. *Unpaired*: an orphan tool result or an "
             "unanswered tool call. *Invalid*: over budget, unpaired, the newest turn missing, "
             "or an error. *Retained*: "
             "facts (any accepted answer, as a whole word) still visible in the final request, "

@@ -295,6 +295,7 @@ def _record(tokens: int, billed: float, cached: int, **extra: object) -> benchma
         "error": None,
         "summarizer_calls": 1,
         "summarizer_tokens": 50,
+        "summarizer_billed": 150.0,
         "cpu_ms": 1.0,
         "cached": cached,
         "billed": billed,
@@ -312,7 +313,7 @@ def test_summaries_by_hand() -> None:
     assert s.unpaired == 1 and "| 1,200 | 1 | 1 | 3 |" in report.to_markdown()
     assert s.tokens_mean == 440.0  # the failed call sent nothing and is not averaged in
     assert s.tokens_p95 == 1200 and s.tokens_peak == 1200
-    assert s.billed == 22_000.0 and s.billed_with_summaries == 22_300.0
+    assert s.billed == 22_000.0 and s.billed_with_summaries == 22_000.0 + 6 * 150.0
     assert s.cache_reuse == 1100 / 2200
 
 
@@ -414,8 +415,8 @@ def test_verdicts_hold_our_cache_aware_solvers_to_the_bar() -> None:
     assert row in markdown
     assert "retained (ours 50%): observation-masking (75%)" in markdown
 
-    # dearer by the agent's bill, cheaper once our summariser tokens are added
-    lean = run_of("anthropic-clear-tool-uses", 150.0, 4, summarizer_tokens=0)
+    # dearer by the agent's bill, cheaper once our summariser calls are added
+    lean = run_of("anthropic-clear-tool-uses", 150.0, 4, summarizer_tokens=0, summarizer_billed=0)
     names = [*policies, "anthropic-clear-tool-uses"]
     with_lean = benchmark.BenchmarkReport(records + lean, [2000], names)
     (v,) = with_lean.verdicts()

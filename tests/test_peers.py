@@ -369,3 +369,33 @@ def test_a_different_transcript_sharing_the_last_message_restarts_the_feed() -> 
     feed.new_messages(a)
     new, restart = feed.new_messages([*b, Message.text_message("User", "more")])
     assert restart and len(new) == 4
+
+
+def test_the_meter_prices_summariser_calls_through_their_own_cache_marks() -> None:
+    from context_manager.peers.base import HOUR_WRITE_PRICE, OUTPUT_PRICE, MeteredSummarizer
+    from context_manager.summarizer import Completion, CompletionRequest
+    from context_manager.tokens import CharsCounter
+
+    class Fixed:
+        def complete(self, request: CompletionRequest) -> Completion:
+            return Completion(text="x" * 40, stop_reason="end_turn")  # 10 tokens
+
+    counter = CharsCounter()
+    meter = MeteredSummarizer(Fixed(), counter)
+    long = [Message.text_message("User", "y" * 8000) for _ in range(2)]  # 2,000 tokens each
+    ask = Message.text_message("User", "z" * 400)  # 100 tokens
+
+    def call(messages: list[Message], marks: tuple[int, ...]) -> float:
+        meter.complete(
+            CompletionRequest(
+                model="m", messages=tuple(messages), cache_breakpoints=marks, cache_ttl="1h"
+            )
+        )
+        return meter.take()[3]
+
+    # unmarked: every input token at the base price, output at the output price
+    assert call([*long, ask], ()) == 4100 + 10 * OUTPUT_PRICE
+    # marked: the prefix is written once (at the one-hour price), then read
+    assert call([*long, ask], (1,)) == 4000 * HOUR_WRITE_PRICE + 100 + 10 * OUTPUT_PRICE
+    assert call([*long, ask, ask], (1,)) == 4000 * 0.1 + 200 + 10 * OUTPUT_PRICE
+    assert meter.take() == (0, 0, 0, 0.0)

@@ -15,9 +15,12 @@ and an exception raised by a peer library is recorded in
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
+
+from folding import CachePrices, CacheSimulator, Layout
 
 from ..loaders import call_points
 from ..messages import ContentBlock, Message, PartJoiner, ToolResultBlock, part_markers
@@ -26,6 +29,9 @@ from ..summarizer import Completion, CompletionRequest, Summarizer
 from ..tokens import TiktokenCounter, TokenCounter
 
 __all__ = [
+    "HOUR_WRITE_PRICE",
+    "MIN_CACHEABLE_TOKENS",
+    "OUTPUT_PRICE",
     "SYSTEM",
     "HistoryFeed",
     "MeteredSummarizer",
@@ -63,6 +69,9 @@ class PolicyRequest:
         Summariser (fake model) calls made while producing this request.
     summarizer_input_tokens, summarizer_output_tokens : int
         Tokens those calls consumed and produced, by the same exact counter.
+    summarizer_billed : float
+        What those calls cost in base-price input tokens (see
+        :class:`MeteredSummarizer`).
     problems : tuple of str
         Invalidities found in the request (orphan tool results, unanswered
         tool calls, budget overrun). Recorded, never fixed.
@@ -83,6 +92,7 @@ class PolicyRequest:
     summarizer_calls: int = 0
     summarizer_input_tokens: int = 0
     summarizer_output_tokens: int = 0
+    summarizer_billed: float = 0.0
     problems: tuple[str, ...] = ()
     error: str | None = None
     breakpoints: tuple[int, ...] | None = None
@@ -129,8 +139,21 @@ class Policy(Protocol):
         ...
 
 
+MIN_CACHEABLE_TOKENS = 1024
+"""Anthropic's smallest cacheable prefix (Sonnet-class models)."""
+OUTPUT_PRICE = 5.0
+"""Output tokens as a multiple of the base input price (Anthropic, Sonnet-class models)."""
+HOUR_WRITE_PRICE = 2.0
+"""A cache write that should live an hour, as a multiple of the base input price."""
+
+
 class MeteredSummarizer:
-    """A summariser wrapper that counts calls and exact tokens.
+    """A summariser wrapper that counts calls and exact tokens, and prices them.
+
+    A call's input is billed through a prompt cache of its own when the request marks
+    cache breakpoints (:attr:`CompletionRequest.cache_breakpoints`: reads at 0.1, writes
+    at 1.25, or 2 for a one-hour lifetime); without marks, at the base price, as a
+    provider with explicit caching bills it. Output is billed at :data:`OUTPUT_PRICE`.
 
     Parameters
     ----------
@@ -147,31 +170,67 @@ class MeteredSummarizer:
         self.calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.billed = 0.0
+        self._cache = CacheSimulator(min_cacheable_tokens=MIN_CACHEABLE_TOKENS)
 
     def complete(self, request: CompletionRequest) -> Completion:
         """Answer ``request`` and add its cost to the meter."""
         completion = self.summarizer.complete(request)
-        self.record(request.messages, completion.text, system=request.system)
+        self.record(
+            request.messages,
+            completion.text,
+            system=request.system,
+            breakpoints=request.cache_breakpoints,
+            ttl=request.cache_ttl,
+        )
         return completion
 
     def record(
-        self, messages: Sequence[Message], output: str, *, system: str | None = None
+        self,
+        messages: Sequence[Message],
+        output: str,
+        *,
+        system: str | None = None,
+        breakpoints: Sequence[int] = (),
+        ttl: str | None = None,
     ) -> None:
         """Add one call: the messages (and system prompt) it read and the text it wrote.
 
         For a fake model that answers a prompt other than the request it hands the
-        summariser, or rewrites the summariser's answer.
+        summariser, or rewrites the summariser's answer. ``breakpoints`` index the
+        messages that end a cached prefix; ``ttl`` is their lifetime (``"1h"`` or the
+        default five minutes).
         """
+        fixed = self.counter.count_text(system) if system else 0
+        sizes = [self.counter.count_message(m) for m in messages]
+        read = fixed + sum(sizes)
+        written = self.counter.count_text(output)
         self.calls += 1
-        self.input_tokens += request_tokens(messages, self.counter)
-        if system:
-            self.input_tokens += self.counter.count_text(system)
-        self.output_tokens += self.counter.count_text(output)
+        self.input_tokens += read
+        self.output_tokens += written
+        self.billed += written * OUTPUT_PRICE
+        if not breakpoints:
+            self.billed += read * CachePrices().miss
+            return
+        units = [
+            ("msg", hashlib.sha256(m.canonical_json().encode()).hexdigest(), n)
+            for m, n in zip(messages, sizes, strict=True)
+        ]
+        priced = self._cache.request(
+            Layout.from_units(units, fixed_tokens=fixed), [b + 1 for b in breakpoints]
+        )
+        prices = CachePrices()
+        write = HOUR_WRITE_PRICE if ttl == "1h" else prices.write
+        self.billed += (
+            priced.cached * prices.read + priced.written * write + priced.missed * prices.miss
+        )
 
-    def take(self) -> tuple[int, int, int]:
-        """Calls, input tokens and output tokens since the last take; resets them."""
-        out = (self.calls, self.input_tokens, self.output_tokens)
+    def take(self) -> tuple[int, int, int, float]:
+        """Calls, input tokens, output tokens and their bill since the last take; resets
+        them."""
+        out = (self.calls, self.input_tokens, self.output_tokens, self.billed)
         self.calls = self.input_tokens = self.output_tokens = 0
+        self.billed = 0.0
         return out
 
 
@@ -267,13 +326,14 @@ def audit(
     unpaired = bool(problems)
     if tokens > budget:
         problems.append(f"over budget: {tokens} tokens > {budget}")
-    calls, tokens_in, tokens_out = meter.take() if meter else (0, 0, 0)
+    calls, tokens_in, tokens_out, billed = meter.take() if meter else (0, 0, 0, 0.0)
     return PolicyRequest(
         messages=tuple(messages),
         tokens=tokens,
         summarizer_calls=calls,
         summarizer_input_tokens=tokens_in,
         summarizer_output_tokens=tokens_out,
+        summarizer_billed=billed,
         problems=tuple(problems),
         error=error,
         breakpoints=None if breakpoints is None else tuple(breakpoints),
