@@ -71,6 +71,14 @@ def words(n: int, tag: str) -> str:
     return " ".join(f"{tag}w{i}" for i in range(n))
 
 
+def converse(cm: ContextManager, n: int, *, turns: bool = False) -> None:
+    """Add ``n`` messages of 20 words (the agent's and the user's in turn with ``turns``),
+    letting the strategy work after each."""
+    for i in range(n):
+        cm.add_message("User" if i % 2 or not turns else "Claude", words(20, f"m{i}"))
+        cm.drain()
+
+
 def test_partial_chunk_is_never_compressed(tmp_path: Path) -> None:
     s = ScriptedSummarizer()
     cm, strategy = open_cm(tmp_path, s, target_chunk_tokens=1000)
@@ -383,9 +391,7 @@ def test_over_budget_refuses_with_diagnostics(tmp_path: Path) -> None:
 def test_adaptive_compile_folds_the_middle_within_budget(tmp_path: Path, method: str) -> None:
     s = ScriptedSummarizer()
     cm, strategy = open_cm(tmp_path, s, recent_window_tokens=200, folding_strategy=method)
-    for i in range(30):
-        cm.add_message("User" if i % 2 else "Claude", words(20, f"m{i}"))
-        cm.drain()
+    converse(cm, 30, turns=True)
     raw = sum(CharsCounter().count_message(x.message) for x in cm.get_messages())
     for _ in range(3):
         result = cm.compile(max_tokens=800, reserve_for_response=100)
@@ -401,9 +407,7 @@ def test_adaptive_compile_folds_the_middle_within_budget(tmp_path: Path, method:
 
 def test_dry_run_commits_nothing(tmp_path: Path) -> None:
     cm, strategy = open_cm(tmp_path, ScriptedSummarizer(), recent_window_tokens=200)
-    for i in range(30):
-        cm.add_message("User", words(20, f"m{i}"))
-        cm.drain()
+    converse(cm, 30)
     live = cm.compile(max_tokens=2000, reserve_for_response=200)
     stats = cm.get_render_stats()
     before = dict(strategy.resolutions)
@@ -812,9 +816,7 @@ def test_cache_breakpoints_end_the_head_the_merged_memories_and_the_memories(
         head_window_tokens=300,
         recent_window_tokens=200,
     )
-    for i in range(60):
-        cm.add_message("User" if i % 2 else "Claude", words(20, f"m{i}"))
-        cm.drain()
+    converse(cm, 60, turns=True)
     note = Injection(namespace="n", position="before_user", content=(TextBlock(text="note"),))
     result = cm.compile(max_tokens=900, reserve_for_response=100, injections=[note])
     messages, marks = result.messages, result.cache_breakpoints
@@ -833,9 +835,7 @@ def test_cache_breakpoints_end_the_head_the_merged_memories_and_the_memories(
 def test_cache_breakpoints_can_be_turned_off(tmp_path: Path) -> None:
     options = {"recent_window_tokens": 200, "compression_cache_breakpoints": False}
     cm, _ = open_cm(tmp_path, ScriptedSummarizer(), **options)
-    for i in range(30):
-        cm.add_message("User", words(20, f"m{i}"))
-        cm.drain()
+    converse(cm, 30)
     result = cm.compile(max_tokens=800, reserve_for_response=100)
     assert result.render_stats["summaries"]
     assert result.cache_breakpoints == [len(result.messages) - 1]
@@ -855,9 +855,7 @@ def test_memory_requests_mark_the_head_the_merged_memories_and_the_memories(
 ) -> None:
     s = ScriptedSummarizer()
     cm, strategy = open_cm(tmp_path, s, merge_threshold=3, head_window_tokens=300)
-    for i in range(60):
-        cm.add_message("User" if i % 2 else "Claude", words(20, f"m{i}"))
-        cm.drain()
+    converse(cm, 60, turns=True)
     head_end = strategy.windows(cm._ctx, cm.get_messages()).head_end
     assert head_end > 1
     by_text = {x.content: x for x in strategy.summaries.values()}
@@ -879,9 +877,7 @@ def test_memory_requests_mark_the_head_the_merged_memories_and_the_memories(
 def test_a_memory_request_adds_after_the_prefix_the_one_before_marked(tmp_path: Path) -> None:
     s = ScriptedSummarizer()
     cm, _ = open_cm(tmp_path, s, merge_threshold=50)
-    for i in range(40):
-        cm.add_message("User", words(20, f"m{i}"))
-        cm.drain()
+    converse(cm, 40)
     marked = [r for r in s.requests if r.cache_breakpoints]
     assert len(marked) == len(s.requests) - 1  # all but the first, which recalls nothing
     for before, after in itertools.pairwise(marked):
@@ -898,9 +894,7 @@ def test_a_ladder_cut_to_the_recall_budget_is_not_marked(tmp_path: Path) -> None
         )
     )
     cm, strategy = open_cm(tmp_path, s, merge_threshold=50, recall_budget_tokens=1000)
-    for i in range(60):
-        cm.add_message("User", words(20, f"m{i}"))
-        cm.drain()
+    converse(cm, 60)
     shown = [len(_ladder_ends(r, strategy)) for r in s.requests]
     kept = max(shown)
     assert kept < len(s.requests) - 1  # the ladder was cut
@@ -913,9 +907,7 @@ def test_a_ladder_cut_to_the_recall_budget_is_not_marked(tmp_path: Path) -> None
 def test_memory_requests_are_unmarked_when_marks_are_off(tmp_path: Path) -> None:
     s = ScriptedSummarizer()
     cm, _ = open_cm(tmp_path, s, compression_cache_breakpoints=False, head_window_tokens=300)
-    for i in range(30):
-        cm.add_message("User", words(20, f"m{i}"))
-        cm.drain()
+    converse(cm, 30)
     assert s.requests and all(r.cache_breakpoints == () for r in s.requests)
     assert all(r.cache_ttl is None for r in s.requests)
     cm.close()
