@@ -152,8 +152,10 @@ class MeteredSummarizer:
 
     A call's input is billed through a prompt cache of its own when the request marks
     cache breakpoints (:attr:`CompletionRequest.cache_breakpoints`: reads at 0.1, writes
-    at 1.25, or 2 for a one-hour lifetime); without marks, at the base price, as a
-    provider with explicit caching bills it. Output is billed at :data:`OUTPUT_PRICE`.
+    at 1.25, or 2 for a one-hour lifetime; stored prefixes do not expire here, as memory
+    requests ask for an hour and come minutes apart); without marks, at the base price,
+    as a provider with explicit caching bills it. Output is billed at
+    :data:`OUTPUT_PRICE`.
 
     Parameters
     ----------
