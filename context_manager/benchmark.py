@@ -28,7 +28,6 @@ processes; results do not depend on the order they finish in.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -47,11 +46,16 @@ from folding import CachePrices, CacheSimulator, Layout
 
 from .loaders import Probe, Transcript, load_swe_agent
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
-from .peers.base import MIN_CACHEABLE_TOKENS, Policy, call_points
+from .peers.base import (
+    HOUR_WRITE_PRICE,
+    MIN_CACHEABLE_TOKENS,
+    OUTPUT_PRICE,
+    Policy,
+    call_points,
+)
 from .tokens import TiktokenCounter, TokenCounter
 
 __all__ = [
-    "BASELINES",
     "CACHE_AWARE",
     "CACHE_TTL_CALLS",
     "COST_BAR",
@@ -72,8 +76,6 @@ __all__ = [
 
 CACHE_TTL_CALLS = 10
 """A 5-minute cache TTL at one model call every 30 seconds."""
-BASELINES = ("observation-masking", "anthropic-clear-tool-uses")
-"""Policies that rewrite or drop the front of the context as it grows."""
 CACHE_AWARE = ("ours:kv-stable", "ours:kv-unified")
 """Our solvers that weigh the provider's prompt cache; :meth:`BenchmarkReport.verdicts`
 holds them to the bar."""
@@ -401,16 +403,8 @@ class CallRecord:
         )
 
 
-def _unit_key(message: Message) -> str:
-    body = json.dumps(
-        [message.participant, [b.model_dump(mode="json") for b in message.content]],
-        sort_keys=True,
-    )
-    return hashlib.sha256(body.encode()).hexdigest()[:20]
-
-
 def _layout(messages: Sequence[Message], counter: TokenCounter) -> Layout:
-    return Layout.from_units([("msg", _unit_key(m), counter.count_message(m)) for m in messages])
+    return Layout.from_units([("msg", m.digest(), counter.count_message(m)) for m in messages])
 
 
 def _text(messages: Sequence[Message]) -> str:
@@ -746,6 +740,7 @@ class BenchmarkReport:
                 tokens = [r.tokens for r in rs if r.error is None] or [0]
                 cpu = [r.cpu_ms for r in rs]
                 total = sum(tokens)
+                cached = sum(r.cached for r in rs)
                 with_facts = [r for r in rs if r.facts_retained is not None]
                 out.append(
                     RunSummary(
@@ -758,7 +753,7 @@ class BenchmarkReport:
                         over_budget=sum(r.over_budget for r in rs),
                         invalid=sum(r.invalid for r in rs),
                         errors=sum(r.error is not None for r in rs),
-                        cache_reuse=sum(r.cached for r in rs) / total if total else 0.0,
+                        cache_reuse=cached / total if total else 0.0,
                         billed=sum(r.billed for r in rs),
                         summarizer_calls=sum(r.summarizer_calls for r in rs),
                         summarizer_tokens=sum(r.summarizer_tokens for r in rs),
@@ -771,7 +766,7 @@ class BenchmarkReport:
                         ),
                         unpaired=sum(r.unpaired for r in rs),
                         new_turns_billed=sum(_new_turn_bill(r.new_tokens, budget) for r in rs),
-                        cached=sum(r.cached for r in rs),
+                        cached=cached,
                         written=sum(r.written for r in rs),
                         missed=sum(r.missed for r in rs),
                         resent=sum(r.resent for r in rs),
@@ -894,8 +889,9 @@ class BenchmarkReport:
             "where the cached prefix ends, and spread over the request). *Billed* is "
             "the agent's input cost in thousands of base-price tokens, and *+ summaries* adds "
             "the summariser calls: their input through a prompt cache of their own where "
-            "they mark breakpoints (ours do; one-hour writes at 2) and at the base price "
-            "where they do not, their output at 5. *Unpaired*: an orphan tool result or an "
+            f"they mark breakpoints (ours do; one-hour writes at {HOUR_WRITE_PRICE:g}) and at "
+            f"the base price where they do not, their output at {OUTPUT_PRICE:g}. *Unpaired*: "
+            "an orphan tool result or an "
             "unanswered tool call. *Invalid*: over budget, unpaired, the newest turn missing, "
             "or an error. *Retained*: "
             "facts (any accepted answer, as a whole word) still visible in the final request, "

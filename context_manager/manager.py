@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .errors import ConfigError, ContextManagerError
-from .messages import ContentBlock, Message, TextBlock
+from .messages import MAX_CACHE_BREAKPOINTS, ContentBlock, Message, TextBlock
 from .pairing import enforce_tool_pairs_with_origins
 from .store import Branch, Store
 from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
@@ -70,10 +70,6 @@ class ContextEntry(BaseModel):
 def _blocks(content: str | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
     """Message content from a string (one text block) or from blocks."""
     return (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
-
-
-MAX_CACHE_BREAKPOINTS = 4
-"""Prompt-cache breakpoints a request may carry (Anthropic's limit)."""
 
 
 @dataclass

@@ -11,6 +11,7 @@ every other participant maps to ``user``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
@@ -136,6 +137,11 @@ class Message(BaseModel):
         }
         return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
+    def digest(self) -> str:
+        """SHA-256 (hex) of :meth:`canonical_json`: equal exactly when the participant and
+        the content are."""
+        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+
 
 def text_of(blocks: Iterable[Any]) -> str:
     """Readable text of content blocks (images as ``[image]``)."""
@@ -210,12 +216,18 @@ def from_anthropic(
     return out
 
 
+MAX_CACHE_BREAKPOINTS = 4
+"""Prompt-cache breakpoints a request may carry (Anthropic's limit)."""
+CacheTTL = Literal["5m", "1h"]
+"""Lifetimes a prompt-cache breakpoint may ask for."""
+
+
 def to_anthropic(
     messages: Sequence[Message],
     *,
     agent: str = "Claude",
     cache_breakpoints: Sequence[int] = (),
-    cache_ttl: str | None = None,
+    cache_ttl: CacheTTL | None = None,
 ) -> list[dict[str, Any]]:
     """Write Anthropic Messages API messages; consecutive same-role turns are merged.
 

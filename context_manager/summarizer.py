@@ -22,12 +22,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .messages import Message, TextBlock
+from .messages import MAX_CACHE_BREAKPOINTS, CacheTTL, Message, TextBlock
 
 __all__ = [
-    "MAX_REQUEST_CACHE_BREAKPOINTS",
     "MEMORY_MARKER",
-    "CacheTTL",
     "Completion",
     "CompletionRequest",
     "ExtractiveSummarizer",
@@ -37,9 +35,6 @@ __all__ = [
 ]
 
 StopReason = Literal["end_turn", "max_tokens", "refusal", "tool_use", "error"]
-CacheTTL = Literal["5m", "1h"]
-MAX_REQUEST_CACHE_BREAKPOINTS = 4
-"""Anthropic allows four prompt-cache breakpoints per request."""
 
 MEMORY_MARKER = "[CM] A new memory is about to be formed"
 """Start of the marker turn that precedes the messages a memory is written from."""
@@ -79,10 +74,10 @@ class CompletionRequest(BaseModel):
             raise ValueError(
                 f"cache_breakpoints {bad} are not indices of the {len(self.messages)} messages"
             )
-        if len(set(marks)) > MAX_REQUEST_CACHE_BREAKPOINTS:
+        if len(set(marks)) > MAX_CACHE_BREAKPOINTS:
             raise ValueError(
                 f"cache_breakpoints holds {len(set(marks))} messages; a request may mark at "
-                f"most {MAX_REQUEST_CACHE_BREAKPOINTS}"
+                f"most {MAX_CACHE_BREAKPOINTS}"
             )
         return self
 

@@ -12,7 +12,6 @@ Every counter caches message counts by the sha256 of the message body.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections import OrderedDict
@@ -106,7 +105,7 @@ class _Cached:
 
     def count_message(self, message: Message) -> int:
         """Tokens of ``message`` (cached by content hash)."""
-        key = hashlib.sha256(message.canonical_json().encode("utf-8")).hexdigest()
+        key = message.digest()
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)

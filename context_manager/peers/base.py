@@ -15,7 +15,6 @@ and an exception raised by a peer library is recorded in
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
@@ -23,7 +22,14 @@ from typing import Protocol, TypeVar, runtime_checkable
 from folding import CachePrices, CacheSimulator, Layout
 
 from ..loaders import call_points
-from ..messages import ContentBlock, Message, PartJoiner, ToolResultBlock, part_markers
+from ..messages import (
+    CacheTTL,
+    ContentBlock,
+    Message,
+    PartJoiner,
+    ToolResultBlock,
+    part_markers,
+)
 from ..pairing import tool_pair_problems
 from ..summarizer import Completion, CompletionRequest, Summarizer
 from ..tokens import TiktokenCounter, TokenCounter
@@ -194,7 +200,7 @@ class MeteredSummarizer:
         *,
         system: str | None = None,
         breakpoints: Sequence[int] = (),
-        ttl: str | None = None,
+        ttl: CacheTTL | None = None,
     ) -> None:
         """Add one call: the messages (and system prompt) it read and the text it wrote.
 
@@ -214,10 +220,7 @@ class MeteredSummarizer:
         if not breakpoints:
             self.billed += read * CachePrices().miss
             return
-        units = [
-            ("msg", hashlib.sha256(m.canonical_json().encode()).hexdigest(), n)
-            for m, n in zip(messages, sizes, strict=True)
-        ]
+        units = [("msg", m.digest(), n) for m, n in zip(messages, sizes, strict=True)]
         priced = self._cache.request(
             Layout.from_units(units, fixed_tokens=fixed), [b + 1 for b in breakpoints]
         )

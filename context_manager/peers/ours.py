@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..messages import (
+    MAX_CACHE_BREAKPOINTS,
     ContentBlock,
     Message,
     PartJoiner,
@@ -166,7 +167,6 @@ class FoldingPolicy:
 
     def _request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         from ..errors import OverBudgetError
-        from ..manager import MAX_CACHE_BREAKPOINTS
 
         new, restart = self._feed.new_messages(history)
         if restart or self._cm is None:

@@ -28,12 +28,12 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, SummarizerNotConfiguredError, UncoveredDropError
-from ..messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ..messages import CacheTTL, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ..summarizer import MEMORY_MARKER, Completion, CompletionRequest
 from .base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
 
@@ -101,7 +101,7 @@ class AutobiographicalConfig(BaseModel):
     request, usually add after them, so those prefixes keep hitting the cache (a merge
     or a deeper cut changes them). A request whose recall ladder was cut to the recall
     budget marks only its head: its ladder's start moves as memories are added."""
-    compression_cache_ttl: Literal["5m", "1h"] = "1h"
+    compression_cache_ttl: CacheTTL = "1h"
     """Lifetime asked for the summariser requests' cached prefixes: memory requests come
     minutes apart, so the longer one keeps them warm."""
     compression_slack_ratio: float = Field(default=0.3, ge=0.0, lt=1.0)
