@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint schema bench clean
+.PHONY: demo test lint schema bench soak clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
@@ -25,6 +25,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy folding solvers context_manager
+
+# the request machine, long: at least SOAK_COMPILES compiles across every solver
+SOAK_COMPILES ?= 100000
+soak: $(STAMP)
+	$(BIN)/python tests/soak.py $(SOAK_COMPILES)
 
 schema: $(STAMP)
 	$(BIN)/python -c 'from folding.schema import write_schema; print(write_schema())'

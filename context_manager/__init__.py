@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ConfigError,
+    ConstraintConflictError,
     ContextManagerError,
     MissingAPIKeyError,
     OverBudgetError,
     SummarizerNotConfiguredError,
     UncoveredDropError,
 )
-from .manager import CompileResult, ContextEntry, ContextManager, Injection
+from .manager import CompileResult, ContextEntry, ContextManager, Injection, Overhead
 from .messages import (
     ImageBlock,
     Message,
@@ -46,6 +47,7 @@ __all__ = [
     "Completion",
     "CompletionRequest",
     "ConfigError",
+    "ConstraintConflictError",
     "ContextEntry",
     "ContextManager",
     "ContextManagerError",
@@ -56,6 +58,7 @@ __all__ = [
     "MissingAPIKeyError",
     "OpenAISummarizer",
     "OverBudgetError",
+    "Overhead",
     "PassthroughStrategy",
     "Store",
     "StoreError",

@@ -1,304 +1,370 @@
-"""The thin adapter: strategy state -> FoldProblem -> solver -> frontier and produce requests.
+"""The thin adapter between a strategy's state and the solvers: two pure functions.
 
-It holds no solver logic: it states the problem (leaves with their token
-counts and zones, summaries priced as their recall pairs, pins, locks, the
-previous frontier, the budget), calls :func:`solvers.solve`, and renders the
-answer through :func:`folding.render`, the one accountant.
+:func:`state_problem` turns a :class:`Snapshot` (plain message ids, tokens,
+zones, chunk spans, summaries, pins, locks, the previous frontier and the
+budget) into a :class:`~folding.FoldProblem`; :func:`read_plan` turns the
+solver's answer into a :class:`Plan`: the layout to render, the frontier in
+message ids, produce requests in message ids, the stats, or the error to
+raise. The adapter holds no solver logic and knows nothing of any strategy.
+
+How messages become leaves is the one reduction of this module:
+
+* messages the pairing rule ties together (a call and its answer, see
+  :func:`~context_manager.pairing.send_form`) are one leaf, so no frontier can
+  split them, and a pin or lock on either side covers both;
+* a chunk whose messages always share a level (live, in the middle, free of
+  pins and locks) is one leaf whose id is the chunk's;
+* every other message is a leaf of its own, with its id.
+
+The inverse is exact: a leaf's level is the level of each of its messages.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import solvers
-from folding import Budget, FoldProblem, Leaf, Pin, ProduceRequest, Status, Summary, render
+from folding import Budget, FoldProblem, Layout, Leaf, Pin, Status, Summary, render
+from folding.result import SolveResult
 
-from .errors import OverBudgetError
-from .strategies.base import RequestBudget, StoredMessage, StrategyContext
+from .errors import ConstraintConflictError, OverBudgetError
 
-if TYPE_CHECKING:
-    from .strategies.autobiographical import AutobiographicalStrategy, _Windows
-    from .strategies.autobiographical import Pin as PinRecord
+__all__ = [
+    "PinSpec",
+    "Plan",
+    "Snapshot",
+    "StatedProblem",
+    "SummarySpec",
+    "read_plan",
+    "state_problem",
+]
 
-__all__ = ["AdapterPlan", "build_problem", "solve_frontier"]
+
+@dataclass(frozen=True)
+class SummarySpec:
+    """A summary that can be shown: its span ``first..last`` (message indices, inclusive),
+    the tokens of its recall pair and, above level 1, its child summaries."""
+
+    id: str
+    level: int
+    tokens: int
+    first: int
+    last: int
+    children: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PinSpec:
+    """A pin on messages ``first..last`` (indices, inclusive)."""
+
+    id: str
+    first: int
+    last: int
+    level: int | None = None
+    max_level: int | None = None
+    name: str | None = None
 
 
 @dataclass
-class AdapterPlan:
-    """What a compile renders, or the error it must raise."""
+class Snapshot:
+    """The state a compile decides over, in plain message terms.
 
-    units: list[tuple[str, str]] = field(default_factory=list)
-    frontier: dict[str, int] = field(default_factory=dict)
-    produce: list[ProduceRequest] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
-    error: Exception | None = None
-    members: dict[str, list[StoredMessage]] = field(default_factory=dict)
-    """The messages behind each leaf id (one, or a whole chunk's)."""
+    ``tokens`` and ``tied`` come from the one pairing rule (what each message is
+    sent as, and whether it is shown only with the next one). ``previous`` is the
+    level each message was shown at by the last committed frontier, or None before
+    the first one.
+    """
+
+    ids: Sequence[str]
+    tokens: Sequence[int]
+    tied: Sequence[bool]
+    head_end: int
+    tail_start: int
+    budget: int
+    target: int
+    fixed_tokens: int = 0
+    chunks: Sequence[tuple[str, int, int]] = ()
+    """(chunk id, start, end) of closed chunks whose messages are all live, in order."""
+    summaries: Sequence[SummarySpec] = ()
+    pins: Sequence[PinSpec] = ()
+    locks: Sequence[int] = ()
+    held_from: int | None = None
+    """Index of the first held message: the tail starts no later than it."""
+    previous: Sequence[int] | None = None
+    allowance: int | None = None
+    """Tokens a floor may reach and still be sent (the grace over ``budget``)."""
 
 
 @dataclass
 class StatedProblem:
-    """A fold problem and how its leaves map back to messages."""
+    """A fold problem and how its leaves map back to message indices."""
 
     problem: FoldProblem
-    members: dict[str, list[StoredMessage]]
-    pins: list[PinRecord] = field(default_factory=list)
-    """The strategy's pins stated in the problem, in the order of ``problem.pins``."""
+    spans: dict[str, tuple[int, int]]
+    """Leaf id -> (start, end) message indices."""
+    pins: list[PinSpec] = field(default_factory=list)
+    """The pins stated, in the order of ``problem.pins``."""
+    dropped_summaries: int = 0
+    """Summaries not stated because their span would split a tool pair."""
 
 
-def _chunk_leaves(
-    strategy: AutobiographicalStrategy,
-    ctx: StrategyContext,
-    stored: Sequence[StoredMessage],
-    position: dict[str, int],
-    win: _Windows,
-) -> dict[int, tuple[str, int]]:
-    """Start index -> (chunk id, end index) of the chunks stated as one leaf each.
+@dataclass
+class Plan:
+    """What a compile renders, or the error it must raise."""
 
-    The messages of one L1 always share a level in any frontier, so a chunk
-    whose messages are all live, contiguous, in the middle and free of pins and
-    locks is one leaf: the problem shrinks by the chunk size and means the same.
-    """
-    protected = strategy.protected_ids(ctx, stored)
-    # chunk id -> (version, span): appends never move a closed chunk, so a span is
-    # recomputed only after an edit, a removal or a branch switch (one entry per chunk)
-    spans: dict[str, tuple[int, tuple[int, int] | None]]
-    spans = strategy.model_cache.setdefault(("spans",), {})
-    version = ctx.version()
-    out: dict[int, tuple[str, int]] = {}
-    for chunk in strategy.chunks:
-        known = spans.get(chunk.id)
-        if known is not None and known[0] == version:
-            span = known[1]
-        else:
-            span = None
-            first = position.get(chunk.source_ids[0])
-            if first is not None and len(chunk.source_ids) > 1:
-                end = first + len(chunk.source_ids)
-                if [s.id for s in stored[first:end]] == chunk.source_ids:
-                    span = (first, end)
-            spans[chunk.id] = (version, span)
-        if span is None or span[0] < win.head_end or span[1] > win.tail_start:
-            continue
-        if protected and protected.intersection(chunk.source_ids):
-            continue
-        out[span[0]] = (chunk.id, span[1])
+    layout: Layout | None = None
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
+    levels: list[tuple[int, int, int]] = field(default_factory=list)
+    """The frontier as runs ``(start, end, level)`` of message indices, level > 0 only."""
+    produce: list[tuple[int, int, int]] = field(default_factory=list)
+    """Summaries the solver asks for: ``(level, first, last)`` message indices."""
+    stats: dict[str, Any] = field(default_factory=dict)
+    error: Exception | None = None
+
+
+def _groups(snap: Snapshot, start: int, end: int) -> list[tuple[int, int]]:
+    """The pair groups of messages ``start..end-1`` (``start`` begins a group)."""
+    out = []
+    i = start
+    while i < end:
+        j = i
+        while j < end - 1 and snap.tied[j]:
+            j += 1
+        out.append((i, j + 1))
+        i = j + 1
     return out
 
 
-def build_problem(
-    strategy: AutobiographicalStrategy,
-    ctx: StrategyContext,
-    stored: Sequence[StoredMessage],
-    win: _Windows,
-    budget: RequestBudget,
-) -> StatedProblem:
-    """The fold problem of the current state.
+def state_problem(snap: Snapshot, cache: dict[Any, Any] | None = None) -> StatedProblem:
+    """The fold problem of a snapshot.
 
-    Leaves are messages, except that a chunk whose messages always share a level
-    is one leaf (see :func:`_chunk_leaves`); its id is the chunk's id.
+    ``cache`` (any dict kept by the caller between compiles) lets unchanged leaves
+    and summaries be the same objects, so the problem extends the last one
+    instead of being validated from scratch. It changes nothing in the answer.
     """
-    cfg = strategy.config
-    position = strategy.positions(ctx, stored)
-    cache = strategy.model_cache
-    chunk_at = _chunk_leaves(strategy, ctx, stored, position, win)
-    l1_leaf = {l1: cid for cid, l1 in _chunk_summaries(strategy, chunk_at)}
-    leaves: list[Leaf] = []
-    members: dict[str, list[StoredMessage]] = {}
-    tokens = win.tokens
-    i, n = 0, len(stored)
-    while i < n:
-        span = chunk_at.get(i)
-        if span is not None:
-            cid, end = span
-            key: tuple[Any, ...] = (cid, end - i, sum(tokens[i:end]))
-            leaf = cache.get(key)
-            if leaf is None:
-                leaf = cache[key] = Leaf(id=cid, tokens=key[2], zone="middle")
-            group = list(stored[i:end])
-            members[cid] = group
-            leaves.append(leaf)
-            i = end
+    cache = {} if cache is None else cache
+    n = len(snap.ids)
+    protected = set(snap.locks)
+    for pin in snap.pins:
+        protected.update(range(pin.first, pin.last + 1))
+    chunk_at: dict[int, tuple[str, int]] = {}
+    for cid, a, b in snap.chunks:
+        if b - a < 2 or a < snap.head_end or b > snap.tail_start:
             continue
-        s = stored[i]
-        zone = "head" if i < win.head_end else "tail" if i >= win.tail_start else "middle"
-        key = (s.id, tokens[i], zone)
+        if (a and snap.tied[a - 1]) or snap.tied[b - 1]:
+            continue  # its edge would split a pair
+        if protected and not protected.isdisjoint(range(a, b)):
+            continue
+        chunk_at[a] = (cid, b)
+    leaves: list[Leaf] = []
+    spans: dict[str, tuple[int, int]] = {}
+    leaf_at: list[int] = [0] * n  # message index -> leaf position
+    i = 0
+    tokens = snap.tokens
+    while i < n:
+        chunk = chunk_at.get(i)
+        if chunk is not None:
+            lid, end = chunk
+            zone = "middle"
+        else:
+            end = i
+            while end < n - 1 and snap.tied[end]:
+                end += 1
+            end += 1
+            lid = snap.ids[i]
+            zone = "head" if i < snap.head_end else "tail" if i >= snap.tail_start else "middle"
+        cost = sum(tokens[i:end]) if end - i > 1 else tokens[i]
+        key = ("leaf", lid, end - i, cost, zone)
         leaf = cache.get(key)
         if leaf is None:
-            leaf = cache[key] = Leaf(id=s.id, tokens=tokens[i], zone=zone)
-        members[s.id] = [s]
+            leaf = cache[key] = Leaf(id=lid, tokens=cost, zone=zone)
+        for j in range(i, end):
+            leaf_at[j] = len(leaves)
+        spans[lid] = (i, end)
         leaves.append(leaf)
-        i += 1
-    signature = (ctx.version(), len(strategy.summaries), tuple(l1_leaf.items()))
-    kept = cache.get(("summaries",))
-    if kept is not None and kept[0] == signature:
-        summaries = kept[1]  # the same objects: the problem can extend the last one
-    else:
-        summaries = _summaries(strategy, ctx, position, l1_leaf)
-        cache[("summaries",)] = (signature, summaries)
-    pins, stated_pins = [], []
-    for pin in strategy.pins:
-        if pin.first in position and pin.last in position:  # a pin on removed messages lapses
-            ids = tuple(x.id for x in stored[position[pin.first] : position[pin.last] + 1])
-            pins.append(Pin(leaves=ids, level=pin.level, max_level=pin.max_level))
-            stated_pins.append(pin)
-    previous = {k: v for k, v in strategy.resolutions.items() if v and k in members}
-    total = budget.input_tokens
+        i = end
+    leaf_ids = [leaf.id for leaf in leaves]
+    summaries: list[Summary] = []
+    stated: set[str] = set()
+    dropped = 0
+    for spec in snap.summaries:
+        a, b = spec.first, spec.last
+        if spec.level == 1:
+            la, lb = leaf_at[a], leaf_at[b]
+            if spans[leaf_ids[la]][0] != a or spans[leaf_ids[lb]][1] != b + 1:
+                dropped += 1
+                continue  # its span cuts a leaf: it cannot be shown whole
+            children = tuple(leaf_ids[la : lb + 1])
+        else:
+            if not all(c in stated for c in spec.children):
+                continue
+            children = spec.children
+        skey = ("summary", spec.id, spec.level, spec.tokens, children)
+        summary = cache.get(skey)
+        if summary is None:
+            summary = cache[skey] = Summary(
+                id=spec.id, level=spec.level, tokens=spec.tokens, children=children
+            )
+        summaries.append(summary)
+        stated.add(spec.id)
+    pins = [
+        Pin(
+            leaves=tuple(dict.fromkeys(leaf_ids[leaf_at[j]] for j in range(p.first, p.last + 1))),
+            level=p.level,
+            max_level=p.max_level,
+        )
+        for p in snap.pins
+    ]
+    previous = None
+    if snap.previous is not None:
+        previous = {}
+        for lid, (a, _) in spans.items():
+            level = snap.previous[a]
+            if level:
+                previous[lid] = level
+    locks = sorted({leaf_ids[leaf_at[j]] for j in snap.locks})
     fields = {
         "leaves": tuple(leaves),
-        "summaries": summaries,
+        "summaries": tuple(summaries),
         "pins": tuple(pins),
-        "locks": tuple(x for x in sorted(strategy.locks) if x in members),
-        "budget": Budget(total=total, target=math.floor(total * (1 - cfg.compression_slack_ratio))),
-        "previous": previous if strategy.compiled else None,
+        "locks": tuple(locks),
+        "budget": Budget(total=snap.budget, target=snap.target),
+        "previous": previous,
+        "fixed_tokens": snap.fixed_tokens,
     }
     last = cache.get(("problem",))
     problem = FoldProblem.model_validate(fields, context={"extends": last} if last else None)
     cache[("problem",)] = problem
-    return StatedProblem(problem, members, stated_pins)
+    return StatedProblem(problem, spans, list(snap.pins), dropped)
 
 
-def _summaries(
-    strategy: AutobiographicalStrategy,
-    ctx: StrategyContext,
-    position: dict[str, int],
-    l1_leaf: dict[str, str],
-) -> tuple[Summary, ...]:
-    """The summaries that can be shown, priced as their recall pairs (cached objects)."""
-    cache = strategy.model_cache
-    included: set[str] = set()
-    summaries: list[Summary] = []
-    for entry in sorted(strategy.summaries.values(), key=lambda x: (x.level, x.id)):
-        first, last = position.get(entry.first), position.get(entry.last)
-        if first is None or last is None:
-            continue  # a covered message is gone: this summary cannot be shown
-        if last - first + 1 != strategy.span_size(entry):
-            continue  # a message inside was removed (the log only appends)
-        if entry.level > 1 and not all(c in included for c in entry.source_ids):
-            continue
-        children = (l1_leaf[entry.id],) if entry.id in l1_leaf else tuple(entry.source_ids)
-        summary_key = (entry.id, entry.level, entry.content, children)
-        summary = cache.get(summary_key)
-        if summary is None:
-            summary = cache[summary_key] = Summary(
-                id=entry.id,
-                level=entry.level,
-                tokens=strategy.recall_tokens(ctx, entry),
-                children=children,
-            )
-        summaries.append(summary)
-        included.add(entry.id)
-    return tuple(summaries)
+def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Plan:
+    """The plan of a solver's answer, in message indices; the error when there is none.
 
-
-def _chunk_summaries(
-    strategy: AutobiographicalStrategy, chunk_at: dict[int, tuple[str, int]]
-) -> list[tuple[str, str]]:
-    """(chunk id, L1 id) of the chunks stated as one leaf that have their memory."""
-    stated = {cid for cid, _ in chunk_at.values()}
-    return [
-        (c.id, c.summary_id)
-        for c in strategy.chunks
-        if c.id in stated and c.summary_id is not None and c.summary_id in strategy.summaries
-    ]
-
-
-def solve_frontier(
-    strategy: AutobiographicalStrategy,
-    ctx: StrategyContext,
-    stored: Sequence[StoredMessage],
-    win: _Windows,
-    budget: RequestBudget,
-) -> AdapterPlan:
-    """Solve the current state and return the units to render (or the refusal).
-
-    When not even the floor fits the input budget but it fits within
-    ``over_budget_grace_ratio`` of it (and never beyond ``max_tokens``), the floor
-    is rendered and the overshoot reported as ``grace_tokens``.
+    A floor that exceeds the budget but fits ``snap.allowance`` is rendered, and the
+    overshoot reported as ``grace_tokens``.
     """
-    cfg = strategy.config
-    stated = build_problem(strategy, ctx, stored, win, budget)
-    problem, members = stated.problem, stated.members
-    method, options = strategy.solver
-    result = solvers.solve(problem, method=method, **options)
-    head = sum(win.tokens[: win.head_end])
-    tail = sum(win.tokens[win.tail_start :])
+    problem, spans = stated.problem, stated.spans
     produce = [
-        ProduceRequest(level=r.level, first=members[r.first][0].id, last=members[r.last][-1].id)
+        (r.level, spans[r.first][0], spans[r.last][1] - 1)
         for r in result.produce
+        if r.first in spans and r.last in spans
     ]
-    plan = AdapterPlan(produce=produce, members=members)
-    base = {
+    head = sum(snap.tokens[: snap.head_end])
+    tail = sum(snap.tokens[snap.tail_start :])
+    base: dict[str, Any] = {
         "solver": result.solver,
         "status": result.status.value,
-        "budget": budget.input_tokens,
-        "head": {"messages": win.head_end, "tokens": head},
-        "tail": {"messages": len(stored) - win.tail_start, "tokens": tail},
+        "budget": snap.budget,
+        "head": {"messages": snap.head_end, "tokens": head},
+        "tail": {"messages": len(snap.ids) - snap.tail_start, "tokens": tail},
         "decision": result.diagnostics.get("decision"),
-        "kv_cost": result.kv_cost,
+        "solver_kv_cost": result.kv_cost,
     }
-    allowance = min(
-        budget.max_tokens, math.floor(budget.input_tokens * (1 + cfg.over_budget_grace_ratio))
-    )
+    if stated.dropped_summaries:
+        base["unshowable_summaries"] = stated.dropped_summaries
+    allowance = snap.budget if snap.allowance is None else snap.allowance
     graced = (
         result.status is Status.OVER_BUDGET
         and result.tokens is not None
         and result.tokens <= allowance
     )
+    plan = Plan(spans=spans, produce=produce)
     if result.status in Status.with_plan() or graced:
         layout = render(problem, result.frontier)
-        plan.units = [(u.kind, u.key) for u in layout.units]
-        plan.frontier = dict(result.frontier)
-        levels: dict[int, dict[str, int]] = {}
-        middle_raw = {"messages": 0, "tokens": 0}
+        plan.layout = layout
         zones = {leaf.id: leaf.zone for leaf in problem.leaves}
         levels_of = {x.id: x.level for x in problem.summaries}
+        buckets: dict[int, dict[str, int]] = {}
+        middle_raw = {"messages": 0, "tokens": 0}
         for u in layout.units:
             if u.kind == "recall":
-                level = levels_of[u.key]
-                bucket = levels.setdefault(level, {"count": 0, "tokens": 0})
+                bucket = buckets.setdefault(levels_of[u.key], {"count": 0, "tokens": 0})
                 bucket["count"] += 1
                 bucket["tokens"] += u.tokens
             elif zones[u.key] == "middle":
-                middle_raw["messages"] += len(members[u.key])
+                a, b = spans[u.key]
+                middle_raw["messages"] += b - a
                 middle_raw["tokens"] += u.tokens
+        runs: list[tuple[int, int, int]] = []
+        for lid, level in sorted(result.frontier.items(), key=lambda kv: spans[kv[0]][0]):
+            if not level:
+                continue
+            a, b = spans[lid]
+            if runs and runs[-1][1] == a and runs[-1][2] == level:
+                runs[-1] = (runs[-1][0], b, level)
+            else:
+                runs.append((a, b, level))
+        plan.levels = runs
         plan.stats = {
             **base,
             "tokens": layout.total,
             "middle_raw": middle_raw,
-            "summaries": {f"L{k}": v for k, v in sorted(levels.items())},
+            "summaries": {f"L{k}": v for k, v in sorted(buckets.items())},
         }
         if graced:
-            plan.stats["grace_tokens"] = layout.total - budget.input_tokens
+            plan.stats["grace_tokens"] = layout.total - snap.budget
         return plan
-    diagnostics = _diagnostics(stated, result.diagnostics, head, tail)
+    diagnostics = _diagnostics(snap, stated, result.diagnostics, head, tail)
     plan.stats = {**base, "tokens": result.tokens, "diagnostics": diagnostics}
-    stage = "constraints conflict" if result.status is Status.INFEASIBLE else "solver"
-    actual = result.tokens if result.tokens is not None else diagnostics.get("floor_tokens", 0)
-    plan.error = OverBudgetError(stage, budget.input_tokens, int(actual or 0), diagnostics)
+    if result.status is Status.INFEASIBLE:
+        plan.error = ConstraintConflictError(_conflicts(snap, stated, result), diagnostics)
+        return plan
+    actual = result.tokens if result.tokens is not None else diagnostics.get("floor_tokens")
+    if actual is None or actual <= snap.budget:
+        raise RuntimeError(  # a solver contract breach, not a property of the request
+            f"solver {result.solver!r} answered {result.status.value} with floor {actual} "
+            f"within the budget {snap.budget}"
+        )
+    plan.error = OverBudgetError("solver", snap.budget, int(actual), diagnostics)
     return plan
 
 
+def _conflicts(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> list[dict[str, Any]]:
+    """The solver's conflicts in message terms, each pin named by its id."""
+    problem = stated.problem
+    out = []
+    for c in result.diagnostics.get("conflicts") or []:
+        a, b = stated.spans[c["leaf"]]
+        constraints = []
+        for text in c["constraints"]:
+            if text.startswith("pin("):
+                continue  # named below, with their ids
+            if text == "zone=tail" and snap.held_from is not None and a >= snap.held_from:
+                text = "zone=tail (held)"
+            constraints.append(text)
+        for spec, model in zip(stated.pins, problem.pins, strict=True):
+            if c["leaf"] in model.leaves:
+                constraints.append(f"{spec.id} {model.describe()}")
+        out.append(
+            {
+                "message": snap.ids[a],
+                "messages": list(snap.ids[a:b]),
+                "available": c["available"],
+                "constraints": constraints,
+            }
+        )
+    return out
+
+
 def _diagnostics(
+    snap: Snapshot,
     stated: StatedProblem,
-    solver_diagnostics: dict[str, Any],
+    solver_diagnostics: Mapping[str, Any],
     head: int,
     tail: int,
 ) -> dict[str, Any]:
     problem = stated.problem
-    idx = problem.index
     middle = sum(leaf.tokens for leaf in problem.leaves if leaf.zone == "middle")
-    raw_pins = []
-    for pin, model in zip(stated.pins, problem.pins, strict=True):
-        if model.is_raw:
-            tokens = sum(
-                int(idx.leaf_tokens[problem.hierarchy.leaf_index[x]]) for x in model.leaves
-            )
-            raw_pins.append({"pin": pin.id, "name": pin.name, "tokens": tokens})
+    tokens_of = {leaf.id: leaf.tokens for leaf in problem.leaves}
+    raw_pins = [
+        {"pin": spec.id, "name": spec.name, "tokens": sum(tokens_of[x] for x in model.leaves)}
+        for spec, model in zip(stated.pins, problem.pins, strict=True)
+        if model.is_raw
+    ]
     return {
+        "fixed_tokens": snap.fixed_tokens,
         "head_tokens": head,
         "tail_tokens": tail,
         "middle_tokens": middle,

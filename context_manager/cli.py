@@ -19,6 +19,7 @@ from rich.tree import Tree
 from folding import FoldingError, FoldProblem, cheapest_frontier, finest_frontier, render
 
 from .messages import MessageFormatError
+from .strategies.autobiographical import frontier_runs
 
 app = typer.Typer(
     add_completion=False,
@@ -621,13 +622,14 @@ def inspect(
         for s in roots[-12:]:
             add(tree, s, 0)
         console.print(tree)
-        resolutions = db.get(f"{namespace}/autobio:resolutions", {})
+        spans = {c.body["id"]: c.body["source_ids"] for c in chunks}
+        runs = frontier_runs(db.get(f"{namespace}/autobio:resolutions"), spans)
         shown: dict[int, int] = {}
-        for level in resolutions.values():
+        for _, _, level in runs:
             shown[level] = shown.get(level, 0) + 1
         console.print(
             "last compiled frontier: "
-            + (", ".join(f"{v} leaves at L{k}" for k, v in sorted(shown.items())) or "all raw")
+            + (", ".join(f"{v} runs at L{k}" for k, v in sorted(shown.items())) or "all raw")
         )
         pins = db.get(f"{namespace}/autobio:pins", {"pins": []})["pins"]
         for pin in pins:

@@ -6,6 +6,7 @@ from typing import Any
 
 __all__ = [
     "ConfigError",
+    "ConstraintConflictError",
     "ContextManagerError",
     "MissingAPIKeyError",
     "OverBudgetError",
@@ -47,6 +48,10 @@ class OverBudgetError(ContextManagerError):
     """
 
     def __init__(self, stage: str, budget: int, actual: int, diagnostics: dict[str, Any]) -> None:
+        if actual <= budget:
+            raise ValueError(
+                f"OverBudgetError needs actual > budget, got actual={actual}, budget={budget}"
+            )
         self.stage = stage
         self.budget = budget
         self.actual = actual
@@ -71,4 +76,35 @@ class UncoveredDropError(ContextManagerError):
         super().__init__(
             f"{site}: {len(dropped_ids)} messages would be dropped without a summary "
             f"covering them ({shown}); refusing to send a context that silently loses history"
+        )
+
+
+class ConstraintConflictError(ContextManagerError):
+    """Pins, locks, holds and zones leave some messages no level to be shown at.
+
+    No budget can help: the constraints themselves contradict each other. The
+    message names every message involved and each constraint on it.
+
+    Attributes
+    ----------
+    conflicts : list of dict
+        One per message: ``message`` (its id), ``available`` (the levels that exist
+        for it, 0 = raw) and ``constraints`` (each one described: ``pin-3 (level=2)``,
+        ``lock@1``, ``hold``, ``zone=tail``...).
+    diagnostics : dict
+        The compile's diagnostics, as for :class:`OverBudgetError`.
+    """
+
+    def __init__(self, conflicts: list[dict[str, Any]], diagnostics: dict[str, Any]) -> None:
+        self.conflicts = conflicts
+        self.diagnostics = diagnostics
+        shown = "; ".join(
+            f"message {c['message']!r}: {', '.join(c['constraints'])} "
+            f"(levels available: {c['available']})"
+            for c in conflicts[:5]
+        )
+        more = f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
+        super().__init__(
+            f"constraints conflict, no level is left for {len(conflicts)} message(s): "
+            f"{shown}{more}; unpin, unlock or release one of them"
         )

@@ -2,36 +2,44 @@
 
 from __future__ import annotations
 
-import bisect
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import ConfigError, ContextManagerError
+from .errors import ConfigError, ContextManagerError, OverBudgetError
 from .messages import MAX_CACHE_BREAKPOINTS, ContentBlock, Message, TextBlock
-from .pairing import enforce_tool_pairs_with_origins
+from .pairing import SendForm, send_form, tool_pair_problems
 from .store import Branch, Store
 from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
 from .strategies.passthrough import PassthroughStrategy
 from .summarizer import Summarizer
-from .tokens import TiktokenCounter, TokenCounter
+from .tokens import TiktokenCounter, TokenCounter, compact_json
 
-__all__ = ["INJECTION_PREFIX", "CompileResult", "ContextEntry", "ContextManager", "Injection"]
+__all__ = [
+    "INJECTION_PREFIX",
+    "CompileResult",
+    "ContextEntry",
+    "ContextManager",
+    "Injection",
+    "Overhead",
+    "place_injections",
+]
 
 INJECTION_PREFIX = "system_context:"
 """Participant prefix of injected messages (``system_context:<namespace>``)."""
 
 
 class Injection(BaseModel):
-    """Extra content placed into a compiled request.
+    """Extra content placed into a compiled request, and priced in its budget.
 
     ``system`` content goes to :attr:`CompileResult.system_injections`;
-    ``before_user`` is inserted before the last user message (skipped when
-    there is none); ``after_user`` right after it (appended when there is none).
+    ``before_user`` is inserted before the last user message and ``after_user``
+    right after it (see :func:`place_injections`); with no user message both are
+    appended, ``before_user`` first.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,6 +54,96 @@ class Injection(BaseModel):
         return cls.model_validate(
             {"namespace": namespace, "position": position, "content": [TextBlock(text=text)]}
         )
+
+
+class Overhead(BaseModel):
+    """What a request carries besides its messages, priced inside the input budget.
+
+    The manager prices it with its counter: the system part (the system prompt
+    and any ``system`` injections) as one ``System`` message, the tool
+    definitions as their compact JSON text, plus ``tokens`` the host counted
+    itself (request framing, a system prompt it sends in another form).
+
+    Parameters
+    ----------
+    system : str, optional
+        The system prompt the request carries.
+    tools : sequence of dict
+        The tool definitions the request carries.
+    tokens : int
+        Further tokens, counted by the host.
+
+    Examples
+    --------
+    >>> from context_manager import CharsCounter
+    >>> Overhead(system="Be brief.", tokens=10).price(CharsCounter())
+    {'system': 3, 'tools': 0, 'other': 10, 'total': 13}
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    system: str | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+    tokens: int = Field(default=0, ge=0)
+
+    def system_message(self, blocks: Sequence[ContentBlock] = ()) -> Message | None:
+        """The system part as one message (the prompt, then ``blocks``), or None."""
+        content = ((TextBlock(text=self.system),) if self.system else ()) + tuple(blocks)
+        return Message(participant="System", content=content) if content else None
+
+    def price(self, counter: TokenCounter, blocks: Sequence[ContentBlock] = ()) -> dict[str, int]:
+        """Tokens of each part (``system``, ``tools``, ``other``) and their ``total``."""
+        system = self.system_message(blocks)
+        parts = {
+            "system": counter.count_message(system) if system is not None else 0,
+            "tools": counter.count_text(compact_json(list(self.tools))) if self.tools else 0,
+            "other": self.tokens,
+        }
+        return {**parts, "total": sum(parts.values())}
+
+
+def place_injections(
+    messages: Sequence[Message], before: Sequence[Message], after: Sequence[Message]
+) -> tuple[list[Message], list[int]]:
+    """Insert injections around the last user message without splitting a tool pair.
+
+    ``before`` goes before the last message whose participant is ``user`` (any
+    case), or before the call it answers when it is a tool result; ``after`` goes
+    right after it, or after the calls it makes and their answers. With no user
+    message both are appended, ``before`` first.
+
+    Returns
+    -------
+    messages : list of Message
+    moved : list of int
+        The new index of each input message.
+
+    Examples
+    --------
+    >>> from context_manager import Message
+    >>> hist = [Message.text_message("User", "hi"), Message.text_message("Claude", "yo")]
+    >>> note = Message.text_message("system_context:mem", "note")
+    >>> [m.text for m in place_injections(hist, [note], [])[0]]
+    ['note', 'hi', 'yo']
+    """
+    n = len(messages)
+    users = (i for i in range(n - 1, -1, -1) if messages[i].participant.lower() == "user")
+    user = next(users, None)
+    if user is None:
+        start = end = n
+    else:
+        start = user
+        while start > 0 and messages[start - 1].tool_use_ids:
+            start -= 1  # a result is answered by the message before it
+        end = user + 1
+        while end < n and messages[end - 1].tool_use_ids:
+            end += 1  # calls are answered by the message after them
+    out = [*messages[:start], *before, *messages[start:end], *after, *messages[end:]]
+    moved = [
+        i if i < start else i + len(before) if i < end else i + len(before) + len(after)
+        for i in range(n)
+    ]
+    return out, moved
 
 
 Relation = Literal["copy", "derived", "referenced"]
@@ -79,11 +177,20 @@ class CompileResult:
     messages: list[Message]
     system_injections: list[ContentBlock] = field(default_factory=list)
     render_stats: dict[str, Any] = field(default_factory=dict)
+    """How the context was composed. ``tokens`` is the whole request by the manager's
+    counter and ``request`` breaks it down (``system``, ``tools``, ``other``,
+    ``injections``, ``messages``, ``total``); ``kv_cost`` is the tokens of this
+    request from its first difference with the manager's previous live request
+    (all of it for the first)."""
     cache_breakpoints: list[int] = field(default_factory=list)
     """Indices of the messages to mark as prompt-cache breakpoints (Anthropic:
     ``cache_control`` on the message's last block), sorted, at most four: the ends of
     the stretches the strategy expects to keep stable across refolds, and the last
     message. A provider's limit counts system and tool breakpoints too."""
+    system_prompt: str | None = None
+    """The system prompt this request was priced with (send it, and nothing else)."""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """The tool definitions this request was priced with."""
 
 
 class ContextManager:
@@ -126,7 +233,11 @@ class ContextManager:
         self._tools: list[dict[str, Any]] | None = None
         self._system_prompt: str | None = None
         self._cache: list[StoredMessage] | None = None
+        self._forms: list[SendForm] = []
+        self._form_tokens: list[int] = []
+        self._forms_valid = 0
         self._tokens: dict[str, int] = {}
+        self._last_request: tuple[object, list[Message]] | None = None
         self._version = 0
         self._render_stats: dict[str, Any] | None = None
         self._closed = False
@@ -135,6 +246,7 @@ class ContextManager:
             namespace=namespace,
             messages=self._messages,
             count=self._count,
+            forms=self._sent_forms,
             version=lambda: self._version,
             counter=counter,
             summarizer=summarizer,
@@ -240,6 +352,7 @@ class ContextManager:
         stored = StoredMessage(item.id, item.seq, message)
         if self._cache is not None:
             self._cache.append(stored)
+            self._invalidate_forms(len(self._cache) - 2)  # the previous newest
         if hold:
             self.hold_compression([item.id], timeout=None if hold is True else float(hold))
         self._strategy.on_new_message(self._ctx, stored)
@@ -260,9 +373,9 @@ class ContextManager:
         self._tokens.pop(message_id, None)
         self._version += 1
         if self._cache is not None:
-            self._cache = [
-                StoredMessage(s.id, s.seq, new) if s.id == message_id else s for s in self._cache
-            ]
+            at = next(i for i, s in enumerate(self._cache) if s.id == message_id)
+            self._cache[at] = StoredMessage(self._cache[at].id, self._cache[at].seq, new)
+            self._invalidate_forms(at - 1)
 
     def remove_message(self, message_id: str) -> None:
         """Remove a message from the record (and drop its hold)."""
@@ -275,7 +388,9 @@ class ContextManager:
         self._tokens.pop(message_id, None)
         self._version += 1
         if self._cache is not None:
-            self._cache = [s for s in self._cache if s.id != message_id]
+            at = next(i for i, s in enumerate(self._cache) if s.id == message_id)
+            del self._cache[at]
+            self._invalidate_forms(at - 1)
 
     def add_context_entry(
         self,
@@ -352,6 +467,28 @@ class ContextManager:
             ]
         return self._cache
 
+    def _invalidate_forms(self, index: int) -> None:
+        """Forms from ``index`` on must be recomputed (a form depends on its neighbours)."""
+        self._forms_valid = max(0, min(self._forms_valid, index))
+
+    def _sent_forms(self) -> tuple[list[SendForm], list[int]]:
+        """What each live message is sent as when shown raw (:func:`~.pairing.send_form`)
+        and its tokens, aligned with the messages; recomputed only where they changed."""
+        stored = self._messages()
+        n, valid = len(stored), min(self._forms_valid, len(stored))
+        del self._forms[valid:], self._form_tokens[valid:]
+        count = self._counter.count_message
+        for i in range(valid, n):
+            form = send_form(
+                stored[i - 1].message if i else None,
+                stored[i].message,
+                stored[i + 1].message if i + 1 < n else None,
+            )
+            self._forms.append(form)
+            self._form_tokens.append(sum(count(m) for m in form.messages))
+        self._forms_valid = n
+        return self._forms, self._form_tokens
+
     def _count(self, stored: StoredMessage) -> int:
         tokens = self._tokens.get(stored.id)
         if tokens is None:
@@ -366,22 +503,34 @@ class ContextManager:
         max_tokens: int = 100_000,
         reserve_for_response: int = 4_000,
         injections: Iterable[Injection] = (),
+        overhead: Overhead | None = None,
         dry_run: bool = False,
     ) -> CompileResult:
         """Compile the context of the next model call.
+
+        The input budget, ``max_tokens - reserve_for_response``, covers the whole
+        request: the history the strategy selects, the injections and the
+        overhead. All of it is priced before the strategy selects, never added after.
 
         Parameters
         ----------
         max_tokens, reserve_for_response : int
             The window and the part kept for the answer; the input may use the difference.
         injections : iterable of Injection
+        overhead : Overhead, optional
+            What the request carries besides its messages. By default the system prompt
+            and tool definitions given to :meth:`set_system_prompt` and
+            :meth:`set_tool_definitions`; ``Overhead()`` prices none.
         dry_run : bool
             Compute without committing anything (no persisted frontier, no queued work).
 
         Raises
         ------
         OverBudgetError
-            When even the most folded context exceeds the budget (never on a dry run).
+            When even the most folded context exceeds the budget (never on a dry run),
+            or when the overhead and injections alone do (stage ``request overhead``).
+        ConstraintConflictError
+            When pins, locks, holds and zones leave some message no level to be shown at.
         ConfigError
             For a non-positive input budget.
         """
@@ -392,24 +541,8 @@ class ContextManager:
                 f"reserve_for_response={reserve_for_response}"
             )
         self._expire_holds()
-        budget = RequestBudget(max_tokens, reserve_for_response)
-        selection = self._strategy.select(self._ctx, budget, dry_run=dry_run)
-        bad = [i for i in selection.breakpoints if not 0 <= i < len(selection.entries)]
-        if bad:
-            raise ValueError(
-                f"{type(self._strategy).__name__}.select returned breakpoints {bad}, outside "
-                f"its {len(selection.entries)} entries: Selection.breakpoints are entry indices"
-            )
-        paired, origins = enforce_tool_pairs_with_origins(
-            [e.to_message() for e in selection.entries]
-        )
-        # a mark stays on its message, repaired or not, or falls back to the one before
-        marks = {
-            j
-            for i in selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]
-            if (j := bisect.bisect_right(origins, i) - 1) >= 0
-        }
-        messages = paired
+        if overhead is None:
+            overhead = Overhead(system=self._system_prompt, tools=tuple(self._tools or ()))
         system: list[ContentBlock] = []
         before: list[Message] = []
         after: list[Message] = []
@@ -419,29 +552,103 @@ class ContextManager:
             else:
                 m = Message(participant=f"{INJECTION_PREFIX}{inj.namespace}", content=inj.content)
                 (before if inj.position == "before_user" else after).append(m)
-        last_user = max(
-            (i for i, m in enumerate(messages) if m.participant.lower() == "user"), default=None
-        )
-        if last_user is None:
-            messages = messages + after
-        else:
-            messages = (
-                messages[:last_user]
-                + before
-                + [messages[last_user]]
-                + after
-                + messages[last_user + 1 :]
+        count = self._counter.count_message
+        parts = overhead.price(self._counter, system)
+        injected = sum(count(m) for m in before + after)
+        fixed = parts["total"] + injected
+        budget = RequestBudget(max_tokens, reserve_for_response, fixed)
+        if fixed > budget.input_tokens:
+            raise OverBudgetError(
+                "request overhead",
+                budget.input_tokens,
+                fixed,
+                {
+                    **{f"{k}_tokens": v for k, v in parts.items() if k != "total"},
+                    "injection_tokens": injected,
+                    "suggestion": "the system prompt, tool definitions and injections alone "
+                    "exceed the input budget: shorten them or raise max_tokens",
+                },
             )
-            # the injections push the last user message and everything after it along
-            marks = {
-                j if j < last_user else j + len(before) + (len(after) if j > last_user else 0)
-                for j in marks
-            }
+        selection = self._strategy.select(self._ctx, budget, dry_run=dry_run)
+        if dry_run and selection.stats.get("fits") is False:
+            # a preview of a refusal: nothing to send, the stats say why
+            return CompileResult([], system, dict(selection.stats), [], overhead.system)
+        name = type(self._strategy).__name__
+        bad = [i for i in selection.breakpoints if not 0 <= i < len(selection.entries)]
+        if bad:
+            raise ValueError(
+                f"{name}.select returned breakpoints {bad}, outside "
+                f"its {len(selection.entries)} entries: Selection.breakpoints are entry indices"
+            )
+        history = [e.to_message() for e in selection.entries]
+        problems = tool_pair_problems(history)
+        if problems:
+            raise ContextManagerError(
+                f"{name}.select split tool calls from their results ({'; '.join(problems[:3])}); "
+                "a strategy must show the groups of context_manager.pairing.pair_groups whole"
+            )
+        shown = selection.tokens
+        if shown is None:
+            shown = sum(count(m) for m in history)
+        total = fixed + shown
+        allowed = budget.input_tokens + int(selection.stats.get("grace_tokens", 0))
+        if total > min(allowed, max_tokens):
+            raise ContextManagerError(
+                f"{name}.select returned {shown} tokens of history where "
+                f"{budget.history_tokens} were left after {fixed} of overhead and injections"
+            )
+        messages, moved = place_injections(history, before, after)
+        marks = {moved[i] for i in selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]}
         if messages:
             marks.add(len(messages) - 1)
+        stats = {
+            **selection.stats,
+            "tokens": total,
+            "request": {
+                "system": parts["system"],
+                "tools": parts["tools"],
+                "other": parts["other"],
+                "injections": injected,
+                "messages": shown,
+                "total": total,
+            },
+            "kv_cost": self._reread(overhead, system, messages, total, commit=not dry_run),
+        }
         if not dry_run:
-            self._render_stats = dict(selection.stats)
-        return CompileResult(messages, system, dict(selection.stats), sorted(marks))
+            self._render_stats = stats
+        return CompileResult(
+            messages,
+            system,
+            dict(stats),
+            sorted(marks),
+            system_prompt=overhead.system,
+            tools=[dict(t) for t in overhead.tools],
+        )
+
+    def _reread(
+        self,
+        overhead: Overhead,
+        system: list[ContentBlock],
+        messages: list[Message],
+        total: int,
+        *,
+        commit: bool,
+    ) -> int:
+        """Tokens of this request from its first difference with the last live one (the
+        overhead first, then message by message); every token without one."""
+        key = (overhead, tuple(system))
+        last = self._last_request
+        reread = total
+        if last is not None and last[0] == key:
+            old = last[1]
+            d = 0
+            m = min(len(old), len(messages))
+            while d < m and (old[d] is messages[d] or old[d] == messages[d]):
+                d += 1
+            reread = sum(self._counter.count_message(x) for x in messages[d:])
+        if commit:
+            self._last_request = (key, messages)
+        return reread
 
     def get_render_stats(self) -> dict[str, Any] | None:
         """Composition of the last live (not dry-run) compile; None before the first."""
@@ -634,6 +841,8 @@ class ContextManager:
 
     def _reload(self) -> None:
         self._cache = None
+        self._forms_valid = 0
+        self._last_request = None
         self._tokens.clear()
         self._version += 1
         self._holds.clear()

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
-__all__ = ["enforce_tool_pairs", "enforce_tool_pairs_with_origins", "tool_pair_problems"]
+__all__ = [
+    "PLACEHOLDER",
+    "SendForm",
+    "enforce_tool_pairs",
+    "enforce_tool_pairs_with_origins",
+    "pair_groups",
+    "send_form",
+    "send_forms",
+    "tool_pair_problems",
+]
 
 PLACEHOLDER = "[tool result not available in this context]"
+"""Content of the result sent for a call the history never answered."""
 
 
 def tool_pair_problems(messages: Sequence[Message]) -> list[str]:
@@ -93,3 +105,125 @@ def enforce_tool_pairs_with_origins(
         for m in out
     ]
     return repaired, origins
+
+
+# ------------------------------------------------------------- the edge rule
+@dataclass(frozen=True)
+class SendForm:
+    """How one stored message is sent when it is shown raw.
+
+    Attributes
+    ----------
+    messages : tuple of Message
+        What goes into the request for it: the message as stored, or repaired by the
+        rule of :func:`send_form`, possibly followed by a placeholder result; empty when
+        nothing of it can be sent yet.
+    tied : bool
+        Its calls are answered by the next stored message, so the two are only ever
+        shown together (one leaf of the fold problem, one side of any pin or lock).
+    """
+
+    messages: tuple[Message, ...]
+    tied: bool = False
+
+
+def _takes_stubs(call: Message, nxt: Message) -> bool:
+    """True when placeholder answers to ``call`` go into ``nxt`` rather than a message
+    of their own: ``nxt`` already answers it, or is another participant's plain turn."""
+    separate = nxt.participant == call.participant or bool(nxt.tool_use_ids)
+    return not separate or bool(nxt.tool_result_ids)
+
+
+def send_form(previous: Message | None, message: Message, following: Message | None) -> SendForm:
+    """The one pairing rule: what a stored message is sent as, from its neighbours.
+
+    A history's own defects are repaired here, at the edge, once per message and
+    before anything is priced, so that every request built from whole
+    :class:`SendForm` groups is well formed:
+
+    * a ``tool_result`` that answers no ``tool_use`` of the previous stored message
+      (its call was removed, or never stored) is not sent;
+    * a ``tool_use`` of the newest message is not sent: its answer is not there yet;
+    * a ``tool_use`` the next message does not answer gets a placeholder result
+      (:data:`PLACEHOLDER`), put into the next message when that one is another
+      participant's turn without calls of its own or already carries results, and
+      otherwise sent as a ``User`` message right after the call;
+    * a message left with no content is not sent.
+
+    The form depends only on the message and its two neighbours, so an append
+    changes the form of the previous newest message and of no other.
+
+    Parameters
+    ----------
+    previous, following : Message or None
+        The stored messages before and after it (None at the ends of the history).
+    message : Message
+
+    Returns
+    -------
+    SendForm
+
+    Examples
+    --------
+    >>> from context_manager import Message, ToolUseBlock, ToolResultBlock
+    >>> call = Message(participant="Claude", content=[ToolUseBlock(id="t1", name="ls")])
+    >>> answer = Message(participant="User", content=[ToolResultBlock(tool_use_id="t1")])
+    >>> send_form(None, call, answer).tied, send_form(call, answer, None).tied
+    (True, False)
+    >>> send_form(None, call, None).messages  # not answered yet: not sent
+    ()
+    >>> [m.text for m in send_form(None, answer, None).messages]  # its call is gone
+    []
+    """
+    asked = set(previous.tool_use_ids) if previous is not None else set()
+    content: list[Any] = []
+    if previous is not None and previous.tool_use_ids and _takes_stubs(previous, message):
+        answered = set(message.tool_result_ids)
+        content.extend(
+            ToolResultBlock(tool_use_id=u, content=PLACEHOLDER)
+            for u in previous.tool_use_ids
+            if u not in answered
+        )
+    for block in message.content:
+        if isinstance(block, ToolResultBlock) and block.tool_use_id not in asked:
+            continue  # an orphan result
+        if isinstance(block, ToolUseBlock) and following is None:
+            continue  # a trailing call: not answered yet
+        content.append(block)
+    changed = len(content) != len(message.content) or any(
+        a is not b for a, b in zip(content, message.content, strict=False)
+    )
+    sent = message.model_copy(update={"content": tuple(content)}) if changed else message
+    out: tuple[Message, ...] = (sent,) if content else ()
+    tied = False
+    if following is not None and message.tool_use_ids:
+        if _takes_stubs(message, following):
+            tied = True
+        else:
+            stub = tuple(
+                ToolResultBlock(tool_use_id=u, content=PLACEHOLDER) for u in message.tool_use_ids
+            )
+            out = (*out, Message(participant="User", content=stub))
+    return SendForm(out, tied)
+
+
+def send_forms(messages: Sequence[Message]) -> list[SendForm]:
+    """:func:`send_form` of every message of a history, in order."""
+    n = len(messages)
+    return [
+        send_form(messages[i - 1] if i else None, m, messages[i + 1] if i + 1 < n else None)
+        for i, m in enumerate(messages)
+    ]
+
+
+def pair_groups(forms: Sequence[SendForm]) -> list[tuple[int, int]]:
+    """``(start, end)`` index ranges of the messages that are only shown together."""
+    groups: list[tuple[int, int]] = []
+    start = 0
+    for i, form in enumerate(forms):
+        if not form.tied:
+            groups.append((start, i + 1))
+            start = i + 1
+    if start < len(forms):
+        groups.append((start, len(forms)))
+    return groups

@@ -12,6 +12,7 @@ from context_manager import (
     CharsCounter,
     ConfigError,
     ContextManager,
+    ContextManagerError,
     Injection,
     Message,
     TextBlock,
@@ -79,11 +80,11 @@ def test_injections_without_a_user_message(tmp_path: Path) -> None:
         cm.add_message("Claude", "alone")
         result = cm.compile(
             injections=[
-                Injection.text("a", "before_user", "dropped"),
-                Injection.text("b", "after_user", "kept"),
+                Injection.text("a", "before_user", "first"),
+                Injection.text("b", "after_user", "second"),
             ]
         )
-        assert [m.text for m in result.messages] == ["alone", "kept"]
+        assert [m.text for m in result.messages] == ["alone", "first", "second"]
 
 
 def test_namespaces_share_messages_unless_isolated(tmp_path: Path) -> None:
@@ -217,17 +218,16 @@ def test_cache_marks_follow_their_messages_through_injections(tmp_path: Path) ->
     assert marks == [0, 3, 5]
 
 
-def test_cache_marks_survive_pairing_repairs(tmp_path: Path) -> None:
+def test_a_strategy_that_splits_a_tool_pair_is_refused(tmp_path: Path) -> None:
     call = Message(participant="Claude", content=(ToolUseBlock(id="t1", name="f", input={}),))
     orphan = Message(participant="User", content=(ToolResultBlock(tool_use_id="t9", content="x"),))
-    # a placeholder result is inserted before the marked message: the mark stays on it
+    # nothing is repaired after selection: a split pair is a strategy's bug, named
     entries = [call, Message.text_message("Claude", "marked"), Message.text_message("User", "end")]
-    texts, marks = _marked(tmp_path / "a", entries, (1,))
-    assert texts[2] == "marked" and marks == [2, 3]
-    # a marked message the repair drops hands its mark to the message before it
+    with pytest.raises(ContextManagerError, match="tool_use 't1' is not answered next"):
+        _marked(tmp_path / "a", entries, (1,))
     entries = [Message.text_message("User", "kept"), orphan, Message.text_message("Claude", "b")]
-    texts, marks = _marked(tmp_path / "b", entries, (1,))
-    assert texts == ["kept", "b"] and marks == [0, 1]
+    with pytest.raises(ContextManagerError, match="tool_result 't9' answers no tool_use"):
+        _marked(tmp_path / "b", entries, (1,))
 
 
 def test_cache_marks_outside_the_entries_are_refused(tmp_path: Path) -> None:

@@ -167,6 +167,7 @@ class FoldingPolicy:
 
     def _request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         from ..errors import OverBudgetError
+        from ..manager import Overhead
 
         new, restart = self._feed.new_messages(history)
         if restart or self._cm is None:
@@ -184,10 +185,11 @@ class FoldingPolicy:
             self._tools |= names
             cm.set_tool_definitions(_tool_definitions(self._tools))  # every tool seen so far
         cm.drain(max_ticks=500)
-        room = max(1, budget - request_tokens(system, self.counter))
+        # the request carries the system messages as they are: priced as the audit counts
+        overhead = Overhead(tokens=request_tokens(system, self.counter))
         while True:
             try:
-                compiled = cm.compile(max_tokens=room, reserve_for_response=0)
+                compiled = cm.compile(max_tokens=budget, reserve_for_response=0, overhead=overhead)
                 break
             except OverBudgetError:
                 # what a host does on a refusal: let the strategy write the memories

@@ -32,12 +32,21 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+import solvers
+
+from ..adapter import PinSpec, Snapshot, SummarySpec, read_plan, state_problem
 from ..errors import ConfigError, SummarizerNotConfiguredError, UncoveredDropError
 from ..messages import CacheTTL, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ..summarizer import MEMORY_MARKER, Completion, CompletionRequest
 from .base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
 
-__all__ = ["AutobiographicalConfig", "AutobiographicalStrategy", "ChunkRecord", "SummaryEntry"]
+__all__ = [
+    "AutobiographicalConfig",
+    "AutobiographicalStrategy",
+    "ChunkRecord",
+    "SummaryEntry",
+    "frontier_runs",
+]
 
 CONTEXT_MANAGER = "Context Manager"
 NO_TOOLS = " Answer in plain text only; do not call any tool."
@@ -183,6 +192,9 @@ class _Windows:
     head_end: int
     tail_start: int
     tokens: list[int]
+    """What each message costs as sent (its :func:`~context_manager.pairing.send_form`)."""
+    tied: list[bool]
+    held_from: int | None = None
 
 
 class AutobiographicalStrategy(Strategy):
@@ -201,7 +213,6 @@ class AutobiographicalStrategy(Strategy):
         if config is not None and options:
             raise ConfigError("pass either config= or keyword options, not both")
         self.config = config if config is not None else AutobiographicalConfig(**options)
-        import solvers
 
         if self.config.folding_strategy not in solvers.names():
             raise ConfigError(
@@ -220,7 +231,9 @@ class AutobiographicalStrategy(Strategy):
         self.pins: list[Pin] = []
         self.pin_counter = 0
         self.locks: set[str] = set()
-        self.resolutions: dict[str, int] = {}
+        self.resolutions: list[tuple[str, str, int]] = []
+        """The last committed frontier: runs ``(first id, last id, level)`` of messages
+        shown at a level above 0, oldest first."""
         self.compiled = False
         """True once a live compile committed a frontier (an all-raw one included)."""
         self.demanded_chunks: set[str] = set()
@@ -232,7 +245,6 @@ class AutobiographicalStrategy(Strategy):
         self.failed_closed = False
         self.calls = 0
         self.model_cache: dict[tuple[Any, ...], Any] = {}
-        self._token_cache: tuple[list[str], list[int], int] = ([], [], -1)
         self._positions: tuple[dict[str, int], int] = ({}, -1)
         self._owned: tuple[set[str], int] = (set(), 0)
         self._orphan_check: tuple[tuple[int, int], bool] = ((-1, -1), False)
@@ -271,7 +283,7 @@ class AutobiographicalStrategy(Strategy):
         self.pin_counter = int(pins["counter"])
         self.locks = set(store.get(ctx.slot("autobio:locks"), []))
         saved = store.get(ctx.slot("autobio:resolutions"))
-        self.resolutions = dict(saved or {})
+        self.resolutions = frontier_runs(saved, {c.id: c.source_ids for c in self.chunks})
         self.compiled = saved is not None
         self.merge_attempts = dict(store.get(ctx.slot("autobio:merge-attempts"), {}))
         self.chunk_attempts = dict(store.get(ctx.slot("autobio:chunk-attempts"), {}))
@@ -280,7 +292,6 @@ class AutobiographicalStrategy(Strategy):
             self.exhausted.setdefault(it.body["chunk"], set()).add(it.body["shape"])
         self.failed_closed = False
         self.model_cache = {}
-        self._token_cache = ([], [], -1)
         self._positions = ({}, -1)
         self._owned = (set(), 0)
         self._orphan_check = ((-1, -1), False)
@@ -320,21 +331,11 @@ class AutobiographicalStrategy(Strategy):
         self.rebuild_chunks(ctx)
 
     # ---------------------------------------------------------------- windows
-    def _tokens(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> list[int]:
-        """Token counts aligned with ``stored``, extended incrementally on appends."""
-        ids, values, version = self._token_cache
-        n = len(ids)
-        if version != ctx.version() or n > len(stored) or (n and stored[n - 1].id != ids[-1]):
-            ids, values, n = [], [], 0
-        ids.extend(s.id for s in stored[n:])  # the lists are this cache's own
-        values.extend(ctx.count(s) for s in stored[n:])
-        self._token_cache = (ids, values, ctx.version())
-        return values
-
     def windows(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> _Windows:
         """Head end and tail start (indices) for the current messages."""
         cfg = self.config
-        tokens = self._tokens(ctx, stored)
+        forms, tokens = ctx.forms()
+        tied = [f.tied for f in forms]
         n = len(stored)
         head_end = 0
         if cfg.head_window_tokens:
@@ -342,22 +343,23 @@ class AutobiographicalStrategy(Strategy):
             while head_end < n and total + tokens[head_end] <= cfg.head_window_tokens:
                 total += tokens[head_end]
                 head_end += 1
-            while head_end > 0 and stored[head_end - 1].message.tool_use_ids:
-                head_end -= 1  # never end the head on an unanswered call
+            while head_end > 0 and tied[head_end - 1]:
+                head_end -= 1  # never end the head between a call and its answer
         tail_start = n
         total = 0
         while tail_start > head_end and total + tokens[tail_start - 1] <= cfg.recent_window_tokens:
             tail_start -= 1
             total += tokens[tail_start]
-        while head_end < tail_start < n and stored[tail_start].message.tool_result_ids:
-            tail_start -= 1  # keep a result with its call
+        while head_end < tail_start < n and tied[tail_start - 1]:
+            tail_start -= 1  # keep an answer with its call
         held = ctx.held_ids()
         if held:
             first_held = min(i for i, s in enumerate(stored) if s.id in held)
-            while first_held > head_end and stored[first_held].message.tool_result_ids:
+            while first_held > head_end and tied[first_held - 1]:
                 first_held -= 1
             tail_start = max(head_end, min(tail_start, first_held))
-        return _Windows(head_end, tail_start, tokens)
+            return _Windows(head_end, tail_start, tokens, tied, first_held)
+        return _Windows(head_end, tail_start, tokens, tied)
 
     def positions(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> dict[str, int]:
         """Message id -> index in ``stored`` (kept across calls, extended on appends)."""
@@ -427,7 +429,9 @@ class AutobiographicalStrategy(Strategy):
             run_tokens += win.tokens[i]
             previous = i
             full = len(run) >= cfg.min_chunk_messages or run_tokens >= 2 * cfg.target_chunk_tokens
-            if run_tokens >= cfg.target_chunk_tokens and full and not s.message.tool_use_ids:
+            # never close between a call and its answer, nor on a call not answered yet
+            closable = not win.tied[i] and (i + 1 < len(stored) or not s.message.tool_use_ids)
+            if run_tokens >= cfg.target_chunk_tokens and full and closable:
                 self._close_chunk(ctx, [stored[j].id for j in run])
                 run, run_tokens, previous = [], 0, -2
 
@@ -735,7 +739,9 @@ class AutobiographicalStrategy(Strategy):
         chosen: list[SummaryEntry] = []
         budget = self.config.recall_budget_tokens
         candidates = [
-            s for s in self.frontier_summaries() if index.get(s.last, 1 << 60) < before_position
+            s
+            for s in self.frontier_summaries()
+            if s.first in index and index.get(s.last, 1 << 60) < before_position
         ]
         candidates.sort(key=lambda s: index[s.first], reverse=True)
         for s in candidates:
@@ -869,7 +875,7 @@ class AutobiographicalStrategy(Strategy):
         index = self.positions(ctx, stored)
         held = ctx.held_ids()
         threshold = self.config.merge_threshold
-        groups: list[list[str]] = [g for g in self.demanded_merges if self._mergeable(g)]
+        groups = [g for g in self.demanded_merges if self._mergeable(g, index)]
         by_level: dict[int, list[SummaryEntry]] = {}
         base = self.config.merge_max_source_span_messages
         for s in self.frontier_summaries():
@@ -906,8 +912,15 @@ class AutobiographicalStrategy(Strategy):
             del level
         return groups
 
-    def _mergeable(self, ids: list[str]) -> bool:
-        return all(i in self.summaries and self.summaries[i].parent_id is None for i in ids)
+    def _mergeable(self, ids: list[str], index: dict[str, int]) -> bool:
+        """Every memory exists, has no parent and still has its first and last message."""
+        return all(
+            i in self.summaries
+            and self.summaries[i].parent_id is None
+            and self.summaries[i].first in index
+            and self.summaries[i].last in index
+            for i in ids
+        )
 
     def _merge(self, ctx: StrategyContext, ids: list[str]) -> bool:
         sources = [self.summaries[i] for i in ids]
@@ -1014,40 +1027,123 @@ class AutobiographicalStrategy(Strategy):
     def select(
         self, ctx: StrategyContext, budget: RequestBudget, *, dry_run: bool = False
     ) -> Selection:
-        from ..adapter import solve_frontier
-
         if not dry_run:
             self.rebuild_chunks(ctx)
         stored = ctx.messages()
-        win = self.windows(ctx, stored)
-        plan = solve_frontier(self, ctx, stored, win, budget)
+        forms, _ = ctx.forms()
+        snap = self.snapshot(ctx, stored, budget)
+        stated = state_problem(snap, self.model_cache)
+        method, options = self.solver
+        plan = read_plan(snap, stated, solvers.solve(stated.problem, method=method, **options))
         if not dry_run:
             self._route(ctx, plan.produce, stored)
         if plan.error is not None:
             if dry_run:
                 return Selection([], {**plan.stats, "fits": False})
             raise plan.error
+        assert plan.layout is not None
         entries: list[Entry] = []
-        for kind, key in plan.units:
-            if kind == "raw":
-                entries.extend(
-                    Entry(s.message.participant, s.message.content, (s.id,), None, s.message)
-                    for s in plan.members[key]
-                )
+        for unit in plan.layout.units:
+            if unit.kind == "raw":
+                first, end = plan.spans[unit.key]
+                for j in range(first, end):
+                    sid = (stored[j].id,)
+                    entries.extend(
+                        Entry(m.participant, m.content, sid, None, m) for m in forms[j].messages
+                    )
             else:
-                entries.extend(self.recall_pair(self.summaries[key]))
-        if not self._covers_all(ctx, stored, entries):  # never silently lose a message
+                entries.extend(self.recall_pair(self.summaries[unit.key]))
+        if not self._covers_all(ctx, stored, entries, forms):  # never silently lose a message
             shown = self.entries_cover(entries)
-            dropped = [s.id for s in stored if s.id not in shown]
+            dropped = [s.id for s, f in zip(stored, forms, strict=True) if s.id not in shown]
             raise UncoveredDropError(dropped, "adaptive render")
         stats = {**plan.stats, "fits": True}
-        if not dry_run and (plan.frontier != self.resolutions or not self.compiled):
-            self.resolutions, self.compiled = plan.frontier, True
-            ctx.store.set(ctx.slot("autobio:resolutions"), plan.frontier)
+        runs = [(stored[a].id, stored[b - 1].id, level) for a, b, level in plan.levels]
+        if not dry_run and (runs != self.resolutions or not self.compiled):
+            self.resolutions, self.compiled = runs, True
+            ctx.store.set(ctx.slot("autobio:resolutions"), {"runs": [list(r) for r in runs]})
         marks: tuple[int, ...] = ()
         if self.config.compression_cache_breakpoints:
-            marks = self._cache_breakpoints(entries, {s.id for s in stored[: win.head_end]})
-        return Selection(entries, stats, marks)
+            marks = self._cache_breakpoints(entries, {s.id for s in stored[: snap.head_end]})
+        history = plan.layout.total - budget.fixed_tokens
+        return Selection(entries, stats, marks, tokens=history)
+
+    def snapshot(
+        self, ctx: StrategyContext, stored: Sequence[StoredMessage], budget: RequestBudget
+    ) -> Snapshot:
+        """The state of a compile in plain message terms, for :mod:`context_manager.adapter`."""
+        cfg = self.config
+        win = self.windows(ctx, stored)
+        position = self.positions(ctx, stored)
+        n = len(stored)
+        # chunk id -> (version, span): appends never move a closed chunk, so a span is
+        # recomputed only after an edit, a removal or a branch switch
+        known: dict[str, tuple[int, tuple[int, int] | None]]
+        known = self.model_cache.setdefault(("spans",), {})
+        version = ctx.version()
+        chunks = []
+        for chunk in self.chunks:
+            seen = known.get(chunk.id)
+            if seen is None or seen[0] != version:
+                span = None
+                first = position.get(chunk.source_ids[0])
+                end = -1 if first is None else first + len(chunk.source_ids)
+                ids = [s.id for s in stored[first:end]] if first is not None else []
+                if 0 <= end <= n and ids == chunk.source_ids:
+                    span = (end - len(ids), end)
+                seen = known[chunk.id] = (version, span)
+            if seen[1] is not None:
+                chunks.append((chunk.id, *seen[1]))
+        pins = [
+            PinSpec(p.id, position[p.first], position[p.last], p.level, p.max_level, p.name)
+            for p in self.pins
+            if p.first in position and p.last in position  # a pin on removed messages lapses
+        ]
+        previous: list[int] | None = None
+        if self.compiled:
+            previous = [0] * n
+            for first_id, last_id, level in self.resolutions:
+                a, b = position.get(first_id), position.get(last_id)
+                if a is not None and b is not None and a <= b:
+                    previous[a : b + 1] = [level] * (b - a + 1)
+        total = budget.input_tokens
+        allowance = min(budget.max_tokens, math.floor(total * (1 + cfg.over_budget_grace_ratio)))
+        return Snapshot(
+            ids=[s.id for s in stored],
+            tokens=win.tokens,
+            tied=win.tied,
+            head_end=win.head_end,
+            tail_start=win.tail_start,
+            budget=total,
+            target=max(budget.fixed_tokens, math.floor(total * (1 - cfg.compression_slack_ratio))),
+            fixed_tokens=budget.fixed_tokens,
+            chunks=chunks,
+            summaries=self._summary_specs(ctx, position),
+            pins=pins,
+            locks=sorted(position[x] for x in self.locks if x in position),
+            held_from=win.held_from,
+            previous=previous,
+            allowance=allowance,
+        )
+
+    def _summary_specs(self, ctx: StrategyContext, position: dict[str, int]) -> list[SummarySpec]:
+        """The summaries that can be shown, priced as their recall pairs, L1 first."""
+        signature = (ctx.version(), len(self.summaries))
+        kept = self.model_cache.get(("specs",))
+        if kept is not None and kept[0] == signature:
+            return list(kept[1])
+        specs = []
+        for entry in sorted(self.summaries.values(), key=lambda x: (x.level, x.id)):
+            first, last = position.get(entry.first), position.get(entry.last)
+            if first is None or last is None:
+                continue  # a covered message is gone: this summary cannot be shown
+            if last - first + 1 != self.span_size(entry):
+                continue  # a message inside was removed (the log only appends)
+            children = () if entry.level == 1 else tuple(entry.source_ids)
+            tokens = self.recall_tokens(ctx, entry)
+            specs.append(SummarySpec(entry.id, entry.level, tokens, first, last, children))
+        self.model_cache[("specs",)] = (signature, specs)
+        return list(specs)
 
     def _cache_breakpoints(self, entries: Sequence[Entry], head: set[str]) -> tuple[int, ...]:
         """The ends of the raw head, of the last merged memory and of the last memory."""
@@ -1063,15 +1159,21 @@ class AutobiographicalStrategy(Strategy):
         return tuple(sorted({i for i in (head_end, last_merged, last_memory) if i is not None}))
 
     def _covers_all(
-        self, ctx: StrategyContext, stored: Sequence[StoredMessage], entries: Sequence[Entry]
+        self,
+        ctx: StrategyContext,
+        stored: Sequence[StoredMessage],
+        entries: Sequence[Entry],
+        forms: Sequence[Any],
     ) -> bool:
-        """Every stored message is an entry or inside the span of an entry's memory.
+        """Every stored message is an entry, inside the span of an entry's memory, or
+        sends nothing (:func:`~context_manager.pairing.send_form`: a result whose call
+        is gone, or a call not answered yet).
 
         A memory's messages are a contiguous run (the adapter shows no other), so the
         spans are intervals of positions and the check is one sweep over the entries.
         """
         position = self.positions(ctx, stored)
-        spans = []
+        spans = [(i, i) for i, f in enumerate(forms) if not f.messages]
         for e in entries:
             if e.summary_id is not None:
                 s = self.summaries[e.summary_id]
@@ -1087,18 +1189,19 @@ class AutobiographicalStrategy(Strategy):
         return reach == len(stored) - 1
 
     def _route(
-        self, ctx: StrategyContext, produce: Sequence[Any], stored: Sequence[StoredMessage]
+        self,
+        ctx: StrategyContext,
+        produce: Sequence[tuple[int, int, int]],
+        stored: Sequence[StoredMessage],
     ) -> None:
-        """Queue what the solver asked for: L1s of closed chunks in range (past the holdback),
-        or one merge of the contiguous parentless summaries one level below in range."""
+        """Queue what the solver asked for (``(level, first, last)`` message indices):
+        L1s of closed chunks in range (past the holdback), or one merge of the contiguous
+        parentless summaries one level below in range."""
         if not produce:
             return
         index = self.positions(ctx, stored)
-        for request in produce:
-            if request.first not in index or request.last not in index:
-                continue
-            lo, hi = index[request.first], index[request.last]
-            if request.level == 1:
+        for level, lo, hi in produce:
+            if level == 1:
                 for chunk in self.chunks:
                     spots = [index[i] for i in chunk.source_ids if i in index]
                     if not chunk.compressed and spots and lo <= max(spots) and min(spots) <= hi:
@@ -1108,7 +1211,7 @@ class AutobiographicalStrategy(Strategy):
                 (
                     s
                     for s in self.frontier_summaries()
-                    if s.level == request.level - 1
+                    if s.level == level - 1
                     and s.first in index
                     and s.last in index
                     and lo <= index[s.first]
@@ -1186,6 +1289,25 @@ class AutobiographicalStrategy(Strategy):
                 out.append((s, matches))
         out.sort(key=lambda x: (-x[1], -x[0].created))
         return out[:limit]
+
+
+def frontier_runs(saved: Any, chunks: dict[str, list[str]]) -> list[tuple[str, str, int]]:
+    """The runs ``(first id, last id, level)`` of a saved frontier.
+
+    The saved form is ``{"runs": [[first, last, level], ...]}``; the older form, keyed
+    by leaf id (a message, or a chunk id standing for the chunk's messages, given in
+    ``chunks``), is read too.
+    """
+    if not saved:
+        return []
+    if isinstance(saved, dict) and "runs" in saved:
+        return [(str(f), str(t), int(v)) for f, t, v in saved["runs"]]
+    out = []
+    for key, level in saved.items():
+        ids = chunks.get(key, [key])
+        if level and ids:
+            out.append((ids[0], ids[-1], int(level)))
+    return out
 
 
 def _shape(request: CompletionRequest) -> str:

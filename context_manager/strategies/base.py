@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..messages import ContentBlock, Message
+from ..pairing import SendForm
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -27,15 +28,27 @@ class StoredMessage:
 
 @dataclass(frozen=True)
 class RequestBudget:
-    """``max_tokens`` is the whole window; the input may use ``max_tokens - reserve``."""
+    """The budget of one request and what it carries besides the history.
+
+    ``max_tokens`` is the whole window; the input may use ``max_tokens - reserve``.
+    ``fixed_tokens`` of that input are already spent on what the manager adds to
+    every request (the system prompt, tool definitions and injections), so the
+    history a strategy selects may use :attr:`history_tokens`.
+    """
 
     max_tokens: int
     reserve_for_response: int = 0
+    fixed_tokens: int = 0
 
     @property
     def input_tokens(self) -> int:
         """Tokens the request's input may use."""
         return self.max_tokens - self.reserve_for_response
+
+    @property
+    def history_tokens(self) -> int:
+        """Tokens the selected history may use: the input less the fixed part."""
+        return self.input_tokens - self.fixed_tokens
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,9 @@ class Selection:
     """Entries ending a stretch that later compiles keep unchanged (indices, sorted, at
     most three): where a client should put prompt-cache breakpoints. The manager adds
     the last message."""
+    tokens: int | None = None
+    """Tokens of the entries by the context's counter, when the strategy priced them
+    (the manager counts them itself otherwise)."""
 
 
 @dataclass
@@ -78,6 +94,9 @@ class StrategyContext:
     """Live messages, oldest first (do not mutate the list)."""
     count: Callable[[StoredMessage], int]
     """Tokens of a stored message (cached by id)."""
+    forms: Callable[[], tuple[list[SendForm], list[int]]]
+    """What each live message is sent as when shown raw, and its tokens, aligned with
+    :attr:`messages` (:func:`~context_manager.pairing.send_form`: the one pairing rule)."""
     version: Callable[[], int]
     """Changes whenever a message is edited or removed or the branch switches."""
     counter: TokenCounter

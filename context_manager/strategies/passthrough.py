@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..pairing import pair_groups
 from .base import Entry, RequestBudget, Selection, Strategy, StrategyContext
 
 __all__ = ["PassthroughStrategy"]
@@ -10,9 +11,11 @@ __all__ = ["PassthroughStrategy"]
 class PassthroughStrategy(Strategy):
     """The newest suffix of the conversation that fits the input budget.
 
-    Nothing is summarised: older messages that do not fit are left out, and a
-    suffix never starts with a tool result whose call was left out. Use it
-    for short conversations and as the budget reference; for long ones use
+    Nothing is summarised: older messages that do not fit are left out. The
+    suffix is made of whole tool pairs (:func:`~context_manager.pairing.pair_groups`),
+    each message sent as its :func:`~context_manager.pairing.send_form`, so what is
+    priced is what is sent. Use it for short conversations and as the budget
+    reference; for long ones use
     :class:`~context_manager.strategies.AutobiographicalStrategy`, which never
     drops history without a summary.
     """
@@ -23,19 +26,20 @@ class PassthroughStrategy(Strategy):
         self, ctx: StrategyContext, budget: RequestBudget, *, dry_run: bool = False
     ) -> Selection:
         stored = ctx.messages()
+        forms, tokens = ctx.forms()
+        room = budget.history_tokens
         total = 0
         start = len(stored)
-        for i in range(len(stored) - 1, -1, -1):
-            cost = ctx.counter.count_message(stored[i].message)
-            if total + cost > budget.input_tokens:
+        for first, end in reversed(pair_groups(forms)):
+            cost = sum(tokens[first:end])
+            if total + cost > room:
                 break
             total += cost
-            start = i
-        while start < len(stored) and stored[start].message.tool_result_ids:
-            total -= ctx.counter.count_message(stored[start].message)
-            start += 1
-        entries = [Entry(s.message.participant, s.message.content, (s.id,)) for s in stored[start:]]
-        return Selection(
-            entries,
-            {"tokens": total, "messages": len(entries), "dropped": start},
-        )
+            start = first
+        entries = [
+            Entry(m.participant, m.content, (s.id,), None, m)
+            for s, form in zip(stored[start:], forms[start:], strict=True)
+            for m in form.messages
+        ]
+        stats = {"tokens": total, "messages": len(stored) - start, "dropped": start}
+        return Selection(entries, stats, tokens=total)

@@ -1,0 +1,426 @@
+"""A stateful machine over every public operation of the manager, checking the request edge.
+
+The invariant, for every sequence of operations: a compile either returns a
+request that
+
+* fits the input budget, by an independent recount of exactly what is sent
+  (the messages, the system prompt with the system injections, the tools);
+* reports that recount as ``render_stats["tokens"]``, and as ``kv_cost`` the
+  tokens from its first difference with the previous live request;
+* keeps every tool call with its results;
+* shows every stored message raw or under a shown memory (or, for a result
+  whose call is gone and a call not answered yet, sends nothing of it);
+* is the same bytes when compiled again with nothing changed;
+
+or refuses with an ``OverBudgetError`` whose ``actual`` exceeds its ``budget``,
+or a ``ConstraintConflictError`` naming the stored messages and constraints.
+
+``tests/test_request_edge.py`` runs it derandomised with a fixed example count;
+``make soak`` runs it long (``tests/soak.py``) and prints the counts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from context_manager import (
+    CharsCounter,
+    ConstraintConflictError,
+    ContextManager,
+    ExtractiveSummarizer,
+    Injection,
+    Message,
+    OverBudgetError,
+    Overhead,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    tool_pair_problems,
+)
+from context_manager.strategies.autobiographical import AutobiographicalStrategy
+from context_manager.strategies.passthrough import PassthroughStrategy
+
+COUNTER = CharsCounter()
+SOLVERS = ["oldest-first", "flat-profile", "kv-stable", "kv-unified", "exact", "pyramid"]
+TALLY: Counter[str] = Counter()
+"""Outcomes over every run of the machine in this process (read by the soak)."""
+
+
+def _strategy(method: str) -> AutobiographicalStrategy | PassthroughStrategy:
+    if method == "passthrough":
+        return PassthroughStrategy()
+    options: dict[str, Any] = {
+        "compression_model": "extractive",
+        "target_chunk_tokens": 60,
+        "recent_window_tokens": 120,
+        "merge_threshold": 3,
+        "summary_target_tokens": 30,
+        "l1_holdback_chunks": 0,
+        "min_chunk_chars_for_llm": 0,
+    }
+    if method == "pyramid":
+        options["adaptive_resolution"] = False
+    else:
+        options["folding_strategy"] = method
+    if method == "kv-unified":
+        options["solver_options"] = {"policy": "reference"}
+    return AutobiographicalStrategy(**options)
+
+
+def recount(result: Any, extra: int) -> int:
+    """Tokens of what a compile sends, counted from the result alone: the system part
+    (prompt, then system injections) as one message, the tools as compact JSON."""
+    system = ([TextBlock(text=result.system_prompt)] if result.system_prompt else []) + list(
+        result.system_injections
+    )
+    total = extra + sum(COUNTER.count_message(m) for m in result.messages)
+    if system:
+        total += COUNTER.count_message(Message(participant="System", content=system))
+    if result.tools:
+        tools = json.dumps(result.tools, separators=(",", ":"), ensure_ascii=False)
+        total += COUNTER.count_text(tools)
+    return total
+
+
+COMPILE_ARGS = {
+    "budget": st.one_of(st.integers(60, 800), st.integers(800, 6000)),
+    "reserve": st.integers(0, 200),
+    "injections": st.lists(
+        st.tuples(st.sampled_from(["system", "before_user", "after_user"]), st.integers(1, 80)),
+        max_size=3,
+    ),
+    "explicit": st.one_of(st.none(), st.integers(0, 300)),
+    "dry_run": st.booleans(),
+}
+
+
+class RequestMachine(RuleBasedStateMachine):
+    """Random histories and host operations, every compile checked by a recount."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp())
+        self.path = self.dir / "cm.db"
+        self.n = 0
+        self.branches = ["main"]
+        self.method = "kv-stable"
+        self.cm: ContextManager | None = None
+        self.last: tuple[Any, list[Message]] | None = None
+        self.system: str | None = None
+        self.tools: list[dict[str, Any]] | None = [{"name": "bash"}]
+
+    @initialize(
+        method=st.sampled_from([*SOLVERS, "passthrough"]),
+        past=st.integers(0, 80),
+        tools_every=st.integers(2, 5),
+        folded=st.booleans(),
+    )
+    def open(self, method: str, past: int, tools_every: int, folded: bool) -> None:
+        """A manager, and the history an agent of some age brings (memories written
+        for it or not)."""
+        self.method = method
+        self._open()
+        for i in range(past):
+            if i % tools_every:
+                self.add_turns(2, 20)
+            else:
+                self.add_tool_turn(30, 1 + i % 2, 1 + i % 2)
+        if folded:
+            self.manager.drain()
+
+    def _open(self) -> None:
+        self.strategy = _strategy(self.method)
+        self.cm = ContextManager.open(
+            path=self.path,
+            strategy=self.strategy,
+            summarizer=ExtractiveSummarizer(target_tokens=30),
+            counter=COUNTER,
+        )
+        if self.system:
+            self.cm.set_system_prompt(self.system)
+        if self.tools:
+            self.cm.set_tool_definitions(self.tools)
+        self.last = None
+
+    def teardown(self) -> None:
+        if self.cm is not None:
+            self.cm.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def manager(self) -> ContextManager:
+        assert self.cm is not None
+        return self.cm
+
+    def ids(self) -> list[str]:
+        return [m.id for m in self.manager.get_messages()]
+
+    def mark(self) -> str:
+        self.n += 1
+        return f"k{self.n}"
+
+    # ---------------------------------------------------------------- history
+    @rule(size=st.integers(1, 60), participant=st.sampled_from(["User", "Claude"]))
+    def add_text(self, size: int, participant: str) -> None:
+        k = self.mark()
+        self.manager.add_message(participant, " ".join(f"{k}w{i}" for i in range(size)))
+
+    @rule(count=st.integers(2, 8), size=st.integers(5, 40))
+    def add_turns(self, count: int, size: int) -> None:
+        """A stretch of conversation, as an agent lives between two compiles."""
+        for j in range(count):
+            k = self.mark()
+            who = "User" if j % 2 == 0 else "Claude"
+            self.manager.add_message(who, " ".join(f"{k}w{i}" for i in range(size)))
+
+    @rule(size=st.integers(1, 80), calls=st.integers(1, 3), answered=st.integers(0, 3))
+    def add_tool_turn(self, size: int, calls: int, answered: int) -> None:
+        """A call message with ``calls`` parallel calls and a result message answering
+        ``answered`` of them (none: the next message is not an answer)."""
+        k = self.mark()
+        uses = [ToolUseBlock(id=f"{k}t{j}", name="bash", input={"n": k}) for j in range(calls)]
+        self.manager.add_message("Claude", uses)
+        if answered:
+            body = " ".join(f"{k}o{i}" for i in range(size))
+            results = [
+                ToolResultBlock(tool_use_id=f"{k}t{j}", content=body)
+                for j in range(min(calls, answered))
+            ]
+            self.manager.add_message("User", results)
+
+    @rule()
+    def add_orphan_result(self) -> None:
+        k = self.mark()
+        self.manager.add_message("User", [ToolResultBlock(tool_use_id=f"{k}gone", content=k)])
+
+    @precondition(lambda self: bool(self.manager.get_messages()))
+    @rule(data=st.data(), size=st.integers(1, 40))
+    def edit(self, data: st.DataObject, size: int) -> None:
+        target = data.draw(st.sampled_from(self.ids()))
+        k = self.mark()
+        self.manager.edit_message(target, " ".join(f"{k}e{i}" for i in range(size)))
+
+    @precondition(lambda self: bool(self.manager.get_messages()))
+    @rule(data=st.data())
+    def remove(self, data: st.DataObject) -> None:
+        self.manager.remove_message(data.draw(st.sampled_from(self.ids())))
+
+    # ------------------------------------------------------------ constraints
+    @precondition(lambda self: bool(self.manager.get_messages()) and self.method != "passthrough")
+    @rule(data=st.data(), kind=st.sampled_from(["raw", "level", "max_level"]))
+    def pin(self, data: st.DataObject, kind: str) -> None:
+        ids = self.ids()
+        first = data.draw(st.integers(0, len(ids) - 1))
+        last = data.draw(st.integers(first, min(len(ids) - 1, first + 8)))
+        level = data.draw(st.integers(0, 3))
+        options = {"raw": {}, "level": {"level": level}, "max_level": {"max_level": level}}
+        self.manager.pin_range(ids[first], ids[last], **options[kind])  # type: ignore[arg-type]
+
+    @precondition(lambda self: self.method != "passthrough" and bool(self.manager.list_pins()))
+    @rule(data=st.data())
+    def unpin(self, data: st.DataObject) -> None:
+        pin = data.draw(st.sampled_from(self.manager.list_pins()))
+        assert self.manager.unpin(pin.id)
+
+    @precondition(lambda self: bool(self.manager.get_messages()) and self.method != "passthrough")
+    @rule(data=st.data(), locked=st.booleans())
+    def lock(self, data: st.DataObject, locked: bool) -> None:
+        self.manager.lock_message(data.draw(st.sampled_from(self.ids())), locked)
+
+    @precondition(lambda self: bool(self.manager.get_messages()))
+    @rule(data=st.data(), release=st.booleans())
+    def hold(self, data: st.DataObject, release: bool) -> None:
+        target = data.draw(st.sampled_from(self.ids()))
+        if release:
+            self.manager.release_compression([target])
+        else:
+            self.manager.hold_compression([target])
+
+    @rule(times=st.integers(1, 5))
+    def tick(self, times: int) -> None:
+        for _ in range(times):
+            self.manager.tick()
+
+    @rule()
+    def drain(self) -> None:
+        self.manager.drain()
+
+    # --------------------------------------------------------------- overhead
+    @rule(size=st.integers(0, 40))
+    def system_prompt(self, size: int) -> None:
+        text = " ".join(f"s{i}" for i in range(size)) or None
+        self.manager.set_system_prompt(text)
+        self.system = text or self.system
+
+    @rule(names=st.lists(st.sampled_from(["bash", "edit", "search"]), max_size=3, unique=True))
+    def tool_definitions(self, names: list[str]) -> None:
+        tools = [{"name": n, "input_schema": {"type": "object"}} for n in names]
+        self.manager.set_tool_definitions(tools)
+        self.tools = tools or self.tools
+
+    # ---------------------------------------------------------------- compile
+    def compile(
+        self,
+        budget: int,
+        reserve: int,
+        injections: list[tuple[str, int]],
+        explicit: int | None,
+        dry_run: bool,
+    ) -> None:
+        notes = [
+            Injection.text(f"n{j}", pos, " ".join(f"i{j}x{i}" for i in range(size)))
+            for j, (pos, size) in enumerate(injections)
+        ]
+        overhead = None if explicit is None else Overhead(tokens=explicit)
+        extra = explicit or 0
+        kwargs: dict[str, Any] = {
+            "max_tokens": budget + reserve,
+            "reserve_for_response": reserve,
+            "injections": notes,
+            "overhead": overhead,
+        }
+        TALLY["compiles"] += 1
+        try:
+            result = self.manager.compile(**kwargs, dry_run=dry_run)
+        except OverBudgetError as exc:
+            assert exc.actual > exc.budget == budget, (exc.actual, exc.budget)
+            TALLY["over_budget"] += 1
+            return
+        except ConstraintConflictError as exc:
+            self._check_conflict(exc)
+            TALLY["conflicts"] += 1
+            return
+        if dry_run and result.render_stats.get("fits") is False:
+            assert result.messages == []  # the preview of a refusal
+            TALLY["dry_refusals"] += 1
+            return
+        sent = recount(result, extra)
+        TALLY["sent"] += 1
+        if result.render_stats.get("summaries"):
+            TALLY["with_memories"] += 1
+        assert sent <= budget, f"sent {sent} tokens against an input budget of {budget}"
+        assert result.render_stats["tokens"] == sent
+        assert result.render_stats["request"]["total"] == sent
+        assert tool_pair_problems(result.messages) == []
+        self._check_coverage(result.messages)
+        marks = result.cache_breakpoints
+        assert marks == sorted(set(marks)) and len(marks) <= 4
+        assert all(0 <= i < len(result.messages) for i in marks)
+        if dry_run:
+            return
+        key = (result.system_prompt, tuple(result.system_injections), str(result.tools), extra)
+        if self.last is not None:
+            expected = sent
+            if self.last[0] == key:
+                old, new = self.last[1], result.messages
+                d = 0
+                while d < min(len(old), len(new)) and old[d] == new[d]:
+                    d += 1
+                expected = sum(COUNTER.count_message(m) for m in new[d:])
+            assert result.render_stats["kv_cost"] == expected
+        again = self.manager.compile(**kwargs)
+        TALLY["compiles"] += 1
+        TALLY["sent"] += 1
+        assert again.messages == result.messages  # nothing changed: the same bytes
+        assert again.render_stats["tokens"] == sent
+        assert again.cache_breakpoints == marks
+        assert again.render_stats["kv_cost"] == 0
+        self.last = (key, result.messages)
+
+    # an agent compiles once per turn: three rules of the twenty keep compiles frequent
+    compile_now = rule(**COMPILE_ARGS)(compile)
+    compile_next = rule(**COMPILE_ARGS)(compile)
+    compile_later = rule(**COMPILE_ARGS)(compile)
+
+    def _check_conflict(self, exc: ConstraintConflictError) -> None:
+        stored = set(self.ids())
+        assert exc.conflicts, "a conflict refusal names its conflicts"
+        for c in exc.conflicts:
+            assert c["message"] in stored
+            assert c["constraints"], c
+
+    def _check_coverage(self, sent: list[Message]) -> None:
+        """Every stored message is shown raw (its marker is sent), under a memory that is
+        shown, or sends nothing by the pairing rule (checked here from the history)."""
+        text = json.dumps([m.model_dump(mode="json") for m in sent])
+        covered: set[str] = set()
+        strategy = self.strategy
+        if isinstance(strategy, AutobiographicalStrategy):
+            shown = {m.text for m in sent}
+            for s in strategy.summaries.values():
+                if s.content in shown:
+                    covered.update(strategy.leaves_of(s))
+        if isinstance(strategy, PassthroughStrategy):
+            return  # it sends the newest messages that fit, by design
+        stored = self.manager.get_messages()
+        for i, s in enumerate(stored):
+            if s.id in covered or _marker(s.message) in text:
+                continue
+            prev = stored[i - 1].message if i else None
+            asked = set(prev.tool_use_ids) if prev is not None else set()
+            last = i == len(stored) - 1
+            for b in s.message.content:  # only orphan results and unanswered calls may go
+                if isinstance(b, ToolResultBlock):
+                    assert b.tool_use_id not in asked, (s.id, "an answered result is missing")
+                elif isinstance(b, ToolUseBlock):
+                    assert last, (s.id, "a call that has an answer slot is missing")
+                else:
+                    raise AssertionError(f"message {s.id} is neither shown nor summarised")
+
+    # --------------------------------------------------------------- branches
+    @rule()
+    def fork(self) -> None:
+        name = f"b{len(self.branches)}"
+        self.manager.fork(name)
+        self.branches.append(name)
+        self.last = None
+
+    @rule(data=st.data())
+    def switch(self, data: st.DataObject) -> None:
+        self.manager.switch_branch(data.draw(st.sampled_from(self.branches)))
+        self.last = None
+
+    @rule(budget=st.integers(2000, 6000))
+    def reopen(self, budget: int) -> None:
+        try:
+            before = self.manager.compile(max_tokens=budget, reserve_for_response=0).messages
+        except (OverBudgetError, ConstraintConflictError):
+            before = None
+        held = self.manager.compression_holds()  # holds live in the process, not the store
+        self.manager.close()
+        self._open()
+        self.manager.hold_compression(held)
+        if before is not None:
+            after = self.manager.compile(max_tokens=budget, reserve_for_response=0).messages
+            assert after == before
+
+    @invariant()
+    def chunks_are_disjoint(self) -> None:
+        if self.cm is None or not isinstance(self.strategy, AutobiographicalStrategy):
+            return
+        seen: set[str] = set()
+        for chunk in self.strategy.chunks:
+            assert seen.isdisjoint(chunk.source_ids)
+            seen.update(chunk.source_ids)
+
+
+def _marker(message: Message) -> str:
+    """The unique mark each message of the machine carries (a word of its text, the
+    input of its calls, the content of its results)."""
+    for b in message.content:
+        if isinstance(b, TextBlock) and b.text:
+            return b.text.split()[0]
+        if isinstance(b, ToolUseBlock):
+            return json.dumps(b.input)[1:-1]
+    for b in message.content:
+        if isinstance(b, ToolResultBlock) and isinstance(b.content, str) and b.content:
+            return b.content.split()[0]
+    return "\x00never"
