@@ -9,7 +9,17 @@
 
 from . import exact, greedy, kv_stable, kv_unified, pyramid
 from . import replay as replay_module
-from ._base import Plan, Solver, SolverConfig, get, names, register, solve
+from ._base import (
+    Plan,
+    Solver,
+    SolverConfig,
+    SolverConfigError,
+    configure,
+    get,
+    names,
+    register,
+    solve,
+)
 from .replay import ReplayReport, replay, sweep
 
 __all__ = [
@@ -17,6 +27,8 @@ __all__ = [
     "ReplayReport",
     "Solver",
     "SolverConfig",
+    "SolverConfigError",
+    "configure",
     "exact",
     "get",
     "greedy",

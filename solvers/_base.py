@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from folding import (
     FoldProblem,
@@ -37,7 +38,34 @@ from ._common import infeasible_diagnostics, over_budget_plan
 
 IntArray = npt.NDArray[np.int64]
 
-__all__ = ["Plan", "Solver", "SolverConfig", "get", "names", "register", "solve"]
+__all__ = [
+    "Plan",
+    "Solver",
+    "SolverConfig",
+    "SolverConfigError",
+    "configure",
+    "get",
+    "names",
+    "register",
+    "solve",
+]
+
+
+class SolverConfigError(ValueError):
+    """A solver name or option is invalid: the message names the field and the fix.
+
+    Attributes
+    ----------
+    method : str
+        The solver name given.
+    field : str or None
+        The offending option (None for an unknown solver).
+    """
+
+    def __init__(self, message: str, *, method: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.method = method
+        self.field = field
 
 
 class SolverConfig(BaseModel):
@@ -76,6 +104,11 @@ class Solver(ABC):
             raise TypeError(
                 f"{self.name} expects a {self.Config.__name__}, got {type(self.config).__name__}"
             )
+
+    @classmethod
+    def option_hint(cls, name: str) -> str:
+        """How to give the required option ``name`` (appended to a missing-option error)."""
+        return ""
 
     def solve(self, problem: FoldProblem, *, time_limit: float | None = None) -> SolveResult:
         """Solve ``problem``; never mutates it.
@@ -189,6 +222,59 @@ def get(name: str, **options: Any) -> Solver:
             f"unknown solver {name!r}; registered solvers: {', '.join(names())}"
         ) from None
     return cls(**options)
+
+
+def configure(method: str, options: Mapping[str, Any] | None = None) -> Solver:
+    """Validate a solver name and its options once, and return the configured solver.
+
+    Parameters
+    ----------
+    method : str
+        One of :func:`names`.
+    options : mapping, optional
+        The solver's configuration fields.
+
+    Returns
+    -------
+    Solver
+        Call ``.solve(problem)`` on it for each problem.
+
+    Raises
+    ------
+    SolverConfigError
+        For an unknown solver, or an unknown, missing or invalid option; the message
+        names each offending field and, for ``kv-unified``'s ``policy``, the presets.
+
+    Examples
+    --------
+    >>> import solvers
+    >>> solvers.configure("kv-stable").name
+    'kv-stable'
+    >>> solvers.configure("kv-unified")
+    Traceback (most recent call last):
+    ...
+    solvers._base.SolverConfigError: kv-unified: option 'policy' is required ...
+    """
+    if method not in _REGISTRY:
+        raise SolverConfigError(
+            f"unknown solver {method!r}; registered solvers: {', '.join(names())}",
+            method=method,
+        )
+    cls = _REGISTRY[method]
+    try:
+        return cls(**dict(options or {}))
+    except ValidationError as exc:
+        problems = []
+        first: str | None = None
+        for err in exc.errors():
+            name = ".".join(str(x) for x in err["loc"]) or "options"
+            first = first or name
+            hint = cls.option_hint(name) if err["type"] == "missing" else ""
+            what = "is required" if err["type"] == "missing" else err["msg"]
+            problems.append(f"option {name!r} {what}{hint}")
+        raise SolverConfigError(
+            f"{method}: {'; '.join(problems)}", method=method, field=first
+        ) from None
 
 
 def solve(

@@ -450,6 +450,17 @@ class KvUnified(Solver):
     """Minimise the explicit welfare score exactly (CP-SAT), with hysteresis."""
 
     name = "kv-unified"
+
+    @classmethod
+    def option_hint(cls, name: str) -> str:
+        if name != "policy":
+            return ""
+        return (
+            f": give a preset name ({', '.join(sorted(PRESETS))}) or a KvUnifiedPolicy, e.g. "
+            "solver_options={'policy': 'reference'} in Python or --policy reference on the "
+            "command line"
+        )
+
     Config = KvUnifiedConfig
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:

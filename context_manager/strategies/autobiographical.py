@@ -219,6 +219,11 @@ class AutobiographicalStrategy(Strategy):
                 f"folding_strategy={self.config.folding_strategy!r} is not a registered solver; "
                 f"choose one of {', '.join(solvers.names())}"
             )
+        method, solver_options = self.solver
+        try:  # validated once: a bad option fails here, not at the first compile
+            self._solver = solvers.configure(method, solver_options)
+        except solvers.SolverConfigError as exc:
+            raise ConfigError(f"solver_options for folding_strategy={method!r}: {exc}") from None
         try:
             self.config.recall_header_template.format(id="L1-0", level=1, first="a", last="b")
         except (KeyError, IndexError, ValueError) as exc:
@@ -1033,8 +1038,7 @@ class AutobiographicalStrategy(Strategy):
         forms, _ = ctx.forms()
         snap = self.snapshot(ctx, stored, budget)
         stated = state_problem(snap, self.model_cache)
-        method, options = self.solver
-        plan = read_plan(snap, stated, solvers.solve(stated.problem, method=method, **options))
+        plan = read_plan(snap, stated, self._solver.solve(stated.problem))
         if not dry_run:
             self._route(ctx, plan.produce, stored)
         if plan.error is not None:
