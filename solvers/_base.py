@@ -250,10 +250,11 @@ def configure(method: str, options: Mapping[str, Any] | None = None) -> Solver:
     >>> import solvers
     >>> solvers.configure("kv-stable").name
     'kv-stable'
-    >>> solvers.configure("kv-unified")
-    Traceback (most recent call last):
-    ...
-    solvers._base.SolverConfigError: kv-unified: option 'policy' is required ...
+    >>> try:
+    ...     solvers.configure("kv-unified")
+    ... except solvers.SolverConfigError as exc:
+    ...     print(exc.field)
+    policy
     """
     if method not in _REGISTRY:
         raise SolverConfigError(

@@ -1,9 +1,9 @@
-"""Soak the request machine: ``python tests/soak.py [compiles]`` (``make soak``).
+"""Soak the request machine: ``python tests/soak.py [compiles] [--no-shrink]`` (``make soak``).
 
 Runs :class:`request_machine.RequestMachine` with fresh random seeds until at least
 the given number of compiles (default 100,000) were driven through it, across every
 solver and the passthrough strategy, then prints the tally. Any failure stops it with
-hypothesis's shrunk reproduction.
+hypothesis's shrunk reproduction (``--no-shrink``: the failing run as found, at once).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -29,6 +29,7 @@ def main(goal: int) -> int:
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate] if "--no-shrink" in sys.argv else list(Phase),
     )
     while TALLY["compiles"] < goal:
         run_state_machine_as_test(RequestMachine, settings=config)
@@ -51,4 +52,5 @@ def main(goal: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000))
+    counts = [a for a in sys.argv[1:] if a.isdigit()]
+    sys.exit(main(int(counts[0]) if counts else 100_000))
