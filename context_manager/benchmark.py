@@ -138,10 +138,14 @@ def policy_names(*, peers: bool | None = None, exact: bool = False) -> list[str]
     """
     import solvers
 
-    skip = {"brute-force"} | (set() if exact else {"exact"})
     if peers is None:
         peers = _peers_available()
-    names = [f"ours:{m}" for m in solvers.names() if m not in skip]
+    names = [
+        f"ours:{m}"
+        for m in solvers.names()
+        if not solvers.capabilities(m).oracle
+        and (exact or not solvers.capabilities(m).searches_slowly)
+    ]
     return names + [name for name, (_, extra) in _NAMED.items() if peers or not extra]
 
 

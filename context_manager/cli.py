@@ -152,10 +152,10 @@ def _compare_solvers(problem: FoldProblem) -> None:
     for col in ("solver", "status", "tokens", "of wall", "fidelity loss", "ms"):
         table.add_column(col, justify="left" if col in ("solver", "status") else "right")
     for name in solvers.names():
-        options: dict[str, object] = {"policy": "reference"} if name == "kv-unified" else {}
-        if name == "brute-force" and problem.n_leaves > 12:
+        caps = solvers.capabilities(name)
+        if not caps.accepts(problem.n_leaves):
             continue
-        result = solvers.get(name, **options).solve(problem)
+        result = solvers.get(name, **caps.example_options).solve(problem)
         tokens = result.tokens or 0
         table.add_row(
             name,
@@ -254,7 +254,7 @@ def list_solvers() -> None:
     import solvers
 
     for name in solvers.names():
-        cls = type(solvers.get(name, **({"policy": "reference"} if name == "kv-unified" else {})))
+        cls = type(solvers.get(name, **solvers.capabilities(name).example_options))
         doc = (cls.__doc__ or "").strip().splitlines()[0]
         console.print(f"[bold]{name}[/bold]: {doc}")
 
@@ -275,7 +275,7 @@ def sweep(
 
     import solvers
 
-    methods = method or [m for m in solvers.names() if m != "brute-force"]
+    methods = method or [m for m in solvers.names() if not solvers.capabilities(m).oracle]
     walls = Table(title="budget sweep (220 messages): tokens and utilisation after each wall")
     walls.add_column("solver", no_wrap=True)
     for budget in solvers.replay_module.SWEEP_BUDGETS:
@@ -291,7 +291,7 @@ def sweep(
             def advance(done: int, total: int, task: TaskID = task) -> None:
                 progress.update(task, completed=done, total=total)
 
-            options = {"policy": "reference"} if name == "kv-unified" else None
+            options = dict(solvers.capabilities(name).example_options) or None
             out = solvers.sweep(method=name, options=options, progress=advance)
             s = out["summary"]
             walls.add_row(

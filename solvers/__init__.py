@@ -10,24 +10,29 @@
 from . import exact, greedy, kv_stable, kv_unified, pyramid
 from . import replay as replay_module
 from ._base import (
+    Capabilities,
     Plan,
     Solver,
     SolverConfig,
     SolverConfigError,
+    capabilities,
     configure,
     get,
     names,
     register,
     solve,
+    window_options,
 )
 from .replay import ReplayReport, replay, sweep
 
 __all__ = [
+    "Capabilities",
     "Plan",
     "ReplayReport",
     "Solver",
     "SolverConfig",
     "SolverConfigError",
+    "capabilities",
     "configure",
     "exact",
     "get",
@@ -41,4 +46,5 @@ __all__ = [
     "replay_module",
     "solve",
     "sweep",
+    "window_options",
 ]

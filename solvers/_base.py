@@ -39,15 +39,18 @@ from ._common import infeasible_diagnostics, over_budget_plan
 IntArray = npt.NDArray[np.int64]
 
 __all__ = [
+    "Capabilities",
     "Plan",
     "Solver",
     "SolverConfig",
     "SolverConfigError",
+    "capabilities",
     "configure",
     "get",
     "names",
     "register",
     "solve",
+    "window_options",
 ]
 
 
@@ -66,6 +69,39 @@ class SolverConfigError(ValueError):
         super().__init__(message)
         self.method = method
         self.field = field
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a solver can do, so callers never special-case solver names.
+
+    Attributes
+    ----------
+    exact : bool
+        ``optimal`` is a proven claim about :func:`folding.fidelity_loss`.
+    oracle : bool
+        It enumerates: the reference answer in tests, for tiny problems only.
+    max_leaves : int or None
+        The largest problem it accepts (None: no limit).
+    uses_time_limit : bool
+        It searches, and honours ``time_limit``.
+    searches_slowly : bool
+        Its cost can grow steeply with the problem: long runs may leave it out.
+    example_options : mapping
+        Options a demonstration may use when the caller gives none (a required
+        option's documented preset); empty when none are needed.
+    """
+
+    exact: bool = False
+    oracle: bool = False
+    max_leaves: int | None = None
+    uses_time_limit: bool = False
+    searches_slowly: bool = False
+    example_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def accepts(self, n_leaves: int) -> bool:
+        """True when a problem of ``n_leaves`` leaves is within its size limit."""
+        return self.max_leaves is None or n_leaves <= self.max_leaves
 
 
 class SolverConfig(BaseModel):
@@ -95,6 +131,7 @@ class Solver(ABC):
     Config: ClassVar[type[SolverConfig]] = SolverConfig
     exact: ClassVar[bool] = False
     """True when ``optimal`` is a proven claim about :func:`folding.fidelity_loss`."""
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, config: SolverConfig | None = None, **options: Any) -> None:
         if config is not None and options:
@@ -104,6 +141,12 @@ class Solver(ABC):
             raise TypeError(
                 f"{self.name} expects a {self.Config.__name__}, got {type(self.config).__name__}"
             )
+
+    @classmethod
+    def window_options(cls, window: int, band_top: float) -> dict[str, Any]:
+        """Options sized for a context window of ``window`` tokens whose caller keeps
+        requests at or below ``band_top`` x the window (empty: the defaults fit)."""
+        return {}
 
     @classmethod
     def option_hint(cls, name: str) -> str:
@@ -222,6 +265,42 @@ def get(name: str, **options: Any) -> Solver:
             f"unknown solver {name!r}; registered solvers: {', '.join(names())}"
         ) from None
     return cls(**options)
+
+
+def capabilities(name: str) -> Capabilities:
+    """The :class:`Capabilities` of the solver called ``name``.
+
+    Examples
+    --------
+    >>> import solvers
+    >>> solvers.capabilities("exact").exact, solvers.capabilities("kv-stable").exact
+    (True, False)
+
+    Raises
+    ------
+    SolverConfigError
+        For an unknown name.
+    """
+    if name not in _REGISTRY:
+        raise SolverConfigError(
+            f"unknown solver {name!r}; registered solvers: {', '.join(names())}", method=name
+        )
+    return _REGISTRY[name].capabilities
+
+
+def window_options(name: str, window: int, band_top: float) -> dict[str, Any]:
+    """The options of solver ``name`` sized for a ``window``-token context kept at or
+    below ``band_top`` x the window: what a host running it on that window passes.
+
+    Examples
+    --------
+    >>> import solvers
+    >>> solvers.window_options("kv-stable", 8000, 0.7)
+    {}
+    >>> sorted(solvers.window_options("kv-unified", 8000, 0.7))
+    ['policy']
+    """
+    return _REGISTRY[name].window_options(window, band_top) if name in _REGISTRY else {}
 
 
 def configure(method: str, options: Mapping[str, Any] | None = None) -> Solver:

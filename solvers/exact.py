@@ -17,7 +17,7 @@ from folding import FoldProblem, Status, enumerate_frontiers, fidelity_weights, 
 from folding.render import levels_from_frontier, render_levels
 
 from ._atoms import build_atoms
-from ._base import Plan, Solver, SolverConfig, register
+from ._base import Capabilities, Plan, Solver, SolverConfig, register
 from ._common import cheapest_levels
 from ._cpsat import import_cp_model, make_solver, translate_status
 
@@ -52,6 +52,7 @@ class Exact(Solver):
     """CP-SAT: minimum fidelity loss under the budget; ``optimal`` only when proven."""
 
     name = "exact"
+    capabilities = Capabilities(exact=True, uses_time_limit=True, searches_slowly=True)
     Config = ExactConfig
     exact = True
 
@@ -145,6 +146,7 @@ class BruteForce(Solver):
     name = "brute-force"
     Config = BruteForceConfig
     exact = True
+    capabilities = Capabilities(exact=True, oracle=True, max_leaves=12, searches_slowly=True)
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         cfg = self.config

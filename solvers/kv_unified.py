@@ -44,7 +44,7 @@ from folding import FoldProblem, Layout, Status, fidelity_weights, previous_layo
 from folding.render import resolve_units
 
 from ._atoms import AtomModel, build_atoms
-from ._base import Plan, Solver, SolverConfig, register
+from ._base import Capabilities, Plan, Solver, SolverConfig, register
 from ._common import carried_levels, cheapest_levels
 from ._cpsat import import_cp_model, make_solver, translate_status
 from ._forest import Forest
@@ -450,6 +450,29 @@ class KvUnified(Solver):
     """Minimise the explicit welfare score exactly (CP-SAT), with hysteresis."""
 
     name = "kv-unified"
+    capabilities = Capabilities(uses_time_limit=True, example_options={"policy": "reference"})
+
+    @classmethod
+    def window_options(cls, window: int, band_top: float) -> dict[str, Any]:
+        """The ``cache-first`` preset sized for small windows.
+
+        The preset's churn and change scales are absolute tokens (sized for ~100k
+        windows); here they are the window itself. Its band top (0.935) would hold the
+        request at the wall, so each append would force a small refold; at the
+        caller's band top a refold goes as deep as the other solvers'. The band keeps
+        the preset's proportions below its new top.
+        """
+        preset, scale = PRESETS["cache-first"], float(window)
+        policy = preset.model_copy(
+            update={
+                "cache_scale": scale,
+                "continuity_scale": scale,
+                "continuity_recency_half_life_tokens": scale,
+                "budget_high_ratio": band_top,
+                "budget_low_ratio": band_top * preset.budget_low_ratio / preset.budget_high_ratio,
+            }
+        )
+        return {"policy": policy}
 
     @classmethod
     def option_hint(cls, name: str) -> str:

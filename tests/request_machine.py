@@ -31,6 +31,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+import solvers
 from context_manager import (
     CharsCounter,
     ConstraintConflictError,
@@ -49,7 +50,7 @@ from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.passthrough import PassthroughStrategy
 
 COUNTER = CharsCounter()
-SOLVERS = ["oldest-first", "flat-profile", "kv-stable", "kv-unified", "exact", "pyramid"]
+SOLVERS = [m for m in solvers.names() if not solvers.capabilities(m).oracle]
 TALLY: Counter[str] = Counter()
 """Outcomes over every run of the machine in this process (read by the soak)."""
 
@@ -66,12 +67,11 @@ def _strategy(method: str) -> AutobiographicalStrategy | PassthroughStrategy:
         "l1_holdback_chunks": 0,
         "min_chunk_chars_for_llm": 0,
     }
-    if method == "pyramid":
+    if method == "threshold-pyramid":  # the renderer of adaptive_resolution=False
         options["adaptive_resolution"] = False
     else:
         options["folding_strategy"] = method
-    if method == "kv-unified":
-        options["solver_options"] = {"policy": "reference"}
+        options["solver_options"] = dict(solvers.capabilities(method).example_options)
     return AutobiographicalStrategy(**options)
 
 

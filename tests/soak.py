@@ -24,7 +24,7 @@ def main(goal: int) -> int:
     start = time.monotonic()
     rounds = 0
     config = settings(
-        max_examples=200,
+        max_examples=25,
         stateful_step_count=60,
         deadline=None,
         database=None,

@@ -428,9 +428,11 @@ def test_render_stats_before_and_after(tmp_path: Path) -> None:
     assert total == 8
 
 
-@pytest.mark.parametrize("method", [m for m in solvers.names() if m not in ("brute-force",)])
+@pytest.mark.parametrize(
+    "method", [m for m in solvers.names() if not solvers.capabilities(m).oracle]
+)
 def test_long_run_never_errors(tmp_path: Path, method: str) -> None:
-    options = {"policy": "reference"} if method == "kv-unified" else {}
+    options = dict(solvers.capabilities(method).example_options)
     cm, _ = open_cm(
         tmp_path,
         ExtractiveSummarizer(target_tokens=40),

@@ -65,10 +65,12 @@ def test_the_transcripts_are_there() -> None:
 
 
 @pytest.mark.parametrize("path", TRANSCRIPTS, ids=lambda p: p.stem)
-@pytest.mark.parametrize("method", [m for m in solvers.names() if m != "brute-force"])
+@pytest.mark.parametrize(
+    "method", [m for m in solvers.names() if not solvers.capabilities(m).oracle]
+)
 def test_swe_agent_round_trip(tmp_path: Path, path: Path, method: str) -> None:
     messages = load_swe_agent(path)
-    options = {"policy": "reference"} if method == "kv-unified" else {}
+    options = dict(solvers.capabilities(method).example_options)
     s = strategy(
         target_chunk_tokens=400,
         recent_window_tokens=1500,

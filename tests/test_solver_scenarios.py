@@ -48,7 +48,7 @@ def age_monotone(problem: FoldProblem, frontier: dict[str, int]) -> bool:
 @pytest.mark.parametrize("method", [*ALL_PLANNERS, "kv-unified"])
 def test_generous_budget_moves_nothing(method: str) -> None:
     p = chronicle(12, leaf_tokens=100, chunk=6, recall_tokens=200, total=100_000)
-    opts = {"policy": "reference"} if method == "kv-unified" else {}
+    opts = dict(solvers.capabilities(method).example_options)
     result = solvers.solve(p, method=method, **opts)
     assert result.frontier == {} and result.tokens == 1200
 
@@ -68,7 +68,7 @@ def test_greedy_only_raises_and_meets_the_target(method: str) -> None:
 def test_missing_level_becomes_a_produce_request() -> None:
     p = chronicle(12, leaf_tokens=100, chunk=6, recall_tokens=200, total=300)
     for method in [*ALL_PLANNERS, "kv-unified"]:
-        opts = {"policy": "reference"} if method == "kv-unified" else {}
+        opts = dict(solvers.capabilities(method).example_options)
         result = solvers.solve(p, method=method, **opts)
         assert result.status is Status.OVER_BUDGET, method
         assert result.tokens == 400 == result.diagnostics["floor_tokens"]
@@ -104,7 +104,7 @@ def test_rerunning_on_the_applied_frontier_changes_nothing(method: str) -> None:
 def test_locked_and_pinned_leaves_stay_raw_inside_folded_groups(method: str) -> None:
     p = chronicle(12, leaf_tokens=100, chunk=6, recall_tokens=100, total=700, head=0)
     p = with_(p, locks=["m2"], pins=[{"leaves": ["m8"]}], previous={})
-    opts = {"policy": "reference"} if method == "kv-unified" else {}
+    opts = dict(solvers.capabilities(method).example_options)
     result = solvers.solve(p, method=method, **opts)
     assert result.status in Status.with_plan()
     assert "m2" not in result.frontier and "m8" not in result.frontier
@@ -224,7 +224,7 @@ def test_everything_pinned_over_the_wall_is_reported_not_sent() -> None:
     p = chronicle(60, leaf_tokens=1000, chunk=6, recall_tokens=200, total=20_000)
     p = with_(p, pins=[{"leaves": [f"m{i}" for i in range(60)]}])
     for method in [*ALL_PLANNERS, "kv-unified"]:
-        opts = {"policy": "reference"} if method == "kv-unified" else {}
+        opts = dict(solvers.capabilities(method).example_options)
         result = solvers.solve(p, method=method, **opts)
         assert result.status is Status.OVER_BUDGET
         assert result.diagnostics["protected_tokens"] == 60_000

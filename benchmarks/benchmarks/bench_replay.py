@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import solvers
 from solvers.replay import sweep
 
 SOLVERS = ["oldest-first", "flat-profile", "kv-stable", "kv-unified", "exact"]
@@ -22,8 +23,10 @@ class BudgetSweep:
     timeout = 900
 
     def setup_cache(self) -> dict[str, Any]:
-        options = {"kv-unified": {"policy": "reference"}}
-        return {m: sweep(method=m, options=options.get(m)) for m in SOLVERS}
+        return {
+            m: sweep(method=m, options=dict(solvers.capabilities(m).example_options) or None)
+            for m in SOLVERS
+        }
 
     def track_utilisation(self, results: dict[str, Any], method: str, phase: str) -> float:
         return 100.0 * results[method]["phases"][PHASES.index(phase)]["utilisation"]

@@ -19,12 +19,16 @@ from solvers._cpsat import import_cp_model
 from .common import store, warm
 
 SOLVERS = ["oldest-first", "flat-profile", "kv-stable", "kv-unified", "exact"]
-OPTIONS = {"kv-unified": {"policy": "reference"}}
 XSLOW = bool(os.environ.get("FOLDING_BENCH_XSLOW"))
 
 
 def _solve(problem: FoldProblem, method: str, time_limit: float | None = None):  # type: ignore[no-untyped-def]
-    return solvers.solve(problem, method=method, time_limit=time_limit, **OPTIONS.get(method, {}))
+    return solvers.solve(
+        problem,
+        method=method,
+        time_limit=time_limit,
+        **solvers.capabilities(method).example_options,
+    )
 
 
 class Solve:

@@ -110,30 +110,15 @@ class FoldingPolicy:
             "recall_budget_tokens": max(1000, budget // 2),
             "folding_strategy": method,
         }
-        if method == "kv-unified":
-            from solvers.kv_unified import PRESETS
+        import solvers
 
-            from ..strategies.autobiographical import AutobiographicalConfig
+        from ..strategies.autobiographical import AutobiographicalConfig
 
-            # the preset's churn and change scales are absolute tokens (sized for ~100k
-            # windows); at these budgets they are set to the budget itself. Its band top
-            # (0.935) would hold the request at the wall, so each append forces a small
-            # refold; at the strategy's headroom a refold goes as deep as the others'.
-            preset, scale = PRESETS["cache-first"], float(budget)
-            if slack is None:
-                slack = AutobiographicalConfig.model_fields["compression_slack_ratio"].default
-            high = 1.0 - slack
-            policy = preset.model_copy(
-                update={
-                    "cache_scale": scale,
-                    "continuity_scale": scale,
-                    "continuity_recency_half_life_tokens": scale,
-                    # the band keeps the preset's proportions below its new top
-                    "budget_high_ratio": high,
-                    "budget_low_ratio": high * preset.budget_low_ratio / preset.budget_high_ratio,
-                }
-            )
-            options["solver_options"] = {"policy": policy}
+        if slack is None:
+            slack = AutobiographicalConfig.model_fields["compression_slack_ratio"].default
+        sized = solvers.window_options(method, budget, 1.0 - slack)
+        if sized:
+            options["solver_options"] = sized
         return options
 
     def _open(self, budget: int) -> Any:
