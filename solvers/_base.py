@@ -24,7 +24,6 @@ from folding import (
     FoldProblem,
     Layout,
     PlanViolation,
-    ProduceRequest,
     SolveResult,
     Status,
     check_plan,
@@ -35,6 +34,7 @@ from folding import (
 )
 
 from ._common import infeasible_diagnostics, over_budget_plan
+from ._plan import Plan
 
 IntArray = npt.NDArray[np.int64]
 
@@ -108,17 +108,6 @@ class SolverConfig(BaseModel):
     """Base of every solver's configuration: frozen, unknown keys rejected."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-@dataclass
-class Plan:
-    """What a solver decided, before the shared finishing step."""
-
-    levels: IntArray | None
-    status: Status
-    produce: list[ProduceRequest] = field(default_factory=list)
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    stats: dict[str, Any] = field(default_factory=dict)
 
 
 class Solver(ABC):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from folding import (
     BoundaryGraph,
@@ -19,10 +18,7 @@ from folding.frontiers import floor_levels
 from folding.render import resolve_units
 from folding.validate import _constraint_violations
 
-if TYPE_CHECKING:
-    from ._base import Plan
-
-IntArray = npt.NDArray[np.int64]
+from ._plan import IntArray, Plan
 
 
 def is_valid_levels(problem: FoldProblem, levels: IntArray) -> bool:
@@ -166,7 +162,6 @@ def produce_requests(problem: FoldProblem, levels: IntArray) -> list[ProduceRequ
 
 def over_budget_plan(problem: FoldProblem, plan: Plan) -> Plan:
     """The over-budget answer: the cheapest frontier, its floor and produce requests."""
-    from ._base import Plan
 
     levels = cheapest_levels(problem)
     assert levels is not None, "over_budget_plan needs a feasible constraint set"
@@ -195,7 +190,6 @@ def over_budget_plan(problem: FoldProblem, plan: Plan) -> Plan:
 
 def finish_greedy(problem: FoldProblem, plan: Plan) -> Plan:
     """Enforce the wall on a heuristic's plan: fall back to the floor, or report over budget."""
-    from ._base import Plan
 
     assert plan.levels is not None
     tokens = render_levels(problem, plan.levels).total

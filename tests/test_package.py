@@ -68,6 +68,53 @@ def test_layers_point_down() -> None:
     assert "context_manager" not in imported_top_levels("solvers")
 
 
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports at run time (imports under
+    ``if TYPE_CHECKING:`` left out, imports inside functions counted)."""
+    paths = {}
+    for path in (ROOT / package).rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {
+            id(sub)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for sub in ast.walk(node)
+        }
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = here[: len(here) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                found.add(module)
+                found.update(f"{module}.{alias.name}" for alias in node.names)
+        graph[name] = {m for m in found if m in paths and m != name}
+    return graph
+
+
+@pytest.mark.parametrize("package", ["folding", "solvers", "context_manager"])
+def test_no_import_cycles(package: str) -> None:
+    import networkx as nx
+
+    cycles = list(nx.simple_cycles(nx.DiGraph(import_graph(package))))
+    assert cycles == []
+
+
+def test_the_adapter_knows_no_strategy() -> None:
+    graph = import_graph("context_manager")
+    assert not any(
+        m.startswith("context_manager.strategies") for m in graph["context_manager.adapter"]
+    )
+
+
 def test_importing_folding_loads_neither_upper_layer() -> None:
     code = (
         "import sys, folding, folding.testing.strategies; "
