@@ -31,6 +31,7 @@ from .hierarchy import Hierarchy
 from .kv import CachePrices, CacheRequest, CacheSimulator, CacheTotals, divergence_index, kv_cost
 from .model import Budget, Conflict, FoldProblem, Frontier, Leaf, Pin, Summary
 from .objectives import fidelity_loss, fidelity_weights
+from .reductions import ReductionError, RunReduction, merge_runs
 from .render import (
     Layout,
     Unit,
@@ -69,6 +70,8 @@ __all__ = [
     "PinConflictError",
     "PlanViolation",
     "ProduceRequest",
+    "ReductionError",
+    "RunReduction",
     "SolveResult",
     "Status",
     "Summary",
@@ -91,6 +94,7 @@ __all__ = [
     "is_valid",
     "kv_cost",
     "levels_from_frontier",
+    "merge_runs",
     "previous_layout",
     "random_problem",
     "render",
