@@ -352,3 +352,28 @@ def test_the_response_shares_no_mutable_object_with_the_request() -> None:
     out = assemble(request)
     assert out.messages[2].details == details and out.messages[2].details is not details
     assert out.messages[1].content[0].arguments is not arguments
+
+
+def test_with_a_counter_the_request_fits_by_that_counter() -> None:
+    from context_manager import TiktokenCounter
+    from context_manager.assembly.estimate import Estimator
+
+    counter = TiktokenCounter()
+    model = {"id": "m", "limits": {"context_window": 1400, "max_output_tokens": 200}}
+    words = " ".join(f"w{i}" for i in range(40))
+    msgs = [
+        {"role": "user", "content": [{"type": "text", "text": words}], "timestamp": t}
+        for t in range(1, 9)
+    ]
+    request = {"messages": msgs, "model": model, "system_prompt": "Be brief."}
+    heuristic = assemble(request)
+    exact = assemble(request, counter=counter)
+    assert exact.token_count <= exact.usable
+    recount = Estimator(counter.count_text)
+    assert exact.token_count == recount.total(list(exact.messages)) + counter.count_text(
+        exact.system_prompt
+    )
+    assert heuristic.token_count != exact.token_count  # it is another count
+    request["messages"] = msgs * 8  # too long for the window by the counter: refused
+    with pytest.raises(AssemblyError, match="usable budget is 1060"):
+        assemble(request, counter=counter)

@@ -450,7 +450,7 @@ def test_release_never_clears_a_foreign_lease() -> None:
     assert store.read("k") is None
 
 
-def test_a_locked_store_reads_as_busy_and_a_broken_one_is_state_error() -> None:
+def test_a_store_that_fails_reads_as_busy() -> None:
     import sqlite3
 
     class Locked(InMemoryLeaseStore):
@@ -462,9 +462,7 @@ def test_a_locked_store_reads_as_busy_and_a_broken_one_is_state_error() -> None:
             raise OSError("read-only")
 
     assert Locked().acquire("k", now=0, ttl_ms=10) is None
-    with pytest.raises(AssemblyError) as err:
-        Unwritable().acquire("k", now=0, ttl_ms=10)
-    assert err.value.code == "context/state"
+    assert Unwritable().acquire("k", now=0, ttl_ms=10) is None  # invariant 9: not an error
 
 
 def test_default_lease_key_hashes_compact_json_with_zero_separators() -> None:

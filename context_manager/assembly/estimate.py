@@ -8,6 +8,7 @@ nulled (unless they are a denial envelope, which the provider does see), plus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from ..tokens import HEURISTIC_IMAGE_TOKENS, compact_json, heuristic_text_tokens, utf8_length
@@ -44,8 +45,8 @@ def is_denied(details: Any) -> bool:
     return isinstance(details, dict) and details.get("status") == "denied"
 
 
-def message_tokens(message: AnyMessage) -> int:
-    """Estimated tokens of one message.
+def message_tokens(message: AnyMessage, count_text: Callable[[str], int] = text_tokens) -> int:
+    """Estimated tokens of one message (``count_text`` prices its compact JSON).
 
     Examples
     --------
@@ -71,12 +72,12 @@ def message_tokens(message: AnyMessage) -> int:
                 if inner["type"] == "image":
                     inner["data"] = ""
                     images += 1
-    return text_tokens(compact_json(body)) + IMAGE_TOKENS * images
+    return count_text(compact_json(body)) + IMAGE_TOKENS * images
 
 
-def function_tokens(function: AgentFunction) -> int:
+def function_tokens(function: AgentFunction, count_text: Callable[[str], int] = text_tokens) -> int:
     """Estimated tokens of one function offered to the model (its compact JSON)."""
-    return text_tokens(compact_json(function.wire()))
+    return count_text(compact_json(function.wire()))
 
 
 def result_tokens(content: tuple[Any, ...]) -> int:
@@ -89,17 +90,28 @@ class Estimator:
 
     Messages are immutable, so an estimate holds as long as the object lives;
     the memo keeps a reference to each object it has priced.
+
+    Parameters
+    ----------
+    count_text : callable, optional
+        Prices a string: the byte heuristic by default, or an exact counter's
+        ``count_text`` (every estimate then counts the same compact JSON with it).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, count_text: Callable[[str], int] = text_tokens) -> None:
         self._memo: dict[int, tuple[AnyMessage, int]] = {}
+        self.count_text = count_text
+
+    def text(self, text: str) -> int:
+        """Tokens of a string."""
+        return self.count_text(text)
 
     def message(self, message: AnyMessage) -> int:
         """Estimated tokens of ``message``."""
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        value = message_tokens(message)
+        value = message_tokens(message, self.count_text)
         self._memo[id(message)] = (message, value)
         return value
 

@@ -17,6 +17,7 @@ from typing import Any, Final, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ..summarizer import Summarizer
+from ..tokens import TokenCounter
 from .budget import resolve_limits, tail_budget, usable_budget
 from .capping import cap_results
 from .catalog import ModelCatalog
@@ -139,8 +140,10 @@ def _by_role(messages: Sequence[AnyMessage], estimator: Estimator) -> ByRole:
     return ByRole(**totals)
 
 
-def _tools_tokens(tools: Sequence[AgentFunction] | None) -> int:
-    return sum(function_tokens(t) for t in tools or ())
+def _tools_tokens(
+    tools: Sequence[AgentFunction] | None, count_text: Callable[[str], int] = text_tokens
+) -> int:
+    return sum(function_tokens(t, count_text) for t in tools or ())
 
 
 def _parts(parts: Mapping[str, str] | None) -> dict[str, int] | None:
@@ -390,6 +393,7 @@ def assemble(
     catalog: ModelCatalog | None = DEFAULT_CATALOG,
     leases: LeaseStore | None = None,
     clock: Clock = _wall_clock_ms,
+    counter: TokenCounter | None = None,
 ) -> AssembleResponse:
     """Build a model call that fits the model's usable input budget.
 
@@ -414,6 +418,10 @@ def assemble(
         Where compaction leases live (this process's by default, or ``config.lease_dir``).
     clock : callable
         Milliseconds now, for leases and deadlines.
+    counter : TokenCounter, optional
+        Prices every count (messages and tools as their compact JSON, the system prompt
+        as text) with ``counter.count_text`` instead of the byte heuristic, so that
+        ``token_count <= usable`` holds by that counter.
 
     Returns
     -------
@@ -447,12 +455,12 @@ def assemble(
     view_to_orig = [i for i, m in enumerate(messages) if not isinstance(m, CustomMessage)]
     view = normalise_media([messages[i] for i in view_to_orig], limits.supports_vision)
     system = render_system_prompt(req.system_prompt, opts.previous_summary)
-    estimator = Estimator()
-    tools = _tools_tokens(req.tools)
+    estimator = Estimator(counter.count_text) if counter is not None else Estimator()
+    tools = _tools_tokens(req.tools, estimator.count_text)
     fixed = tools + (opts.request_overhead_tokens or 0)
 
     def count() -> int:
-        return estimator.total(view) + text_tokens(system) + fixed
+        return estimator.total(view) + estimator.text(system) + fixed
 
     initial = count()
     max_result = (
@@ -544,7 +552,7 @@ def assemble(
             **compaction,
         ),
         breakdown=Breakdown(
-            system_prompt_tokens=text_tokens(system),
+            system_prompt_tokens=estimator.text(system),
             tools_tokens=tools,
             by_role=_by_role(view, estimator),
             by_part=_parts(req.parts),

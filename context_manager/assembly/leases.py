@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import secrets
 import sqlite3
 import threading
@@ -23,6 +24,8 @@ from typing import Final
 from ..tokens import compact_json
 from .errors import STATE, AssemblyError
 from .wire import AnyMessage
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "LEASE_SCOPE",
@@ -77,18 +80,16 @@ class LeaseStore(ABC):
     def acquire(self, key: str, *, now: int, ttl_ms: int) -> str | None:
         """A fresh nonce when the lease is taken, ``None`` when it is busy.
 
-        Raises
-        ------
-        AssemblyError
-            ``context/state`` when the store cannot be written.
+        A store that fails to answer (locked, unreadable, unwritable) reads as busy:
+        the caller skips compaction rather than fail the request. Only a lease store
+        that cannot be opened at all is a ``context/state`` error (at construction).
         """
         mine = LeaseRecord(secrets.token_hex(16), now)
         try:
             taken = self.put_if_idle(key, mine, ttl_ms)
-        except sqlite3.OperationalError:
-            return None  # locked or unreadable: busy
         except Exception as exc:
-            raise AssemblyError(STATE, f"lease store failed: {exc}") from exc
+            log.warning("lease store failed (%s); the lease reads as busy", exc)
+            return None
         return mine.nonce if taken else None
 
     def release(self, key: str, nonce: str) -> None:
