@@ -1,190 +1,39 @@
-"""``AutobiographicalStrategy``: memories in the agent's own voice, folded by a solver.
+"""The strategy itself: windows, chunking, the writer, folding and rendering, queries.
 
-The conversation is partitioned into a raw *head* (the oldest messages, up
-to ``head_window_tokens``), a raw *tail* (the newest, up to
-``recent_window_tokens``) and the *middle*. Closed *chunks* of middle
-messages (at least ``target_chunk_tokens`` tokens and ``min_chunk_messages``
-messages, never closing on an unanswered tool call) are compressed into L1
-memories by the summariser, as of the moment they were lived; contiguous
-runs of ``merge_threshold`` parentless memories merge into the next level,
-without a fixed top. Each compile hands the state to a solver through the
-adapter (:mod:`context_manager.adapter`), which decides how deeply each
-region is shown, and renders the chosen frontier: raw messages, and one
-*recall pair* (a ``Context Manager`` question and the memory in the agent's
-voice) per shown summary.
-
-Every write that matters happens in one store transaction: a chunk record
-with its boundaries, a summary with the chunk marked compressed, a parent
-with its children's parent pointers. The frontier is persisted only after a
-compile fully succeeded, never on a dry run.
+See :mod:`context_manager.strategies.autobiographical` for the whole picture.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import re
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
 
 import solvers
 
-from ..adapter import PinSpec, Snapshot, SummarySpec, read_plan, state_problem
-from ..errors import ConfigError, SummarizerNotConfiguredError, UncoveredDropError
-from ..messages import CacheTTL, Message, TextBlock, ToolResultBlock, ToolUseBlock
-from ..summarizer import MEMORY_MARKER, Completion, CompletionRequest
-from .base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
+from ...adapter import PinSpec, Snapshot, SummarySpec, read_plan, state_problem
+from ...errors import ConfigError, SummarizerNotConfiguredError, UncoveredDropError
+from ...messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ...summarizer import MEMORY_MARKER, Completion, CompletionRequest
+from ..base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
+from .config import AutobiographicalConfig
+from .records import ChunkRecord, Pin, SummaryEntry, frontier_runs
+from .requests import (
+    CONTEXT_MANAGER,
+    NO_TOOLS,
+    PLAIN_PROSE,
+    clean,
+    shape,
+    strip_thinking,
+    with_suffix,
+)
 
-__all__ = [
-    "AutobiographicalConfig",
-    "AutobiographicalStrategy",
-    "ChunkRecord",
-    "SummaryEntry",
-    "frontier_runs",
-]
-
-CONTEXT_MANAGER = "Context Manager"
-NO_TOOLS = " Answer in plain text only; do not call any tool."
-PLAIN_PROSE = " Write plain prose only, with no tags and no reasoning markup."
+__all__ = ["AutobiographicalStrategy"]
 
 log = logging.getLogger(__name__)
-
-
-class AutobiographicalConfig(BaseModel):
-    """Options of :class:`AutobiographicalStrategy` (unknown keys are rejected)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    compression_model: str | None = None
-    """The model whose voice memories are written in. No default: without it the
-    strategy refuses to write summaries."""
-    target_chunk_tokens: int = Field(default=3000, gt=0)
-    """A chunk closes once it holds this many tokens and ``min_chunk_messages`` messages,
-    or twice this many tokens whatever its length (so a huge message can still fold)."""
-    min_chunk_messages: int = Field(default=4, ge=1)
-    recent_window_tokens: int = Field(default=30_000, ge=0)
-    head_window_tokens: int = Field(default=0, ge=0)
-    l1_holdback_chunks: int = Field(default=1, ge=0)
-    min_chunk_chars_for_llm: int = Field(default=200, ge=0)
-    """Text-only chunks with fewer non-space characters get a stub memory, no call."""
-    merge_threshold: int = Field(default=6, ge=2)
-    merge_attempt_limit: int = Field(default=5, ge=1)
-    merge_max_source_span_messages: int = Field(default=1500, ge=1)
-    """A memory spanning more messages than this x merge_threshold^(level - 3) (the
-    exponent floored at 0) is not merged further."""
-    chunk_attempt_limit: int = Field(default=3, ge=1)
-    """Rejected attempts on one chunk before it stays raw for good (persisted)."""
-    compression_refusal_curve_fallbacks: int = Field(default=3, ge=0)
-    """After a refused L1 request, at most this many variants, each showing one merged
-    memory of the recall ladder as its children instead; 0 disables."""
-    compression_context_budget_tokens: int = Field(default=200_000, gt=0)
-    """A variant is sent only if its input plus the output cap fits this."""
-    summary_target_tokens: int = Field(default=2000, gt=0)
-    summary_participant: str = "Claude"
-    summary_context_label: str = "What do you remember from earlier?"
-    recall_budget_tokens: int = Field(default=100_000, gt=0)
-    """Cap on recall pairs in a compression request (newest first)."""
-    adaptive_resolution: bool = True
-    """True: a solver (``folding_strategy``) picks the fold depth per region under the
-    budget. False: the threshold pyramid (newest history at L1, older at L2, oldest
-    coarser, within ``l1_budget_tokens`` / ``l2_budget_tokens`` / ``l3_budget_tokens``)."""
-    folding_strategy: str = "kv-stable"
-    solver_options: dict[str, Any] = Field(default_factory=dict)
-    l1_budget_tokens: int = Field(default=30_000, ge=0)
-    l2_budget_tokens: int = Field(default=30_000, ge=0)
-    l3_budget_tokens: int = Field(default=30_000, ge=0)
-    """Pyramid allowance of level 3 and of every level above."""
-    recall_header_template: str = "[Recall {id}]"
-    """Question of each recall pair on the pyramid path; ``{id}``, ``{level}``, ``{first}``
-    and ``{last}`` are substituted. The adaptive path asks ``summary_context_label``."""
-    compression_cache_breakpoints: bool = True
-    """Mark the end of the raw head, of the last merged memory (level 2 or more) and of
-    the last memory as prompt-cache breakpoints, in compiled contexts
-    (:attr:`CompileResult.cache_breakpoints`) and in the summariser's requests
-    (:attr:`CompletionRequest.cache_breakpoints`): a refold, and the next memory
-    request, usually add after them, so those prefixes keep hitting the cache (a merge
-    or a deeper cut changes them). A request whose recall ladder was cut to the recall
-    budget marks only its head: its ladder's start moves as memories are added."""
-    compression_cache_ttl: CacheTTL = "1h"
-    """Lifetime asked for the summariser requests' cached prefixes: memory requests come
-    minutes apart, so the longer one keeps them warm."""
-    compression_slack_ratio: float = Field(default=0.3, ge=0.0, lt=1.0)
-    """Solvers fold down to ``(1 - slack) x`` the input budget; appends then fill the band
-    up to the budget without refolding, so the prefix (and the provider's cache) stays put.
-    A wider band refolds less often; on the bundled replays 0.3 billed 25-40% less input
-    than 0.1 with every request still within budget."""
-    over_budget_grace_ratio: float = Field(default=0.0, ge=0.0)
-    """Overshoot of the input budget tolerated when nothing fits it, taken from the
-    response reserve only: a compile never exceeds ``max_tokens``. Solvers still aim
-    for the plain budget."""
-
-
-@dataclass
-class ChunkRecord:
-    """A closed run of messages that becomes one L1 memory."""
-
-    item: str
-    id: str
-    source_ids: list[str]
-    compressed: bool = False
-    summary_id: str | None = None
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "source_ids": self.source_ids,
-            "compressed": self.compressed,
-            "summary_id": self.summary_id,
-        }
-
-
-@dataclass
-class SummaryEntry:
-    """A memory: L1 over a chunk's messages, L_k over L_{k-1} memories."""
-
-    item: str
-    id: str
-    level: int
-    content: str
-    tokens: int
-    source_ids: list[str]
-    first: str
-    last: str
-    parent_id: str | None = None
-    created: float = field(default_factory=time.time)
-    stub: bool = False
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "level": self.level,
-            "content": self.content,
-            "tokens": self.tokens,
-            "source_ids": self.source_ids,
-            "first": self.first,
-            "last": self.last,
-            "parent_id": self.parent_id,
-            "created": self.created,
-            "stub": self.stub,
-        }
-
-
-@dataclass
-class Pin:
-    """A protected range of messages (raw, or held at / below a level)."""
-
-    id: str
-    first: str
-    last: str
-    name: str | None = None
-    level: int | None = None
-    max_level: int | None = None
-    kind: str = "range"
 
 
 @dataclass
@@ -492,7 +341,7 @@ class AutobiographicalStrategy(Strategy):
     def _refused_before(self, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         """The chunk's request today has the shape of one that every variant refused."""
         stored = ctx.messages()
-        return _shape(self._l1_request(ctx, stored, chunk)) in self.exhausted[chunk.id]
+        return shape(self._l1_request(ctx, stored, chunk)) in self.exhausted[chunk.id]
 
     # -------------------------------------------------------------- summaries
     def _next_summary_id(self, ctx: StrategyContext, level: int) -> str:
@@ -628,14 +477,14 @@ class AutobiographicalStrategy(Strategy):
                 if completion.stop_reason != "refusal":
                     break
             if completion.stop_reason == "refusal":
-                shape = _shape(request)
+                refused = shape(request)
                 with ctx.store.transaction():
                     ctx.store.append(
                         ctx.slot("autobio:refusal-ledger"),
-                        {"event": "exhausted", "chunk": chunk.id, "shape": shape},
+                        {"event": "exhausted", "chunk": chunk.id, "shape": refused},
                     )
                     self._count_attempt(ctx, chunk)
-                self.exhausted.setdefault(chunk.id, set()).add(shape)
+                self.exhausted.setdefault(chunk.id, set()).add(refused)
                 log.warning("every variant of the memory request for %s was refused", chunk.id)
                 return False
         if not completion.acceptable:  # never memory; after the limit the chunk stays raw
@@ -697,16 +546,16 @@ class AutobiographicalStrategy(Strategy):
         self.calls += 1
         completion = ctx.summarizer.complete(request)
         if completion.stop_reason == "tool_use":
-            request = _with_suffix(request, NO_TOOLS)
+            request = with_suffix(request, NO_TOOLS)
             self.calls += 1
             completion = ctx.summarizer.complete(request)
             if completion.stop_reason == "tool_use":
                 self.calls += 1
                 completion = ctx.summarizer.complete(request.model_copy(update={"tools": None}))
-        elif completion.stop_reason == "end_turn" and not _clean(completion.text):
+        elif completion.stop_reason == "end_turn" and not clean(completion.text):
             self.calls += 1
-            completion = ctx.summarizer.complete(_with_suffix(request, PLAIN_PROSE))
-        return completion.model_copy(update={"text": _clean(completion.text)})
+            completion = ctx.summarizer.complete(with_suffix(request, PLAIN_PROSE))
+        return completion.model_copy(update={"text": clean(completion.text)})
 
     def _store_l1(
         self,
@@ -857,7 +706,7 @@ class AutobiographicalStrategy(Strategy):
         cfg = self.config
         assert cfg.compression_model is not None
         tools = ctx.tools()
-        kept, moved = _strip_thinking(messages)
+        kept, moved = strip_thinking(messages)
         breakpoints: tuple[int, ...] = ()
         if cfg.compression_cache_breakpoints:
             breakpoints = tuple(sorted({moved[i] for i in marks if moved[i] >= 0}))
@@ -1119,7 +968,9 @@ class AutobiographicalStrategy(Strategy):
             head_end=win.head_end,
             tail_start=win.tail_start,
             budget=total,
-            target=max(budget.fixed_tokens, math.floor(total * (1 - cfg.compression_slack_ratio))),
+            # the band is a share of what the overhead leaves: only history can fold
+            target=budget.fixed_tokens
+            + math.floor(max(0, budget.history_tokens) * (1 - cfg.compression_slack_ratio)),
             fixed_tokens=budget.fixed_tokens,
             chunks=chunks,
             summaries=self._summary_specs(ctx, position),
@@ -1293,64 +1144,3 @@ class AutobiographicalStrategy(Strategy):
                 out.append((s, matches))
         out.sort(key=lambda x: (-x[1], -x[0].created))
         return out[:limit]
-
-
-def frontier_runs(saved: Any, chunks: dict[str, list[str]]) -> list[tuple[str, str, int]]:
-    """The runs ``(first id, last id, level)`` of a saved frontier.
-
-    The saved form is ``{"runs": [[first, last, level], ...]}``; the older form, keyed
-    by leaf id (a message, or a chunk id standing for the chunk's messages, given in
-    ``chunks``), is read too.
-    """
-    if not saved:
-        return []
-    if isinstance(saved, dict) and "runs" in saved:
-        return [(str(f), str(t), int(v)) for f, t, v in saved["runs"]]
-    out = []
-    for key, level in saved.items():
-        ids = chunks.get(key, [key])
-        if level and ids:
-            out.append((ids[0], ids[-1], int(level)))
-    return out
-
-
-def _shape(request: CompletionRequest) -> str:
-    """A stable hash of a request: what a refusal ledger entry is keyed by."""
-    return hashlib.sha256(request.model_dump_json().encode()).hexdigest()
-
-
-def _strip_thinking(messages: list[Message]) -> tuple[list[Message], list[int]]:
-    """The messages without thinking blocks (a message left empty is dropped), and for
-    each input message the index of the last kept message at or before it (-1: none)."""
-    from ..messages import ThinkingBlock
-
-    out: list[Message] = []
-    moved: list[int] = []
-    for m in messages:
-        content = tuple(b for b in m.content if not isinstance(b, ThinkingBlock))
-        if content:
-            same = len(content) == len(m.content)
-            out.append(m if same else m.model_copy(update={"content": content}))
-        moved.append(len(out) - 1)
-    return out, moved
-
-
-_THINKING = re.compile(r"^\s*<thinking>.*?</thinking>\s*", re.DOTALL)
-
-
-def _clean(text: str) -> str:
-    """The answer without a leading ``<thinking>`` preamble, stripped."""
-    return _THINKING.sub("", text).strip()
-
-
-def _with_suffix(request: CompletionRequest, suffix: str) -> CompletionRequest:
-    """The request with ``suffix`` appended to its final instruction turn."""
-    messages = list(request.messages)
-    last = messages[-1]
-    blocks = list(last.content)
-    if blocks and isinstance(blocks[-1], TextBlock):
-        blocks[-1] = TextBlock(text=blocks[-1].text + suffix)
-    else:
-        blocks.append(TextBlock(text=suffix.strip()))
-    messages[-1] = last.model_copy(update={"content": tuple(blocks)})
-    return request.model_copy(update={"messages": tuple(messages)})

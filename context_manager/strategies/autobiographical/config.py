@@ -1,0 +1,81 @@
+"""The options of :class:`~context_manager.strategies.autobiographical.AutobiographicalStrategy`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...messages import CacheTTL
+
+__all__ = ["AutobiographicalConfig"]
+
+
+class AutobiographicalConfig(BaseModel):
+    """Options of :class:`AutobiographicalStrategy` (unknown keys are rejected)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    compression_model: str | None = None
+    """The model whose voice memories are written in. No default: without it the
+    strategy refuses to write summaries."""
+    target_chunk_tokens: int = Field(default=3000, gt=0)
+    """A chunk closes once it holds this many tokens and ``min_chunk_messages`` messages,
+    or twice this many tokens whatever its length (so a huge message can still fold)."""
+    min_chunk_messages: int = Field(default=4, ge=1)
+    recent_window_tokens: int = Field(default=30_000, ge=0)
+    head_window_tokens: int = Field(default=0, ge=0)
+    l1_holdback_chunks: int = Field(default=1, ge=0)
+    min_chunk_chars_for_llm: int = Field(default=200, ge=0)
+    """Text-only chunks with fewer non-space characters get a stub memory, no call."""
+    merge_threshold: int = Field(default=6, ge=2)
+    merge_attempt_limit: int = Field(default=5, ge=1)
+    merge_max_source_span_messages: int = Field(default=1500, ge=1)
+    """A memory spanning more messages than this x merge_threshold^(level - 3) (the
+    exponent floored at 0) is not merged further."""
+    chunk_attempt_limit: int = Field(default=3, ge=1)
+    """Rejected attempts on one chunk before it stays raw for good (persisted)."""
+    compression_refusal_curve_fallbacks: int = Field(default=3, ge=0)
+    """After a refused L1 request, at most this many variants, each showing one merged
+    memory of the recall ladder as its children instead; 0 disables."""
+    compression_context_budget_tokens: int = Field(default=200_000, gt=0)
+    """A variant is sent only if its input plus the output cap fits this."""
+    summary_target_tokens: int = Field(default=2000, gt=0)
+    summary_participant: str = "Claude"
+    summary_context_label: str = "What do you remember from earlier?"
+    recall_budget_tokens: int = Field(default=100_000, gt=0)
+    """Cap on recall pairs in a compression request (newest first)."""
+    adaptive_resolution: bool = True
+    """True: a solver (``folding_strategy``) picks the fold depth per region under the
+    budget. False: the threshold pyramid (newest history at L1, older at L2, oldest
+    coarser, within ``l1_budget_tokens`` / ``l2_budget_tokens`` / ``l3_budget_tokens``)."""
+    folding_strategy: str = "kv-stable"
+    solver_options: dict[str, Any] = Field(default_factory=dict)
+    l1_budget_tokens: int = Field(default=30_000, ge=0)
+    l2_budget_tokens: int = Field(default=30_000, ge=0)
+    l3_budget_tokens: int = Field(default=30_000, ge=0)
+    """Pyramid allowance of level 3 and of every level above."""
+    recall_header_template: str = "[Recall {id}]"
+    """Question of each recall pair on the pyramid path; ``{id}``, ``{level}``, ``{first}``
+    and ``{last}`` are substituted. The adaptive path asks ``summary_context_label``."""
+    compression_cache_breakpoints: bool = True
+    """Mark the end of the raw head, of the last merged memory (level 2 or more) and of
+    the last memory as prompt-cache breakpoints, in compiled contexts
+    (:attr:`CompileResult.cache_breakpoints`) and in the summariser's requests
+    (:attr:`CompletionRequest.cache_breakpoints`): a refold, and the next memory
+    request, usually add after them, so those prefixes keep hitting the cache (a merge
+    or a deeper cut changes them). A request whose recall ladder was cut to the recall
+    budget marks only its head: its ladder's start moves as memories are added."""
+    compression_cache_ttl: CacheTTL = "1h"
+    """Lifetime asked for the summariser requests' cached prefixes: memory requests come
+    minutes apart, so the longer one keeps them warm."""
+    compression_slack_ratio: float = Field(default=0.3, ge=0.0, lt=1.0)
+    """Solvers fold the history down to ``(1 - slack) x`` what the request's overhead
+    (system prompt, tools, injections) leaves of the input budget; appends then fill the
+    band up to the budget without refolding, so the prefix (and the provider's cache) stays put.
+    A wider band refolds less often; on the bundled replays 0.3 billed 25-40% less input
+    than 0.1 with every request still within budget."""
+    over_budget_grace_ratio: float = Field(default=0.0, ge=0.0)
+    """Overshoot of the input budget tolerated when nothing fits it, taken from the
+    response reserve only: a compile never exceeds ``max_tokens``. Solvers still aim
+    for the plain budget."""
