@@ -272,7 +272,7 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
     )
     plan = Plan(spans=spans, produce=produce)
     if result.status in Status.with_plan() or graced:
-        layout = render(problem, result.frontier)
+        layout = result.layout or render(problem, result.frontier)  # rendered once
         plan.layout = layout
         zones = {leaf.id: leaf.zone for leaf in problem.leaves}
         levels_of = {x.id: x.level for x in problem.summaries}

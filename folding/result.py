@@ -11,9 +11,12 @@ The JSON form is a public contract::
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+if TYPE_CHECKING:
+    from .render import Layout
 
 __all__ = ["ProduceRequest", "SolveResult", "Status"]
 
@@ -66,6 +69,20 @@ class SolveResult(BaseModel):
     produce: list[ProduceRequest] = Field(default_factory=list)
     diagnostics: dict[str, Any] = Field(default_factory=dict)
     stats: dict[str, Any] = Field(default_factory=dict)
+
+    _layout: Layout | None = PrivateAttr(default=None)
+
+    @property
+    def layout(self) -> Layout | None:
+        """The rendered layout of ``frontier`` when the solver made it (the render that
+        priced ``tokens``), so callers need not render again; None on a result read
+        back from JSON."""
+        return self._layout
+
+    def with_layout(self, layout: Layout) -> SolveResult:
+        """This result carrying ``layout``, the render of its frontier."""
+        self._layout = layout
+        return self
 
     @property
     def has_plan(self) -> bool:

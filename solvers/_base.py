@@ -212,7 +212,7 @@ class Solver(ABC):
             produce=plan.produce,
             diagnostics=plan.diagnostics,
             stats=stats,
-        )
+        ).with_layout(layout)
 
 
 _REGISTRY: dict[str, type[Solver]] = {}
