@@ -79,6 +79,14 @@ class SolveResult(BaseModel):
         back from JSON."""
         return self._layout
 
+    def __eq__(self, other: object) -> bool:
+        # Compare the fields only: the layout is a cache of rendering the frontier.
+        if not isinstance(other, SolveResult):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
+
     def with_layout(self, layout: Layout) -> SolveResult:
         """This result carrying ``layout``, the render of its frontier."""
         self._layout = layout
