@@ -21,7 +21,7 @@ The inverse is exact: a leaf's level is the level of each of its messages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,7 +259,7 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
         "budget": snap.budget,
         "head": {"messages": snap.head_end, "tokens": head},
         "tail": {"messages": len(snap.ids) - snap.tail_start, "tokens": tail},
-        "decision": result.diagnostics.get("decision"),
+        "decision": result.decision,
         "solver_kv_cost": result.kv_cost,
     }
     if stated.dropped_summaries:
@@ -306,7 +306,7 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
         if graced:
             plan.stats["grace_tokens"] = layout.total - snap.budget
         return plan
-    diagnostics = _diagnostics(snap, stated, result.diagnostics, head, tail)
+    diagnostics = _diagnostics(snap, stated, result, head, tail)
     plan.stats = {**base, "tokens": result.tokens, "diagnostics": diagnostics}
     if result.status is Status.INFEASIBLE:
         plan.error = ConstraintConflictError(_conflicts(snap, stated, result), diagnostics)
@@ -325,7 +325,7 @@ def _conflicts(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> li
     """The solver's conflicts in message terms, each pin named by its id."""
     problem = stated.problem
     out = []
-    for c in result.diagnostics.get("conflicts") or []:
+    for c in result.conflicts or []:
         a, b = stated.spans[c["leaf"]]
         constraints = []
         for text in c["constraints"]:
@@ -351,7 +351,7 @@ def _conflicts(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> li
 def _diagnostics(
     snap: Snapshot,
     stated: StatedProblem,
-    solver_diagnostics: Mapping[str, Any],
+    result: SolveResult,
     head: int,
     tail: int,
 ) -> dict[str, Any]:
@@ -370,9 +370,8 @@ def _diagnostics(
         "middle_tokens": middle,
         "raw_pins": raw_pins,
         "deepest_level": problem.hierarchy.depth,
-        "floor_tokens": solver_diagnostics.get("floor_tokens"),
-        "conflicts": solver_diagnostics.get("conflicts"),
-        "suggestion": solver_diagnostics.get(
-            "suggestion", "raise the budget, shrink the head or recent window, or unpin"
-        ),
+        "floor_tokens": result.floor_tokens,
+        "conflicts": result.conflicts,
+        "suggestion": result.message
+        or "raise the budget, shrink the head or recent window, or unpin",
     }

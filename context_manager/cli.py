@@ -232,8 +232,10 @@ def solve(
         f"(wall {problem.budget.total:,}, target {problem.budget.target:,}), "
         f"KV re-read {result.kv_cost}, {result.stats.get('solve_ms', 0):.1f} ms"
     )
-    for key, value in result.diagnostics.items():
-        console.print(f"  {key}: {value}")
+    typed = ("decision", "floor_tokens", "objective", "bound", "conflicts", "message")
+    for key, value in [(k, getattr(result, k)) for k in typed] + list(result.diagnostics.items()):
+        if value is not None:
+            console.print(f"  {key}: {value}")
     for request in result.produce:
         console.print(f"  produce L{request.level} over {request.first}..{request.last}")
     if result.frontier or result.tokens is not None:

@@ -5,6 +5,8 @@ The JSON form is a public contract::
     {"solver": "kv-stable", "status": "feasible",
      "frontier": {"m0": 1, "m1": 1}, "tokens": 2400, "kv_cost": 300,
      "produce": [{"level": 2, "first": "m0", "last": "m11"}],
+     "message": null, "objective": null, "bound": null, "floor_tokens": null,
+     "decision": "hold", "conflicts": null,
      "diagnostics": {...}, "stats": {"solve_ms": 1.2, ...}}
 """
 
@@ -67,7 +69,24 @@ class SolveResult(BaseModel):
     tokens: int | None = None
     kv_cost: int | None = None
     produce: list[ProduceRequest] = Field(default_factory=list)
+    message: str | None = None
+    """What to do about the outcome, when there is something to do (over budget,
+    infeasible): in words, for a person."""
+    objective: float | None = None
+    """The value of the solver's objective at ``frontier`` (the searching solvers)."""
+    bound: float | None = None
+    """The best bound proven on the objective (CP-SAT solvers); equal to ``objective``
+    when optimality is proven."""
+    floor_tokens: int | None = None
+    """Tokens of the cheapest valid frontier, when the solver computed it."""
+    decision: str | None = None
+    """What a receding-horizon solver did with the previous frontier (``hold``, ``adopt``,
+    ``suffix``, ``bootstrap``...)."""
+    conflicts: list[dict[str, Any]] | None = None
+    """For ``infeasible``: each leaf whose constraints leave no level, with the levels
+    available and the constraints on it."""
     diagnostics: dict[str, Any] = Field(default_factory=dict)
+    """Solver-specific extras beyond the typed fields."""
     stats: dict[str, Any] = Field(default_factory=dict)
 
     _layout: Layout | None = PrivateAttr(default=None)

@@ -187,7 +187,7 @@ class Solver(ABC):
                 solver=self.name,
                 status=plan.status,
                 produce=plan.produce,
-                diagnostics=plan.diagnostics,
+                **_typed(plan.diagnostics),
                 stats=stats,
             )
         frontier = frontier_from_levels(problem, plan.levels)
@@ -210,9 +210,27 @@ class Solver(ABC):
             tokens=layout.total,
             kv_cost=kv_cost(previous_layout(problem), layout),
             produce=plan.produce,
-            diagnostics=plan.diagnostics,
+            **_typed(plan.diagnostics),
             stats=stats,
         ).with_layout(layout)
+
+
+_TYPED = {
+    "suggestion": "message",
+    "objective": "objective",
+    "bound": "bound",
+    "floor_tokens": "floor_tokens",
+    "decision": "decision",
+    "conflicts": "conflicts",
+}
+"""Diagnostics keys a solver reports that :class:`SolveResult` carries as typed fields."""
+
+
+def _typed(diagnostics: dict[str, Any]) -> dict[str, Any]:
+    """The typed fields of a result from a solver's diagnostics, and the extras left."""
+    extras = {k: v for k, v in diagnostics.items() if k not in _TYPED}
+    typed = {_TYPED[k]: v for k, v in diagnostics.items() if k in _TYPED}
+    return {**typed, "diagnostics": extras}
 
 
 _REGISTRY: dict[str, type[Solver]] = {}

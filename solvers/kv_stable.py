@@ -19,7 +19,7 @@ Each call:
 
 When even the fully folded ideal exceeds the wall the result is
 ``over_budget`` with produce requests. The decision and its reason are in
-``diagnostics["decision"]``.
+``SolveResult.decision``.
 """
 
 from __future__ import annotations

@@ -235,9 +235,7 @@ def replay(
         result = solver.solve(problem, time_limit=time_limit)
         elapsed = (time.perf_counter() - started) * 1000.0
         if result.status is Status.INFEASIBLE:
-            raise RuntimeError(
-                f"step {number}: constraints admit no frontier: {result.diagnostics}"
-            )
+            raise RuntimeError(f"step {number}: constraints admit no frontier: {result.conflicts}")
         layout = render(problem, result.frontier)
         request = sim.request(layout)
         appended = int(raw[shown:t].sum()) if t > shown else 0

@@ -71,7 +71,7 @@ def test_missing_level_becomes_a_produce_request() -> None:
         opts = dict(solvers.capabilities(method).example_options)
         result = solvers.solve(p, method=method, **opts)
         assert result.status is Status.OVER_BUDGET, method
-        assert result.tokens == 400 == result.diagnostics["floor_tokens"]
+        assert result.tokens == 400 == result.floor_tokens
         assert ProduceRequest(level=2, first="m0", last="m11") in result.produce
 
 
@@ -147,7 +147,7 @@ def test_kv_stable_refills_toward_the_target_but_never_past_the_wall() -> None:
 def test_kv_stable_bootstrap_folds_oldest_first() -> None:
     p = chronicle(90, leaf_tokens=1000, chunk=6, recall_tokens=200, total=30_000, target=24_000)
     result = solvers.solve(p, method="kv-stable")
-    assert result.diagnostics["decision"] == "bootstrap"
+    assert result.decision == "bootstrap"
     assert result.tokens is not None and result.tokens <= 30_000
     assert result.frontier and age_monotone(p, result.frontier)
 
@@ -156,7 +156,7 @@ def test_kv_stable_holds_a_well_allocated_frontier_in_the_band() -> None:
     p = chronicle(90, leaf_tokens=1000, chunk=6, recall_tokens=200, total=30_000)
     first = solvers.solve(p, method="kv-stable")
     held = solvers.solve(with_(p, previous=first.frontier), method="kv-stable")
-    assert held.diagnostics["decision"] == "hold"
+    assert held.decision == "hold"
     assert held.kv_cost == 0 and held.frontier == first.frontier
 
 
@@ -179,11 +179,11 @@ def test_kv_stable_repairs_an_inverted_profile() -> None:
     inverted = {f"m{i}": 2 for i in range(36, 72)}
     q = with_(p, previous=inverted)
     result = solvers.solve(q, method="kv-stable")
-    assert result.diagnostics["decision"] != "hold"
+    assert result.decision != "hold"
     assert age_monotone(q, result.frontier)
     assert fidelity_loss(q, result.frontier) < fidelity_loss(q, inverted)
     small = solvers.solve(q, method="kv-stable", reach_tokens=1_000)
-    assert small.diagnostics["decision"] in {"suffix", "override"}
+    assert small.decision in {"suffix", "override"}
     assert small.tokens is not None and small.tokens <= 60_000
 
 
@@ -368,7 +368,7 @@ def test_kv_unified_hysteresis_holds_within_epsilon() -> None:
     p = fixture_a(previous={}, budget={"total": 400})
     loose = policy(adopt_epsilon=1e6, budget_low_ratio=0.0, budget_high_ratio=1.0)
     held = solvers.solve(p, method="kv-unified", policy=loose)
-    assert held.diagnostics["decision"] == "carried" and held.tokens == 360
+    assert held.decision == "carried" and held.tokens == 360
     forced = solvers.solve(with_(p, budget={"total": 250}), method="kv-unified", policy=loose)
     assert forced.tokens is not None and forced.tokens <= 250
 

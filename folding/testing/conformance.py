@@ -108,13 +108,13 @@ class SolverConformance:
         result = self.run(problem)
         if result.status is Status.INFEASIBLE:
             assert not list(enumerate_frontiers(problem))
-            assert result.diagnostics["conflicts"]
+            assert result.conflicts
             return
         assert result.status is Status.OVER_BUDGET, result
         layout = check_plan(problem, result.frontier, enforce_budget=False)
         assert result.tokens == layout.total > problem.budget.total
         floor = min(render(problem, f).total for f in enumerate_frontiers(problem))
-        assert result.tokens == floor == result.diagnostics["floor_tokens"]
+        assert result.tokens == floor == result.floor_tokens
         assert result.diagnostics["required_additional"] == floor - problem.budget.total
 
     @_property
@@ -129,7 +129,7 @@ class SolverConformance:
         result = self.run(bad)
         assert result.status is Status.INFEASIBLE
         assert result.frontier == {} and result.tokens is None
-        conflicts = result.diagnostics["conflicts"]
+        conflicts = result.conflicts or []
         assert any(c["leaf"] == leaf and "pin(raw)" in c["constraints"] for c in conflicts)
 
     @_property
@@ -156,6 +156,12 @@ class SolverConformance:
             "tokens",
             "kv_cost",
             "produce",
+            "message",
+            "objective",
+            "bound",
+            "floor_tokens",
+            "decision",
+            "conflicts",
             "diagnostics",
             "stats",
         }
