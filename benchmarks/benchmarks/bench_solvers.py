@@ -39,8 +39,8 @@ class Solve:
     repeat = 3
 
     def setup(self, method: str, n_leaves: int) -> None:
-        if method == "exact" and n_leaves > 15_000 and not XSLOW:
-            raise NotImplementedError("exact at 75k leaves needs FOLDING_BENCH_XSLOW")
+        if solvers.capabilities(method).searches_slowly and n_leaves > 15_000 and not XSLOW:
+            raise NotImplementedError(f"{method} at 75k leaves needs FOLDING_BENCH_XSLOW")
         self.problem = store(n_leaves)
         import_cp_model()  # a one-off import per process, not part of a solve
         carried = solvers.solve(self.problem, method="kv-stable").frontier
@@ -63,7 +63,7 @@ class Solve:
 class FidelityGap:
     """Fidelity loss above the exact optimum at the same token count, in percent."""
 
-    params = [[m for m in SOLVERS if m != "exact"], [1_000, 15_000, 75_000]]
+    params = [[m for m in SOLVERS if not solvers.capabilities(m).exact], [1_000, 15_000, 75_000]]
     param_names = ["solver", "n_leaves"]
     timeout = 900
     unit = "%"
