@@ -22,7 +22,7 @@ The inverse is exact: a leaf's level is the level of each of its messages.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from folding import Budget, FoldProblem, Layout, Leaf, Pin, Status, Summary, render
@@ -136,14 +136,23 @@ def _groups(snap: Snapshot, start: int, end: int) -> list[tuple[int, int]]:
     return out
 
 
-def state_problem(snap: Snapshot, cache: dict[Any, Any] | None = None) -> StatedProblem:
+def state_problem(
+    snap: Snapshot, cache: dict[Any, Any] | None = None, *, reduce: bool = True
+) -> StatedProblem:
     """The fold problem of a snapshot.
 
     ``cache`` (any dict kept by the caller between compiles) lets unchanged leaves
     and summaries be the same objects, so the problem extends the last one
     instead of being validated from scratch. It changes nothing in the answer.
+
+    With ``reduce=False`` every message is a leaf of its own (the problem before
+    the reduction of this module, which then lets a frontier split a pair): the
+    reduced problem is :func:`folding.merge_runs` of it, and the tests hold the
+    two to that.
     """
     cache = {} if cache is None else cache
+    if not reduce:
+        snap = replace(snap, tied=[False] * len(snap.ids), chunks=())
     n = len(snap.ids)
     protected = set(snap.locks)
     for pin in snap.pins:

@@ -192,3 +192,43 @@ def test_a_result_and_its_call_are_one_leaf(tmp_path: Path) -> None:
     assert stated.spans[call][1] - stated.spans[call][0] == 2
     assert answer not in stated.spans
     assert stated.problem.pins[0].leaves == (call,)
+
+
+def test_the_adapter_states_merge_runs_of_the_message_problem() -> None:
+    """The adapter's one-pass reduction (pairs and chunks as leaves) is
+    ``folding.merge_runs`` of the problem with one leaf per message."""
+    from context_manager.adapter import state_problem
+    from context_manager.strategies.base import RequestBudget
+    from folding import merge_runs
+
+    cm = _open(_autobio())
+    _talk(cm, 20)
+    for k in range(4):  # tool pairs, inside chunks and in the tail
+        cm.add_message("Claude", [ToolUseBlock(id=f"t{k}", name="bash", input={"k": k})])
+        cm.add_message("User", [ToolResultBlock(tool_use_id=f"t{k}", content="out " * 20)])
+        _talk(cm, 3)
+    cm.drain()
+    cm.compile(max_tokens=1000, reserve_for_response=0)  # a previous frontier to carry
+    ids = [m.id for m in cm.get_messages()]
+    cm.pin_range(ids[3], ids[4])
+    strategy = cm.strategy
+    assert isinstance(strategy, AutobiographicalStrategy)
+    snap = strategy.snapshot(cm._ctx, cm.get_messages(), RequestBudget(1000))
+    reduced = state_problem(snap)
+    whole = state_problem(snap, reduce=False)
+    runs = [(a, b) for a, b in reduced.spans.values() if b - a > 1]
+    assert runs and any(b - a > 2 for a, b in runs)  # pairs and whole chunks
+    merged, inverse = merge_runs(whole.problem, runs)
+    assert inverse.frontier({name_: 0 for name_ in inverse.members}) == {
+        m.id: 0 for m in whole.problem.leaves
+    }
+    name = {ids[reduced.spans[leaf.id][0]]: leaf.id for leaf in reduced.problem.leaves}
+    ours = reduced.problem
+    assert [name[x.id] for x in merged.leaves] == [x.id for x in ours.leaves]
+    assert [(x.tokens, x.zone) for x in merged.leaves] == [(x.tokens, x.zone) for x in ours.leaves]
+    assert [
+        (s.id, s.tokens, tuple(name.get(c, c) for c in s.children)) for s in merged.summaries
+    ] == [(s.id, s.tokens, s.children) for s in ours.summaries]
+    assert [tuple(name[x] for x in p.leaves) for p in merged.pins] == [p.leaves for p in ours.pins]
+    assert ours.previous_frontier() and ours.summaries  # something is folded and carried
+    assert {name[k]: v for k, v in (merged.previous or {}).items() if v} == ours.previous_frontier()
