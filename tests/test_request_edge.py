@@ -21,6 +21,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 from request_machine import recount  # noqa: E402
+from test_manager_stateful import strategy  # noqa: E402
 
 from context_manager import (  # noqa: E402
     CharsCounter,
@@ -43,17 +44,7 @@ COUNTER = CharsCounter()
 
 
 def _autobio(**extra: object) -> AutobiographicalStrategy:
-    options: dict[str, object] = {
-        "compression_model": "extractive",
-        "target_chunk_tokens": 120,
-        "recent_window_tokens": 100,
-        "merge_threshold": 3,
-        "summary_target_tokens": 30,
-        "l1_holdback_chunks": 0,
-        "min_chunk_chars_for_llm": 0,
-    }
-    options.update(extra)
-    return AutobiographicalStrategy(**options)  # type: ignore[arg-type]
+    return strategy(**{"recent_window_tokens": 100, **extra})
 
 
 def _open(strategy: object) -> ContextManager:
