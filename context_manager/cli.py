@@ -210,18 +210,13 @@ def solve(
     json_out: Annotated[bool, typer.Option("--json", help="Print the SolveResult JSON.")] = False,
 ) -> None:
     """Solve a saved problem and print the plan and its layout."""
-    from pydantic import ValidationError as OptionError
-
     import solvers
 
     problem = _load_problem(path)
     try:
-        solver = solvers.get(method, **_parse_options(option or []))
-    except KeyError as exc:
-        errors.print(f"[red]error:[/red] {exc.args[0]}")
-        raise typer.Exit(2) from None
-    except OptionError as exc:
-        errors.print(f"[red]error:[/red] invalid options for {method}:\n{exc}")
+        solver = solvers.configure(method, _parse_options(option or []))
+    except solvers.SolverConfigError as exc:
+        errors.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     result = solver.solve(problem, time_limit=time_limit)
     if json_out:

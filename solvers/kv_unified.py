@@ -480,8 +480,8 @@ class KvUnified(Solver):
             return ""
         return (
             f": give a preset name ({', '.join(sorted(PRESETS))}) or a KvUnifiedPolicy, e.g. "
-            "solver_options={'policy': 'reference'} in Python or --policy reference on the "
-            "command line"
+            "solver_options={'policy': 'reference'} in Python, or --option policy=reference "
+            "with ctxfold solve"
         )
 
     Config = KvUnifiedConfig

@@ -187,7 +187,10 @@ def test_cli_solve_solvers_and_sweep(tmp_path: Path) -> None:
     result = runner.invoke(app, ["solve", str(path), "--method", "nope"])
     assert result.exit_code == 2 and "registered solvers" in result.output
     result = runner.invoke(app, ["solve", str(path), "--method", "kv-unified"])
-    assert result.exit_code == 2 and "policy" in result.output
+    assert result.exit_code == 2 and "'policy' is required" in result.output
+    assert "cache-first, reference" in result.output  # the presets, and how to pass one
+    ok = ["solve", str(path), "--method", "kv-unified", "--option", "policy=reference"]
+    assert runner.invoke(app, ok).exit_code == 0
     result = runner.invoke(app, ["solvers"])
     assert result.exit_code == 0 and "kv-unified" in result.output
     result = runner.invoke(app, ["sweep", "--method", "flat-profile"])
