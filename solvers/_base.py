@@ -90,6 +90,11 @@ class Capabilities:
     example_options : mapping
         Options a demonstration may use when the caller gives none (a required
         option's documented preset); empty when none are needed.
+    settles : bool
+        Solving again, with its own answer as the previous frontier and nothing else
+        changed, returns the same answer. The greedy baselines do not: they resume
+        folding from the carried frontier, so a plan left above the target (a summary
+        they asked for is missing) can take one more step on the next call.
     """
 
     exact: bool = False
@@ -98,6 +103,7 @@ class Capabilities:
     uses_time_limit: bool = False
     searches_slowly: bool = False
     example_options: Mapping[str, Any] = field(default_factory=dict)
+    settles: bool = True
 
     def accepts(self, n_leaves: int) -> bool:
         """True when a problem of ``n_leaves`` leaves is within its size limit."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from folding import FoldProblem, ProduceRequest, Status
 
-from ._base import Plan, Solver, SolverConfig, register
+from ._base import Capabilities, Plan, Solver, SolverConfig, register
 from ._common import carried_levels, finest_levels, finish_greedy
 from ._forest import Forest, FrontierState
 
@@ -70,6 +70,7 @@ class OldestFirst(Solver):
 
     name = "oldest-first"
     Config = GreedyConfig
+    capabilities = Capabilities(settles=False)
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         forest, state = _start(problem)
@@ -107,6 +108,7 @@ class FlatProfile(Solver):
 
     name = "flat-profile"
     Config = GreedyConfig
+    capabilities = Capabilities(settles=False)
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         forest, state = _start(problem)
