@@ -19,7 +19,7 @@ from rich.tree import Tree
 from folding import FoldingError, FoldProblem, cheapest_frontier, finest_frontier, render
 
 from .messages import MessageFormatError
-from .strategies.autobiographical import frontier_runs
+from .strategies.autobiographical import SummaryEntry, read_records
 
 app = typer.Typer(
     add_completion=False,
@@ -595,42 +595,39 @@ def inspect(
             body = item.body
             text = " ".join(b.get("text", f"[{b.get('type')}]") for b in body.get("content", []))
             console.print(f"  {item.id:>6} {body.get('participant', '?'):<12} {text[:90]!r}")
-        summaries = [i.body for i in db.items(f"{namespace}/autobio:summaries")]
-        chunks = db.items(f"{namespace}/autobio:chunks")
+        records = read_records(db, lambda name: f"{namespace}/{name}")
+        summaries = list(records.summaries.values())
+        chunks = records.chunks
         levels: dict[int, int] = {}
         for s in summaries:
-            levels[s["level"]] = levels.get(s["level"], 0) + 1
+            levels[s.level] = levels.get(s.level, 0) + 1
         console.print(
             f"memories: {len(summaries)} "
             f"({', '.join(f'L{k}: {v}' for k, v in sorted(levels.items())) or 'none'}); "
-            f"chunks: {len(chunks)} ({sum(1 for c in chunks if c.body['compressed'])} compressed)"
+            f"chunks: {len(chunks)} ({sum(1 for c in chunks if c.compressed)} compressed)"
         )
         tree = Tree("memory tree (parentless memories, newest last)")
-        by_id = {s["id"]: s for s in summaries}
 
-        def add(branch: Tree, s: dict[str, Any], depth: int) -> None:
-            node = branch.add(f"[cyan]{s['id']}[/cyan] L{s['level']}: {s['content'][:70]!r}")
-            if s["level"] > 1 and depth < 2:
-                for child in s["source_ids"]:
-                    if child in by_id:
-                        add(node, by_id[child], depth + 1)
+        def add(branch: Tree, s: SummaryEntry, depth: int) -> None:
+            node = branch.add(f"[cyan]{s.id}[/cyan] L{s.level}: {s.content[:70]!r}")
+            if s.level > 1 and depth < 2:
+                for child in s.source_ids:
+                    if child in records.summaries:
+                        add(node, records.summaries[child], depth + 1)
 
-        roots = [s for s in summaries if not s.get("parent_id")]
+        roots = [s for s in summaries if not s.parent_id]
         for s in roots[-12:]:
             add(tree, s, 0)
         console.print(tree)
-        spans = {c.body["id"]: c.body["source_ids"] for c in chunks}
-        runs = frontier_runs(db.get(f"{namespace}/autobio:resolutions"), spans)
         shown: dict[int, int] = {}
-        for _, _, level in runs:
+        for _, _, level in records.runs:
             shown[level] = shown.get(level, 0) + 1
         console.print(
             "last compiled frontier: "
             + (", ".join(f"{v} runs at L{k}" for k, v in sorted(shown.items())) or "all raw")
         )
-        pins = db.get(f"{namespace}/autobio:pins", {"pins": []})["pins"]
-        for pin in pins:
+        for pin in records.pins:
             console.print(
-                f"pin {pin['id']} {pin.get('name') or ''}: {pin['first']}..{pin['last']} "
-                f"level={pin.get('level')} max_level={pin.get('max_level')}"
+                f"pin {pin.id} {pin.name or ''}: {pin.first}..{pin.last} "
+                f"level={pin.level} max_level={pin.max_level}"
             )

@@ -28,7 +28,7 @@ queries). This module is the facade: its names are the public ones.
 from __future__ import annotations
 
 from .config import AutobiographicalConfig
-from .records import ChunkRecord, Pin, SummaryEntry, frontier_runs
+from .records import ChunkRecord, Pin, Records, SummaryEntry, frontier_runs, read_records
 from .strategy import AutobiographicalStrategy
 
 __all__ = [
@@ -36,6 +36,8 @@ __all__ = [
     "AutobiographicalStrategy",
     "ChunkRecord",
     "Pin",
+    "Records",
     "SummaryEntry",
     "frontier_runs",
+    "read_records",
 ]

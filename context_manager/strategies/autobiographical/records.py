@@ -9,10 +9,14 @@ tools such as ``ctxfold inspect`` read the records through this module.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ChunkRecord", "Pin", "SummaryEntry", "frontier_runs"]
+if TYPE_CHECKING:
+    from ...store import Store
+
+__all__ = ["ChunkRecord", "Pin", "Records", "SummaryEntry", "frontier_runs", "read_records"]
 
 
 @dataclass
@@ -95,3 +99,51 @@ def frontier_runs(saved: Any, chunks: dict[str, list[str]]) -> list[tuple[str, s
         if level and ids:
             out.append((ids[0], ids[-1], int(level)))
     return out
+
+
+@dataclass
+class Records:
+    """Everything the strategy persists on one branch, as read from the store."""
+
+    summaries: dict[str, SummaryEntry]
+    """Memories with content, by id."""
+    chunks: list[ChunkRecord]
+    pins: list[Pin]
+    pin_counter: int
+    locks: set[str]
+    runs: list[tuple[str, str, int]]
+    """The committed frontier (:func:`frontier_runs`)."""
+    compiled: bool
+    """A live compile has committed a frontier (an all-raw one included)."""
+    merge_attempts: dict[str, int]
+    chunk_attempts: dict[str, int]
+    exhausted: dict[str, set[str]]
+    """Chunk id -> hashes of request shapes refused in every variant."""
+
+
+def read_records(store: Store, slot: Callable[[str], str]) -> Records:
+    """Read the strategy's records; ``slot`` names a slot in its namespace
+    (``lambda name: f"{namespace}/{name}"``)."""
+    summaries = {}
+    for it in store.items(slot("autobio:summaries")):
+        body = dict(it.body)
+        if body.get("content", "").strip():
+            summaries[body["id"]] = SummaryEntry(item=it.id, **body)
+    chunks = [ChunkRecord(item=it.id, **it.body) for it in store.items(slot("autobio:chunks"))]
+    pins = store.get(slot("autobio:pins"), {"pins": [], "counter": 0})
+    saved = store.get(slot("autobio:resolutions"))
+    exhausted: dict[str, set[str]] = {}
+    for it in store.items(slot("autobio:refusal-ledger")):
+        exhausted.setdefault(it.body["chunk"], set()).add(it.body["shape"])
+    return Records(
+        summaries=summaries,
+        chunks=chunks,
+        pins=[Pin(**p) for p in pins["pins"]],
+        pin_counter=int(pins["counter"]),
+        locks=set(store.get(slot("autobio:locks"), [])),
+        runs=frontier_runs(saved, {c.id: c.source_ids for c in chunks}),
+        compiled=saved is not None,
+        merge_attempts=dict(store.get(slot("autobio:merge-attempts"), {})),
+        chunk_attempts=dict(store.get(slot("autobio:chunk-attempts"), {})),
+        exhausted=exhausted,
+    )

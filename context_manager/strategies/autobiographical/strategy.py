@@ -20,7 +20,7 @@ from ...messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ...summarizer import MEMORY_MARKER, Completion, CompletionRequest
 from ..base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
 from .config import AutobiographicalConfig
-from .records import ChunkRecord, Pin, SummaryEntry, frontier_runs
+from .records import ChunkRecord, Pin, SummaryEntry, read_records
 from .requests import (
     CONTEXT_MANAGER,
     NO_TOOLS,
@@ -123,27 +123,17 @@ class AutobiographicalStrategy(Strategy):
 
     # ------------------------------------------------------------------ state
     def initialize(self, ctx: StrategyContext) -> None:
-        store = ctx.store
-        self.summaries = {}
-        for it in store.items(ctx.slot("autobio:summaries")):
-            body = dict(it.body)
-            if body.get("content", "").strip():
-                self.summaries[body["id"]] = SummaryEntry(item=it.id, **body)
-        self.chunks = [
-            ChunkRecord(item=it.id, **it.body) for it in store.items(ctx.slot("autobio:chunks"))
-        ]
-        pins = store.get(ctx.slot("autobio:pins"), {"pins": [], "counter": 0})
-        self.pins = [Pin(**p) for p in pins["pins"]]
-        self.pin_counter = int(pins["counter"])
-        self.locks = set(store.get(ctx.slot("autobio:locks"), []))
-        saved = store.get(ctx.slot("autobio:resolutions"))
-        self.resolutions = frontier_runs(saved, {c.id: c.source_ids for c in self.chunks})
-        self.compiled = saved is not None
-        self.merge_attempts = dict(store.get(ctx.slot("autobio:merge-attempts"), {}))
-        self.chunk_attempts = dict(store.get(ctx.slot("autobio:chunk-attempts"), {}))
-        self.exhausted = {}
-        for it in store.items(ctx.slot("autobio:refusal-ledger")):
-            self.exhausted.setdefault(it.body["chunk"], set()).add(it.body["shape"])
+        records = read_records(ctx.store, ctx.slot)
+        self.summaries = records.summaries
+        self.chunks = records.chunks
+        self.pins = records.pins
+        self.pin_counter = records.pin_counter
+        self.locks = records.locks
+        self.resolutions = records.runs
+        self.compiled = records.compiled
+        self.merge_attempts = records.merge_attempts
+        self.chunk_attempts = records.chunk_attempts
+        self.exhausted = records.exhausted
         self.failed_closed = False
         self.model_cache = {}
         self._positions = ({}, -1)
