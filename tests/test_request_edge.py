@@ -223,3 +223,16 @@ def test_the_adapter_states_merge_runs_of_the_message_problem() -> None:
     assert [tuple(name[x] for x in p.leaves) for p in merged.pins] == [p.leaves for p in ours.pins]
     assert ours.previous_frontier() and ours.summaries  # something is folded and carried
     assert {name[k]: v for k, v in (merged.previous or {}).items() if v} == ours.previous_frontier()
+
+
+def test_removing_the_first_message_of_a_memory_does_not_stop_compression() -> None:
+    cm = _open(_autobio(merge_threshold=2))
+    _talk(cm, 30)
+    cm.drain()
+    strategy = cm.strategy
+    assert isinstance(strategy, AutobiographicalStrategy)
+    first = min(strategy.summaries.values(), key=lambda s: int(s.first)).first
+    cm.remove_message(first)
+    _talk(cm, 20)
+    assert cm.drain() > 0  # no KeyError from the ladder or a merge: work goes on
+    assert cm.compile(max_tokens=800, reserve_for_response=0).messages
