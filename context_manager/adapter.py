@@ -29,6 +29,7 @@ from folding import Budget, FoldProblem, Layout, Leaf, Pin, Status, Summary, ren
 from folding.result import SolveResult
 
 from .errors import ConstraintConflictError, OverBudgetError
+from .pairing import pair_groups
 
 __all__ = [
     "PinSpec",
@@ -123,19 +124,6 @@ class Plan:
     error: Exception | None = None
 
 
-def _groups(snap: Snapshot, start: int, end: int) -> list[tuple[int, int]]:
-    """The pair groups of messages ``start..end-1`` (``start`` begins a group)."""
-    out = []
-    i = start
-    while i < end:
-        j = i
-        while j < end - 1 and snap.tied[j]:
-            j += 1
-        out.append((i, j + 1))
-        i = j + 1
-    return out
-
-
 def state_problem(
     snap: Snapshot, cache: dict[Any, Any] | None = None, *, reduce: bool = True
 ) -> StatedProblem:
@@ -166,6 +154,7 @@ def state_problem(
         if protected and not protected.isdisjoint(range(a, b)):
             continue
         chunk_at[a] = (cid, b)
+    group_end = dict(pair_groups(snap.tied))  # a leaf starts where a group does
     leaves: list[Leaf] = []
     spans: dict[str, tuple[int, int]] = {}
     leaf_at: list[int] = [0] * n  # message index -> leaf position
@@ -177,10 +166,7 @@ def state_problem(
             lid, end = chunk
             zone = "middle"
         else:
-            end = i
-            while end < n - 1 and snap.tied[end]:
-                end += 1
-            end += 1
+            end = group_end[i]
             lid = snap.ids[i]
             zone = "head" if i < snap.head_end else "tail" if i >= snap.tail_start else "middle"
         cost = sum(tokens[i:end]) if end - i > 1 else tokens[i]

@@ -216,14 +216,23 @@ def send_forms(messages: Sequence[Message]) -> list[SendForm]:
     ]
 
 
-def pair_groups(forms: Sequence[SendForm]) -> list[tuple[int, int]]:
-    """``(start, end)`` index ranges of the messages that are only shown together."""
+def pair_groups(tied: Sequence[bool]) -> list[tuple[int, int]]:
+    """``(start, end)`` index ranges of the messages that are only shown together.
+
+    ``tied[i]`` says message ``i`` is shown only with message ``i + 1``
+    (:attr:`SendForm.tied`).
+
+    Examples
+    --------
+    >>> pair_groups([False, True, False, False])
+    [(0, 1), (1, 3), (3, 4)]
+    """
     groups: list[tuple[int, int]] = []
     start = 0
-    for i, form in enumerate(forms):
-        if not form.tied:
+    for i, joined in enumerate(tied):
+        if not joined:
             groups.append((start, i + 1))
             start = i + 1
-    if start < len(forms):
-        groups.append((start, len(forms)))
+    if start < len(tied):
+        groups.append((start, len(tied)))
     return groups

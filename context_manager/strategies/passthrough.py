@@ -30,7 +30,7 @@ class PassthroughStrategy(Strategy):
         room = budget.history_tokens
         total = 0
         start = len(stored)
-        for first, end in reversed(pair_groups(forms)):
+        for first, end in reversed(pair_groups([f.tied for f in forms])):
             cost = sum(tokens[first:end])
             if total + cost > room:
                 break
