@@ -215,23 +215,18 @@ class AutobiographicalStrategy(Strategy):
         self._positions = (index, ctx.version())
         return index
 
-    def _pinned(
-        self, ctx: StrategyContext, stored: Sequence[StoredMessage], *, raw_only: bool
-    ) -> set[str]:
+    def _raw_pinned(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> set[str]:
+        """Messages under a raw pin (they never join a chunk)."""
         if not self.pins:
             return set()
         index = self.positions(ctx, stored)
         out: set[str] = set()
         for pin in self.pins:
-            if raw_only and (pin.level is not None or pin.max_level is not None):
+            if pin.level is not None or pin.max_level is not None:
                 continue
             if pin.first in index and pin.last in index:
                 out.update(s.id for s in stored[index[pin.first] : index[pin.last] + 1])
         return out
-
-    def protected_ids(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> set[str]:
-        """Messages under any pin or lock."""
-        return self._pinned(ctx, stored, raw_only=False) | self.locks
 
     def owned_ids(self) -> set[str]:
         """Messages some chunk record owns (records only ever grow)."""
@@ -253,7 +248,7 @@ class AutobiographicalStrategy(Strategy):
             return
         win = self.windows(ctx, stored)
         owned = self.owned_ids()
-        pinned = self._pinned(ctx, stored, raw_only=True)
+        pinned = self._raw_pinned(ctx, stored)
         run: list[int] = []
         run_tokens = 0
         previous = -2
@@ -898,7 +893,7 @@ class AutobiographicalStrategy(Strategy):
                 entries.extend(self.recall_pair(self.summaries[unit.key]))
         if not self._covers_all(ctx, stored, entries, forms):  # never silently lose a message
             shown = self.entries_cover(entries)
-            dropped = [s.id for s, f in zip(stored, forms, strict=True) if s.id not in shown]
+            dropped = [s.id for s in stored if s.id not in shown]
             raise UncoveredDropError(dropped, "adaptive render")
         stats = {**plan.stats, "fits": True}
         runs = [(stored[a].id, stored[b - 1].id, level) for a, b, level in plan.levels]
