@@ -19,10 +19,12 @@ with its children's parent pointers. The frontier is persisted only after a
 compile fully succeeded, never on a dry run.
 
 The package splits it by responsibility: :mod:`.config` (the options),
-:mod:`.records` (what is persisted, and how the saved frontier is read),
-:mod:`.requests` (pieces of the summariser requests) and :mod:`.strategy` (windows,
-chunking, the writer, folding through :mod:`context_manager.adapter`, rendering and
-queries). This module is the facade: its names are the public ones.
+:mod:`.records` (what is persisted: read and written only there), :mod:`.state`
+(what is held between calls), :mod:`.windows`, :mod:`.chunking`,
+:mod:`.prompts` and :mod:`.requests` (the summariser requests), :mod:`.writer`
+(what to write next, and writing it), :mod:`.folding` (one compile, through
+:mod:`context_manager.adapter`) and :mod:`.queries`; :mod:`.strategy` is the class
+over them. This module is the facade: its names are the public ones.
 """
 
 from __future__ import annotations

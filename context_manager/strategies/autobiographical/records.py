@@ -1,15 +1,17 @@
-"""What the strategy persists: chunk records, memories, pins and the committed frontier.
+"""What the strategy persists: chunk records, memories, pins, locks and the frontier.
 
 Each is one slot of the store under the strategy's namespace (``autobio:chunks``,
-``autobio:summaries``, ``autobio:pins``, ``autobio:resolutions``); the classes here
-are their in-memory form and :func:`frontier_runs` reads the saved frontier, so
-tools such as ``ctxfold inspect`` read the records through this module.
+``autobio:summaries``, ``autobio:pins``, ``autobio:resolutions``, ...). This module is
+the only one that names them: :func:`read_records` reads them all into a
+:class:`Records`, whose methods are the only writes, each in one store transaction.
+Tools such as ``ctxfold inspect`` read the records through it too.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -101,9 +103,25 @@ def frontier_runs(saved: Any, chunks: dict[str, list[str]]) -> list[tuple[str, s
     return out
 
 
+_CHUNKS = "autobio:chunks"
+_SUMMARIES = "autobio:summaries"
+_PINS = "autobio:pins"
+_LOCKS = "autobio:locks"
+_FRONTIER = "autobio:resolutions"
+_COUNTER = "autobio:counter"
+_LEDGER = "autobio:refusal-ledger"
+_MERGE_ATTEMPTS = "autobio:merge-attempts"
+_CHUNK_ATTEMPTS = "autobio:chunk-attempts"
+
+
 @dataclass
 class Records:
-    """Everything the strategy persists on one branch, as read from the store."""
+    """Everything the strategy persists on one branch, as read from the store.
+
+    The fields are the in-memory form; the methods write through to the store (each
+    write one transaction) and then update the fields, so a failed write changes
+    nothing in memory either.
+    """
 
     summaries: dict[str, SummaryEntry]
     """Memories with content, by id."""
@@ -112,38 +130,188 @@ class Records:
     pin_counter: int
     locks: set[str]
     runs: list[tuple[str, str, int]]
-    """The committed frontier (:func:`frontier_runs`)."""
+    """The committed frontier (:func:`frontier_runs`): runs ``(first id, last id,
+    level)`` of messages shown at a level above 0, oldest first."""
     compiled: bool
     """A live compile has committed a frontier (an all-raw one included)."""
     merge_attempts: dict[str, int]
     chunk_attempts: dict[str, int]
     exhausted: dict[str, set[str]]
     """Chunk id -> hashes of request shapes refused in every variant."""
+    store: Store | None = field(default=None, repr=False, compare=False)
+    slot: Callable[[str], str] = field(default=str, repr=False, compare=False)
+
+    @classmethod
+    def empty(cls) -> Records:
+        """No records, and no store to write to (before the strategy is initialised)."""
+        return cls({}, [], [], 0, set(), [], False, {}, {}, {})
+
+    def _store(self) -> Store:
+        if self.store is None:
+            raise RuntimeError("the strategy is not initialised: no store to write to")
+        return self.store
+
+    # ---------------------------------------------------------------- chunks
+    def add_chunk(self, ids: Sequence[str], *, summary_id: str | None = None) -> ChunkRecord:
+        """Close a chunk over ``ids`` (already compressed when ``summary_id`` names the
+        memory written for it)."""
+        record = ChunkRecord("", f"c-{len(self.chunks)}", list(ids), summary_id is not None)
+        record.summary_id = summary_id
+        record.item = self._store().append(self.slot(_CHUNKS), record.body()).id
+        self.chunks.append(record)
+        return record
+
+    def count_chunk_attempt(self, chunk: ChunkRecord) -> None:
+        """One more unacceptable answer for ``chunk``."""
+        attempts = {**self.chunk_attempts, chunk.id: self.chunk_attempts.get(chunk.id, 0) + 1}
+        self._store().set(self.slot(_CHUNK_ATTEMPTS), attempts)
+        self.chunk_attempts = attempts
+
+    def note_exhausted(self, chunk: ChunkRecord, shape: str) -> None:
+        """Every variant of ``chunk``'s request of this ``shape`` was refused (it counts
+        as an attempt too)."""
+        store = self._store()
+        attempts = {**self.chunk_attempts, chunk.id: self.chunk_attempts.get(chunk.id, 0) + 1}
+        with store.transaction():
+            event = {"event": "exhausted", "chunk": chunk.id, "shape": shape}
+            store.append(self.slot(_LEDGER), event)
+            store.set(self.slot(_CHUNK_ATTEMPTS), attempts)
+        self.chunk_attempts = attempts
+        self.exhausted.setdefault(chunk.id, set()).add(shape)
+
+    def count_merge_attempt(self, ids: Sequence[str]) -> None:
+        """One more unacceptable answer for the merge of ``ids``."""
+        key = "+".join(ids)
+        attempts = {**self.merge_attempts, key: self.merge_attempts.get(key, 0) + 1}
+        self._store().set(self.slot(_MERGE_ATTEMPTS), attempts)
+        self.merge_attempts = attempts
+
+    # ------------------------------------------------------------- memories
+    def _next_summary_id(self, level: int) -> str:
+        store = self._store()
+        counter = int(store.get(self.slot(_COUNTER), 0))
+        store.set(self.slot(_COUNTER), counter + 1)
+        return f"L{level}-{counter}"
+
+    def add_l1(
+        self, chunk: ChunkRecord, content: str, *, tokens: int = 0, stub: bool = False
+    ) -> SummaryEntry:
+        """The memory of ``chunk``, stored with the chunk marked compressed."""
+        store = self._store()
+        with store.transaction():
+            summary = SummaryEntry(
+                item="",
+                id=self._next_summary_id(1),
+                level=1,
+                content=content,
+                tokens=tokens or math.ceil(len(content) / 3),
+                source_ids=list(chunk.source_ids),
+                first=chunk.source_ids[0],
+                last=chunk.source_ids[-1],
+                stub=stub,
+            )
+            summary.item = store.append(self.slot(_SUMMARIES), summary.body()).id
+            body = {**chunk.body(), "compressed": True, "summary_id": summary.id}
+            store.edit(self.slot(_CHUNKS), chunk.item, body)
+        chunk.compressed, chunk.summary_id = True, summary.id
+        self.summaries[summary.id] = summary
+        return summary
+
+    def add_parent(
+        self, sources: Sequence[SummaryEntry], content: str, tokens: int
+    ) -> SummaryEntry:
+        """The memory one level above ``sources`` (contiguous, parentless, one level),
+        stored with their parent pointers."""
+        store = self._store()
+        level = sources[0].level + 1
+        with store.transaction():
+            parent = SummaryEntry(
+                item="",
+                id=self._next_summary_id(level),
+                level=level,
+                content=content,
+                tokens=tokens or math.ceil(len(content) / 3),
+                source_ids=[s.id for s in sources],
+                first=sources[0].first,
+                last=sources[-1].last,
+            )
+            parent.item = store.append(self.slot(_SUMMARIES), parent.body()).id
+            for s in sources:
+                store.edit(self.slot(_SUMMARIES), s.item, {**s.body(), "parent_id": parent.id})
+        for s in sources:
+            s.parent_id = parent.id
+        self.summaries[parent.id] = parent
+        return parent
+
+    # --------------------------------------------------------- pins and locks
+    def add_pin(
+        self,
+        first: str,
+        last: str,
+        *,
+        name: str | None = None,
+        level: int | None = None,
+        max_level: int | None = None,
+        kind: str = "range",
+    ) -> Pin:
+        """A new pin over ``first..last``."""
+        pin = Pin(f"pin-{self.pin_counter + 1}", first, last, name, level, max_level, kind)
+        self._save_pins([*self.pins, pin], self.pin_counter + 1)
+        return pin
+
+    def remove_pin(self, pin_id: str) -> bool:
+        """Remove a pin; False when it does not exist."""
+        kept = [p for p in self.pins if p.id != pin_id]
+        if len(kept) == len(self.pins):
+            return False
+        self._save_pins(kept, self.pin_counter)
+        return True
+
+    def _save_pins(self, pins: list[Pin], counter: int) -> None:
+        body = {"pins": [p.__dict__ for p in pins], "counter": counter}
+        self._store().set(self.slot(_PINS), body)
+        self.pins, self.pin_counter = pins, counter
+
+    def set_lock(self, message_id: str, locked: bool) -> None:
+        """Lock or unlock one message."""
+        locks = self.locks | {message_id} if locked else self.locks - {message_id}
+        self._store().set(self.slot(_LOCKS), sorted(locks))
+        self.locks = locks
+
+    # --------------------------------------------------------------- frontier
+    def commit_frontier(self, runs: list[tuple[str, str, int]]) -> None:
+        """The frontier a live compile sent (written only when it changed)."""
+        if runs == self.runs and self.compiled:
+            return
+        self._store().set(self.slot(_FRONTIER), {"runs": [list(r) for r in runs]})
+        self.runs, self.compiled = runs, True
 
 
 def read_records(store: Store, slot: Callable[[str], str]) -> Records:
     """Read the strategy's records; ``slot`` names a slot in its namespace
     (``lambda name: f"{namespace}/{name}"``)."""
     summaries = {}
-    for it in store.items(slot("autobio:summaries")):
+    for it in store.items(slot(_SUMMARIES)):
         body = dict(it.body)
         if body.get("content", "").strip():
             summaries[body["id"]] = SummaryEntry(item=it.id, **body)
-    chunks = [ChunkRecord(item=it.id, **it.body) for it in store.items(slot("autobio:chunks"))]
-    pins = store.get(slot("autobio:pins"), {"pins": [], "counter": 0})
-    saved = store.get(slot("autobio:resolutions"))
+    chunks = [ChunkRecord(item=it.id, **it.body) for it in store.items(slot(_CHUNKS))]
+    pins = store.get(slot(_PINS), {"pins": [], "counter": 0})
+    saved = store.get(slot(_FRONTIER))
     exhausted: dict[str, set[str]] = {}
-    for it in store.items(slot("autobio:refusal-ledger")):
+    for it in store.items(slot(_LEDGER)):
         exhausted.setdefault(it.body["chunk"], set()).add(it.body["shape"])
     return Records(
         summaries=summaries,
         chunks=chunks,
         pins=[Pin(**p) for p in pins["pins"]],
         pin_counter=int(pins["counter"]),
-        locks=set(store.get(slot("autobio:locks"), [])),
+        locks=set(store.get(slot(_LOCKS), [])),
         runs=frontier_runs(saved, {c.id: c.source_ids for c in chunks}),
         compiled=saved is not None,
-        merge_attempts=dict(store.get(slot("autobio:merge-attempts"), {})),
-        chunk_attempts=dict(store.get(slot("autobio:chunk-attempts"), {})),
+        merge_attempts=dict(store.get(slot(_MERGE_ATTEMPTS), {})),
+        chunk_attempts=dict(store.get(slot(_CHUNK_ATTEMPTS), {})),
         exhausted=exhausted,
+        store=store,
+        slot=slot,
     )

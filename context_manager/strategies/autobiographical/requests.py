@@ -1,63 +1,215 @@
-"""Pieces of the summariser requests: the fixed sentences and the request edits."""
+"""The summariser requests: an L1 over a chunk, a merge over memories, and variants.
+
+A request replays what the agent saw before the stretch it remembers: the raw
+head, a *ladder* of earlier memories (newest first up to ``recall_budget_tokens``),
+the middle not yet remembered, then a memory marker, the stretch itself and the
+instruction. The same state gives the same request, byte for byte, which is what
+the refusal ledger and the provider's prompt cache key on.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import re
+from collections.abc import Sequence
 
-from ...messages import Message, TextBlock, ThinkingBlock
-from ...summarizer import CompletionRequest
+from ...messages import Message
+from ...summarizer import MEMORY_MARKER, CompletionRequest
+from ..base import StoredMessage, StrategyContext
+from .prompts import CONTEXT_MANAGER, strip_thinking
+from .records import ChunkRecord, SummaryEntry
+from .state import State
+from .windows import windows
 
-__all__ = [
-    "CONTEXT_MANAGER",
-    "NO_TOOLS",
-    "PLAIN_PROSE",
-    "clean",
-    "shape",
-    "strip_thinking",
-    "with_suffix",
-]
-
-CONTEXT_MANAGER = "Context Manager"
-NO_TOOLS = " Answer in plain text only; do not call any tool."
-PLAIN_PROSE = " Write plain prose only, with no tags and no reasoning markup."
+__all__ = ["l1_request", "ladder", "merge_request", "variants"]
 
 
-def shape(request: CompletionRequest) -> str:
-    """A stable hash of a request: what a refusal ledger entry is keyed by."""
-    return hashlib.sha256(request.model_dump_json().encode()).hexdigest()
+def ladder(
+    st: State, ctx: StrategyContext, before_position: int, index: dict[str, int]
+) -> list[SummaryEntry]:
+    """The parentless memories before a position, filled newest first up to the recall
+    budget (an oversized one is skipped), in chronological order."""
+    chosen: list[SummaryEntry] = []
+    budget = st.config.recall_budget_tokens
+    candidates = [
+        s
+        for s in st.frontier_summaries()
+        if s.first in index and index.get(s.last, 1 << 60) < before_position
+    ]
+    candidates.sort(key=lambda s: index[s.first], reverse=True)
+    for s in candidates:
+        cost = sum(ctx.counter.count_message(m) for m in st.ask_pair(s))
+        if cost > budget:
+            continue
+        budget -= cost
+        chosen.append(s)
+    chosen.sort(key=lambda s: index[s.first])
+    return chosen
 
 
-def strip_thinking(messages: list[Message]) -> tuple[list[Message], list[int]]:
-    """The messages without thinking blocks (a message left empty is dropped), and for
-    each input message the index of the last kept message at or before it (-1: none)."""
-    out: list[Message] = []
-    moved: list[int] = []
-    for m in messages:
-        content = tuple(b for b in m.content if not isinstance(b, ThinkingBlock))
-        if content:
-            same = len(content) == len(m.content)
-            out.append(m if same else m.model_copy(update={"content": content}))
-        moved.append(len(out) - 1)
-    return out, moved
+def _ladder_marks(
+    st: State,
+    steps: Sequence[SummaryEntry],
+    offset: int,
+    before_position: int,
+    index: dict[str, int],
+) -> list[int]:
+    """Message indices ending the last merged memory and the last memory of a ladder
+    whose pairs start at ``offset``; none when the recall budget cut the ladder (a
+    memory before ``before_position`` whose span no shown memory starts)."""
+    starts = {s.first for s in steps}
+    if not steps or any(
+        s.first not in starts
+        for s in st.frontier_summaries()
+        if index.get(s.last, 1 << 60) < before_position
+    ):
+        return []
+    marks = [offset + 2 * len(steps) - 1]
+    merged = [i for i, s in enumerate(steps) if s.level >= 2]
+    if merged:
+        marks.append(offset + 2 * merged[-1] + 1)
+    return marks
 
 
-_THINKING = re.compile(r"^\s*<thinking>.*?</thinking>\s*", re.DOTALL)
-
-
-def clean(text: str) -> str:
-    """The answer without a leading ``<thinking>`` preamble, stripped."""
-    return _THINKING.sub("", text).strip()
-
-
-def with_suffix(request: CompletionRequest, suffix: str) -> CompletionRequest:
-    """The request with ``suffix`` appended to its final instruction turn."""
-    messages = list(request.messages)
-    last = messages[-1]
-    blocks = list(last.content)
-    if blocks and isinstance(blocks[-1], TextBlock):
-        blocks[-1] = TextBlock(text=blocks[-1].text + suffix)
+def _instruction(st: State, level: int) -> Message:
+    n = st.config.summary_target_tokens
+    if level == 1:
+        text = (
+            "[CM] Write the memory of what happened since the memory notification above, "
+            "in the first person, from your own perspective. Keep concrete details: paths, "
+            "values, decisions, open questions and what the user is asking for. Aim for "
+            f"about {n} tokens. Output only the memory itself, with no preamble. If the "
+            "stretch was routine, a short memory saying so is right."
+        )
     else:
-        blocks.append(TextBlock(text=suffix.strip()))
-    messages[-1] = last.model_copy(update={"content": tuple(blocks)})
-    return request.model_copy(update={"messages": tuple(messages)})
+        text = (
+            "[CM] You have just reviewed, in order, what came since the memory "
+            f"notification above. Write one memory (level {level}) that keeps its "
+            "through-line: what happened, decisions, open threads and concrete details, in "
+            f"the first person, about {n} tokens. Output only the memory itself."
+        )
+    return Message.text_message(CONTEXT_MANAGER, text)
+
+
+def l1_request(
+    st: State,
+    ctx: StrategyContext,
+    stored: list[StoredMessage],
+    chunk: ChunkRecord,
+    steps: list[SummaryEntry] | None = None,
+) -> CompletionRequest:
+    """The request for ``chunk``'s memory (``steps``: the ladder, by default
+    :func:`ladder` before the chunk)."""
+    index = st.positions(ctx, stored)
+    start = index[chunk.source_ids[0]]
+    win = windows(st, ctx, stored)
+    represented = {leaf for s in st.summaries.values() for leaf in st.leaves_of(s)}
+    head = [s.message for s in stored[: min(win.head_end, start)] if s.id not in represented]
+    if steps is None:
+        steps = ladder(st, ctx, start, index)
+    recall = [m for s in steps for m in st.ask_pair(s)]
+    middle = [
+        s.message
+        for s in stored[win.head_end : start]
+        if s.id not in represented and s.id not in chunk.source_ids
+    ]
+    marker = Message.text_message(
+        CONTEXT_MANAGER,
+        f"{MEMORY_MARKER} from the messages that follow; you will write it afterwards "
+        "in your own voice.",
+    )
+    body = [by.message for by in stored[start : index[chunk.source_ids[-1]] + 1]]
+    messages = [*head, *recall, *middle, marker, *body, _instruction(st, 1)]
+    marks = [len(head) - 1] if head else []
+    marks += _ladder_marks(st, steps, len(head), start, index)
+    return _request(st, ctx, messages, marks)
+
+
+def merge_request(
+    st: State, ctx: StrategyContext, sources: Sequence[SummaryEntry]
+) -> CompletionRequest:
+    """The request for the memory one level above ``sources``: the ladder before them,
+    then what they remember (an L1's messages, a higher memory's children)."""
+    level = sources[0].level + 1
+    stored = ctx.messages()
+    index = st.positions(ctx, stored)
+    start = index[sources[0].first]
+    steps = ladder(st, ctx, start, index)
+    recall = [m for s in steps for m in st.ask_pair(s)]
+    marks = _ladder_marks(st, steps, 0, start, index)
+    target: list[Message] = []
+    for s in sources:
+        if s.level == 1:
+            target += [stored[index[i]].message for i in s.source_ids if i in index]
+        else:
+            for child_id in s.source_ids:
+                child = st.summaries.get(child_id)
+                if child is not None:
+                    target.extend(st.ask_pair(child))
+    what = "messages" if level == 2 else "memories"
+    marker = Message.text_message(
+        CONTEXT_MANAGER,
+        f"{MEMORY_MARKER} (level {level}) from the {what} that follow; you will write it "
+        "afterwards in your own voice.",
+    )
+    return _request(st, ctx, [*recall, marker, *target, _instruction(st, level)], marks)
+
+
+def variants(
+    st: State,
+    ctx: StrategyContext,
+    stored: list[StoredMessage],
+    chunk: ChunkRecord,
+    steps: list[SummaryEntry],
+    canonical: CompletionRequest,
+) -> list[CompletionRequest]:
+    """Requests that differ from ``canonical`` only by one merged memory of the ladder
+    shown as its children: newest span end first, then higher level, then id."""
+    position = st.positions(ctx, stored)
+    candidates = []
+    for parent in steps:
+        children = [st.summaries.get(c) for c in parent.source_ids]
+        if parent.level < 2 or not all(
+            c is not None and c.level == parent.level - 1 and c.content.strip() for c in children
+        ):
+            continue
+        leaves = [leaf for c in children if c is not None for leaf in st.leaves_of(c)]
+        if leaves != st.leaves_of(parent):
+            continue
+        candidates.append(parent)
+    candidates.sort(key=lambda p: (-position[p.last], -p.level, p.id))
+    reserve = canonical.max_tokens
+    budget = st.config.compression_context_budget_tokens
+    out = []
+    for parent in candidates[: st.config.compression_refusal_curve_fallbacks]:
+        kids = [st.summaries[c] for c in parent.source_ids]
+        kids.sort(key=lambda c: position[c.first])
+        variant_steps = [x for p in steps for x in (kids if p is parent else [p])]
+        request = l1_request(st, ctx, stored, chunk, variant_steps)
+        size = sum(ctx.counter.count_message(m) for m in request.messages)
+        if size + reserve <= budget:
+            out.append(request)
+    return out
+
+
+def _request(
+    st: State, ctx: StrategyContext, messages: list[Message], marks: Sequence[int] = ()
+) -> CompletionRequest:
+    """A summariser request; ``marks`` index ``messages`` (the prompt-cache
+    breakpoints, kept only with ``compression_cache_breakpoints``)."""
+    cfg = st.config
+    assert cfg.compression_model is not None
+    tools = ctx.tools()
+    kept, moved = strip_thinking(messages)
+    breakpoints: tuple[int, ...] = ()
+    if cfg.compression_cache_breakpoints:
+        breakpoints = tuple(sorted({moved[i] for i in marks if moved[i] >= 0}))
+    return CompletionRequest(
+        model=cfg.compression_model,
+        messages=tuple(kept),
+        system=ctx.system_prompt(),
+        max_tokens=max(16_000, round(1.5 * cfg.summary_target_tokens)),
+        tools=tuple(tools) if tools else None,
+        agent=cfg.summary_participant,
+        target_tokens=cfg.summary_target_tokens,
+        cache_breakpoints=breakpoints,
+        cache_ttl=cfg.compression_cache_ttl if breakpoints else None,
+    )

@@ -1,0 +1,108 @@
+"""Chunking: closing runs of middle messages into chunk records.
+
+A chunk closes over middle messages no record owns once it holds
+``target_chunk_tokens`` tokens and ``min_chunk_messages`` messages (or twice the
+tokens whatever its length), never between a tool call and its answer nor on a call
+not answered yet. Records are persisted and never reopened; each becomes one L1
+memory when the writer compresses it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..base import StrategyContext
+from .state import State
+from .windows import raw_pinned, windows
+
+__all__ = ["adopt_memories", "orphaned", "rebuild_chunks"]
+
+log = logging.getLogger(__name__)
+
+
+def rebuild_chunks(st: State, ctx: StrategyContext) -> None:
+    """Close new chunks over middle messages no record owns (records are persisted)."""
+    cfg = st.config
+    records = st.records
+    stored = ctx.messages()
+    if orphaned(st, ctx):
+        return
+    win = windows(st, ctx, stored)
+    owned = st.owned_ids()
+    pinned = raw_pinned(st, ctx, stored)
+    run: list[int] = []
+    run_tokens = 0
+    previous = -2
+    start = win.head_end
+    if records.chunks:  # records own the past: resume after the newest record
+        at = st.positions(ctx, stored).get(records.chunks[-1].source_ids[-1])
+        if at is not None:
+            start = max(start, at + 1)
+    for i in range(start, win.tail_start):
+        s = stored[i]
+        if s.id in owned or s.id in pinned:
+            run, run_tokens, previous = [], 0, -2
+            continue
+        if previous != i - 1:
+            run, run_tokens = [], 0
+        run.append(i)
+        run_tokens += win.tokens[i]
+        previous = i
+        full = len(run) >= cfg.min_chunk_messages or run_tokens >= 2 * cfg.target_chunk_tokens
+        # never close between a call and its answer, nor on a call not answered yet
+        closable = not win.tied[i] and (i + 1 < len(stored) or not s.message.tool_use_ids)
+        if run_tokens >= cfg.target_chunk_tokens and full and closable:
+            records.add_chunk([stored[j].id for j in run])
+            run, run_tokens, previous = [], 0, -2
+
+
+def orphaned(st: State, ctx: StrategyContext) -> bool:
+    """Most chunk records name no live message: identities were rewritten underneath.
+
+    Appends cannot change the answer, so it is kept until a record is added or a
+    message is edited or removed (or the branch switches)."""
+    chunks = st.records.chunks
+    key = (ctx.version(), len(chunks))
+    if st.orphan_check[0] == key:
+        return st.orphan_check[1]
+    live = st.positions(ctx, ctx.messages())
+    orphans = sum(1 for c in chunks if not any(i in live for i in c.source_ids))
+    broken = len(chunks) >= 3 and orphans * 2 > len(chunks)
+    if broken and not st.failed_closed:
+        st.failed_closed = True
+        log.error(
+            "%d of %d chunk records name no live message; compression is stopped so "
+            "memories are not written twice (message identities changed underneath)",
+            orphans,
+            len(chunks),
+        )
+    st.orphan_check = (key, broken)
+    return broken
+
+
+def adopt_memories(st: State, ctx: StrategyContext) -> None:
+    """Chunk records for L1 memories written without them (an older store): the widest
+    L1 at each start, skipping any that overlaps one already adopted, so nothing is
+    compressed twice. A memory left overlapping an adopted chunk is dropped from view
+    (it stays in the store)."""
+    records = st.records
+    summaries = records.summaries
+    if not records.chunks and any(x.level == 1 for x in summaries.values()):
+        position = st.positions(ctx, ctx.messages())
+        l1s = [
+            x
+            for x in summaries.values()
+            if x.level == 1 and x.source_ids and all(i in position for i in x.source_ids)
+        ]
+        l1s.sort(key=lambda x: (position[x.first], -len(x.source_ids), x.id))
+        taken: set[str] = set()
+        with ctx.store.transaction():
+            for x in l1s:
+                if taken.intersection(x.source_ids):
+                    continue
+                taken.update(x.source_ids)
+                records.add_chunk(x.source_ids, summary_id=x.id)
+    named = {c.summary_id for c in records.chunks}
+    for x in [x for x in summaries.values() if x.level == 1 and x.id not in named]:
+        log.info("memory %s overlaps an adopted chunk and is not shown or merged", x.id)
+        del summaries[x.id]

@@ -1,0 +1,63 @@
+"""The fixed wording of the strategy and the edits made to a summariser request."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from ...messages import Message, TextBlock, ThinkingBlock
+from ...summarizer import CompletionRequest
+
+__all__ = [
+    "CONTEXT_MANAGER",
+    "NO_TOOLS",
+    "PLAIN_PROSE",
+    "clean",
+    "shape",
+    "strip_thinking",
+    "with_suffix",
+]
+
+CONTEXT_MANAGER = "Context Manager"
+NO_TOOLS = " Answer in plain text only; do not call any tool."
+PLAIN_PROSE = " Write plain prose only, with no tags and no reasoning markup."
+
+
+def shape(request: CompletionRequest) -> str:
+    """A stable hash of a request: what a refusal ledger entry is keyed by."""
+    return hashlib.sha256(request.model_dump_json().encode()).hexdigest()
+
+
+def strip_thinking(messages: list[Message]) -> tuple[list[Message], list[int]]:
+    """The messages without thinking blocks (a message left empty is dropped), and for
+    each input message the index of the last kept message at or before it (-1: none)."""
+    out: list[Message] = []
+    moved: list[int] = []
+    for m in messages:
+        content = tuple(b for b in m.content if not isinstance(b, ThinkingBlock))
+        if content:
+            same = len(content) == len(m.content)
+            out.append(m if same else m.model_copy(update={"content": content}))
+        moved.append(len(out) - 1)
+    return out, moved
+
+
+_THINKING = re.compile(r"^\s*<thinking>.*?</thinking>\s*", re.DOTALL)
+
+
+def clean(text: str) -> str:
+    """The answer without a leading ``<thinking>`` preamble, stripped."""
+    return _THINKING.sub("", text).strip()
+
+
+def with_suffix(request: CompletionRequest, suffix: str) -> CompletionRequest:
+    """The request with ``suffix`` appended to its final instruction turn."""
+    messages = list(request.messages)
+    last = messages[-1]
+    blocks = list(last.content)
+    if blocks and isinstance(blocks[-1], TextBlock):
+        blocks[-1] = TextBlock(text=blocks[-1].text + suffix)
+    else:
+        blocks.append(TextBlock(text=suffix.strip()))
+    messages[-1] = last.model_copy(update={"content": tuple(blocks)})
+    return request.model_copy(update={"messages": tuple(messages)})

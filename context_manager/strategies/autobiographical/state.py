@@ -1,0 +1,150 @@
+"""What one strategy holds between calls: its records, its queues, and views over them.
+
+Every other module of the package is functions of a :class:`State` and the
+manager's :class:`~context_manager.strategies.base.StrategyContext`; the state is
+the one place their shared memory lives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...messages import Message, TextBlock
+from ..base import Entry, StoredMessage, StrategyContext
+from .config import AutobiographicalConfig
+from .prompts import CONTEXT_MANAGER
+from .records import Records, SummaryEntry
+
+__all__ = ["State"]
+
+
+class State:
+    """The records of one branch, the work a compile asked for, and caches.
+
+    Parameters
+    ----------
+    config : AutobiographicalConfig
+    records : Records
+        As read by :func:`~.records.read_records` (or :meth:`Records.empty`).
+    """
+
+    def __init__(self, config: AutobiographicalConfig, records: Records) -> None:
+        self.config = config
+        self.records = records
+        self.demanded_chunks: set[str] = set()
+        """Chunks a compile asked to compress before the holdback would allow."""
+        self.demanded_merges: list[list[str]] = []
+        """Merges a compile asked for, oldest request first."""
+        self.failed_closed = False
+        """Compression stopped because chunk records name no live message."""
+        self.calls = 0
+        """Summariser calls made through this state."""
+        self.cache: dict[tuple[Any, ...], Any] = {}
+        """Derived values keyed by what they depend on (recall pairs, spans, specs, and
+        the adapter's own entries)."""
+        self._positions: tuple[dict[str, int], int] = ({}, -1)
+        self._owned: tuple[set[str], int] = (set(), 0)
+        self.orphan_check: tuple[tuple[int, int], bool] = ((-1, -1), False)
+        """``((version, chunk count), answer)`` of the last orphan check."""
+
+    @property
+    def summaries(self) -> dict[str, SummaryEntry]:
+        """The memories, by id."""
+        return self.records.summaries
+
+    # --------------------------------------------------------------- messages
+    def positions(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> dict[str, int]:
+        """Message id -> index in ``stored`` (kept across calls, extended on appends)."""
+        index, version = self._positions
+        if version != ctx.version() or len(index) > len(stored):
+            index = {}  # an edit, a removal or a branch switch: rebuild
+        for i in range(len(index), len(stored)):
+            index[stored[i].id] = i
+        self._positions = (index, ctx.version())
+        return index
+
+    def owned_ids(self) -> set[str]:
+        """Messages some chunk record owns (records only ever grow)."""
+        chunks = self.records.chunks
+        owned, count = self._owned
+        if count != len(chunks):
+            if count > len(chunks):  # the records were reset
+                owned, count = set(), 0
+            for c in chunks[count:]:
+                owned.update(c.source_ids)
+            self._owned = (owned, len(chunks))
+        return owned
+
+    # ------------------------------------------------------------ memory tree
+    def leaves_of(self, summary: SummaryEntry) -> list[str]:
+        """Message ids a summary covers."""
+        if summary.level == 1:
+            return list(summary.source_ids)
+        out: list[str] = []
+        for child in summary.source_ids:
+            if child in self.summaries:
+                out.extend(self.leaves_of(self.summaries[child]))
+        return out
+
+    def span_size(self, summary: SummaryEntry) -> int:
+        """Number of messages a summary covers (cached)."""
+        key = ("size", summary.id)
+        size = self.cache.get(key)
+        if size is None:
+            size = self.cache[key] = len(self.leaves_of(summary))
+        return int(size)
+
+    def frontier_summaries(self) -> list[SummaryEntry]:
+        """Summaries with no parent."""
+        return [s for s in self.summaries.values() if s.parent_id is None]
+
+    # ---------------------------------------------------------- recall pairs
+    def recall_header(self, summary: SummaryEntry) -> str:
+        """The question of ``summary``'s recall pair in a compiled context."""
+        cfg = self.config
+        if cfg.adaptive_resolution:
+            return cfg.summary_context_label
+        return cfg.recall_header_template.format(
+            id=summary.id, level=summary.level, first=summary.first, last=summary.last
+        )
+
+    def recall_pair(self, summary: SummaryEntry) -> tuple[Entry, Entry]:
+        """The question and answer that show ``summary`` in a context (cached per content)."""
+        key = ("recall", summary.id, summary.content)
+        cached = self.cache.get(key)
+        if cached is None:
+            label = (TextBlock(text=self.recall_header(summary)),)
+            body = (TextBlock(text=summary.content),)
+            question = Entry(
+                CONTEXT_MANAGER,
+                label,
+                (),
+                summary.id,
+                Message(participant=CONTEXT_MANAGER, content=label),
+            )
+            answer = Entry(
+                self.config.summary_participant,
+                body,
+                tuple(self.leaves_of(summary)),
+                summary.id,
+                Message(participant=self.config.summary_participant, content=body),
+            )
+            cached = self.cache[key] = (question, answer)
+        return cached
+
+    def recall_tokens(self, ctx: StrategyContext, summary: SummaryEntry) -> int:
+        """The one price of a recall pair: used by the solver and the renderer alike."""
+        q, a = self.recall_pair(summary)
+        return ctx.counter.count_message(q.to_message()) + ctx.counter.count_message(a.to_message())
+
+    def ask_pair(self, summary: SummaryEntry) -> tuple[Message, Message]:
+        """A memory as it appears in a summariser request (cached per content)."""
+        key = ("ask", summary.id, summary.content)
+        cached = self.cache.get(key)
+        if cached is None:
+            cached = self.cache[key] = (
+                Message.text_message(CONTEXT_MANAGER, f"[CM] Recall memory {summary.id}."),
+                Message.text_message(self.config.summary_participant, summary.content),
+            )
+        return cached

@@ -1,0 +1,76 @@
+"""The windows: the raw head, the raw tail, and where holds begin.
+
+The head is the oldest messages up to ``head_window_tokens``, the tail the newest
+up to ``recent_window_tokens``; neither boundary falls between a tool call and its
+answer. Everything between them is the middle, where chunks close.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..base import StoredMessage, StrategyContext
+from .state import State
+
+__all__ = ["Windows", "raw_pinned", "windows"]
+
+
+@dataclass
+class Windows:
+    """The windows over the current messages (indices into them)."""
+
+    head_end: int
+    tail_start: int
+    tokens: list[int]
+    """What each message costs as sent (its :func:`~context_manager.pairing.send_form`)."""
+    tied: list[bool]
+    """Message ``i`` is sent together with message ``i + 1`` (a call and its answer)."""
+    held_from: int | None = None
+    """The first message under a hold (the tail starts there at the latest)."""
+
+
+def windows(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> Windows:
+    """Head end and tail start (indices) for the current messages."""
+    cfg = st.config
+    forms, tokens = ctx.forms()
+    tied = [f.tied for f in forms]
+    n = len(stored)
+    head_end = 0
+    if cfg.head_window_tokens:
+        total = 0
+        while head_end < n and total + tokens[head_end] <= cfg.head_window_tokens:
+            total += tokens[head_end]
+            head_end += 1
+        while head_end > 0 and tied[head_end - 1]:
+            head_end -= 1  # never end the head between a call and its answer
+    tail_start = n
+    total = 0
+    while tail_start > head_end and total + tokens[tail_start - 1] <= cfg.recent_window_tokens:
+        tail_start -= 1
+        total += tokens[tail_start]
+    while head_end < tail_start < n and tied[tail_start - 1]:
+        tail_start -= 1  # keep an answer with its call
+    held = ctx.held_ids()
+    if held:
+        first_held = min(i for i, s in enumerate(stored) if s.id in held)
+        while first_held > head_end and tied[first_held - 1]:
+            first_held -= 1
+        tail_start = max(head_end, min(tail_start, first_held))
+        return Windows(head_end, tail_start, tokens, tied, first_held)
+    return Windows(head_end, tail_start, tokens, tied)
+
+
+def raw_pinned(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> set[str]:
+    """Messages under a raw pin (they never join a chunk)."""
+    pins = st.records.pins
+    if not pins:
+        return set()
+    index = st.positions(ctx, stored)
+    out: set[str] = set()
+    for pin in pins:
+        if pin.level is not None or pin.max_level is not None:
+            continue
+        if pin.first in index and pin.last in index:
+            out.update(s.id for s in stored[index[pin.first] : index[pin.last] + 1])
+    return out

@@ -1,0 +1,283 @@
+"""The writer: which memory to write next, and writing it.
+
+Work is compressing a closed chunk into an L1 memory (past the
+``l1_holdback_chunks`` newest, unless a compile asked for it) or merging a run of
+contiguous parentless memories of one level into the next. :func:`tick` does one
+unit of work, the one that frees more context first. Every answer that is not
+memory counts against the chunk's or merge's attempt limit, persisted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from ...errors import SummarizerNotConfiguredError
+from ...messages import ToolResultBlock, ToolUseBlock
+from ...summarizer import Completion, CompletionRequest
+from ..base import StoredMessage, StrategyContext
+from .chunking import orphaned, rebuild_chunks
+from .prompts import NO_TOOLS, PLAIN_PROSE, clean, shape, with_suffix
+from .records import ChunkRecord, SummaryEntry
+from .requests import l1_request, ladder, merge_request, variants
+from .state import State
+
+__all__ = ["demand", "merge_groups", "pending_work", "queued_chunks", "tick"]
+
+log = logging.getLogger(__name__)
+
+
+# ------------------------------------------------------------------ the queue
+def queued_chunks(st: State, ctx: StrategyContext) -> list[ChunkRecord]:
+    """Closed, uncompressed chunks ready for compression (holdback applied)."""
+    if orphaned(st, ctx):
+        return []
+    records = st.records
+    live = st.positions(ctx, ctx.messages())
+    held = ctx.held_ids()
+    closed = [
+        c for c in records.chunks if not c.compressed and all(i in live for i in c.source_ids)
+    ]
+    hold_back = st.config.l1_holdback_chunks
+    ready = closed[: len(closed) - hold_back] if hold_back else closed
+    ready += [c for c in closed[len(ready) :] if c.id in st.demanded_chunks]
+    limit = st.config.chunk_attempt_limit
+    return [
+        c
+        for c in ready
+        if not held.intersection(c.source_ids)
+        and records.chunk_attempts.get(c.id, 0) < limit
+        and not (c.id in records.exhausted and _refused_before(st, ctx, c))
+    ]
+
+
+def _refused_before(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
+    """The chunk's request today has the shape of one that every variant refused."""
+    request = l1_request(st, ctx, ctx.messages(), chunk)
+    return shape(request) in st.records.exhausted[chunk.id]
+
+
+def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
+    """Groups of contiguous parentless siblings ready to merge, oldest first."""
+    stored = ctx.messages()
+    index = st.positions(ctx, stored)
+    held = ctx.held_ids()
+    cfg = st.config
+    threshold = cfg.merge_threshold
+    groups = [g for g in st.demanded_merges if _mergeable(st, g, index)]
+    by_level: dict[int, list[SummaryEntry]] = {}
+    base = cfg.merge_max_source_span_messages
+    for s in st.frontier_summaries():
+        if s.first not in index or s.last not in index:
+            continue
+        span = index[s.last] - index[s.first] + 1
+        if span > base * threshold ** max(0, s.level - 3):
+            continue  # too wide for its level: never merged further
+        by_level.setdefault(s.level, []).append(s)
+    for _, entries in sorted(by_level.items()):
+        entries.sort(key=lambda s: index[s.first])
+        runs: list[list[SummaryEntry]] = []
+        for s in entries:
+            if runs and index[s.first] == index[runs[-1][-1].last] + 1:
+                runs[-1].append(s)
+            else:
+                runs.append([s])
+        for r, run in enumerate(runs):
+            newest = r == len(runs) - 1
+            take = run[:threshold]
+            if newest and len(run) < threshold:
+                continue
+            if not newest and len(run) < 2:
+                continue
+            if newest and len(run) - len(take) == 1 and threshold > 2:
+                take = run[: threshold - 1]  # never strand a single memory
+            ids = [s.id for s in take]
+            leaves = {leaf for s in take for leaf in st.leaves_of(s)}
+            attempts = st.records.merge_attempts.get("+".join(ids), 0)
+            if held.intersection(leaves) or attempts >= cfg.merge_attempt_limit:
+                continue
+            if ids not in groups:
+                groups.append(ids)
+    return groups
+
+
+def _mergeable(st: State, ids: list[str], index: dict[str, int]) -> bool:
+    """Every memory exists, has no parent and still has its first and last message."""
+    summaries = st.summaries
+    return all(
+        i in summaries
+        and summaries[i].parent_id is None
+        and summaries[i].first in index
+        and summaries[i].last in index
+        for i in ids
+    )
+
+
+def pending_work(st: State, ctx: StrategyContext) -> list[str]:
+    """What :func:`tick` would do, one line per unit of work."""
+    work = [f"compress {c.id}" for c in queued_chunks(st, ctx)]
+    work += [f"merge {'+'.join(g)}" for g in merge_groups(st, ctx)]
+    return work
+
+
+def demand(
+    st: State,
+    ctx: StrategyContext,
+    produce: Sequence[tuple[int, int, int]],
+    stored: Sequence[StoredMessage],
+) -> None:
+    """Queue what a solver asked for (``(level, first, last)`` message indices): L1s of
+    closed chunks in range (past the holdback), or one merge of the contiguous
+    parentless summaries one level below in range."""
+    if not produce:
+        return
+    index = st.positions(ctx, stored)
+    for level, lo, hi in produce:
+        if level == 1:
+            for chunk in st.records.chunks:
+                spots = [index[i] for i in chunk.source_ids if i in index]
+                if not chunk.compressed and spots and lo <= max(spots) and min(spots) <= hi:
+                    st.demanded_chunks.add(chunk.id)
+            continue
+        run = sorted(
+            (
+                s
+                for s in st.frontier_summaries()
+                if s.level == level - 1
+                and s.first in index
+                and s.last in index
+                and lo <= index[s.first]
+                and index[s.last] <= hi
+            ),
+            key=lambda s: index[s.first],
+        )
+        group: list[str] = []
+        for s in run:
+            if group and index[s.first] != index[st.summaries[group[-1]].last] + 1:
+                break
+            group.append(s.id)
+        group = group[: st.config.merge_threshold]
+        if len(group) >= 2 and group not in st.demanded_merges:
+            st.demanded_merges.append(group)
+
+
+# ------------------------------------------------------------------- the work
+def tick(st: State, ctx: StrategyContext) -> bool:
+    """One unit of work: compress the oldest queued chunk, else one merge (a merge
+    first when it frees more context). True when a call was made or a memory
+    written."""
+    rebuild_chunks(st, ctx)
+    queued = queued_chunks(st, ctx)
+    groups = merge_groups(st, ctx)
+    if not queued and not groups:
+        return False
+    if ctx.summarizer is None:
+        return False  # nothing can be written without a summariser
+    if st.config.compression_model is None:
+        raise SummarizerNotConfiguredError(
+            "compression_model is not configured: memories are written in one model's "
+            "voice and no substitute is used; set AutobiographicalConfig.compression_model"
+        )
+    # A rejected attempt is work too (a call was made): the next tick moves on.
+    before = st.calls
+    if (
+        queued
+        and groups
+        and _merge_saving(st, ctx, groups[0]) > _chunk_saving(st, ctx, queued[0])
+        and (_merge(st, ctx, groups[0]) or st.calls > before)
+    ):
+        return True
+    for chunk in queued:
+        if _compress(st, ctx, chunk) or st.calls > before:
+            return True
+    return any(_merge(st, ctx, group) or st.calls > before for group in groups)
+
+
+def _expected_recall(st: State, ctx: StrategyContext, level: int) -> int:
+    costs = sorted(st.recall_tokens(ctx, s) for s in st.summaries.values() if s.level == level)
+    return costs[len(costs) // 2] if costs else st.config.summary_target_tokens
+
+
+def _chunk_saving(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> int:
+    by_id = {s.id: s for s in ctx.messages()}
+    raw = sum(ctx.count(by_id[i]) for i in chunk.source_ids if i in by_id)
+    return raw - _expected_recall(st, ctx, 1)
+
+
+def _merge_saving(st: State, ctx: StrategyContext, group: list[str]) -> int:
+    sources = [st.summaries[i] for i in group]
+    shown = sum(st.recall_tokens(ctx, s) for s in sources)
+    return shown - _expected_recall(st, ctx, sources[0].level + 1)
+
+
+def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
+    cfg = st.config
+    records = st.records
+    stored = ctx.messages()
+    by_id = {s.id: s for s in stored}
+    messages = [by_id[i].message for i in chunk.source_ids]
+    has_tools = any(
+        isinstance(b, ToolUseBlock | ToolResultBlock) for m in messages for b in m.content
+    )
+    text = "".join(m.text for m in messages)
+    if not has_tools and len("".join(text.split())) < cfg.min_chunk_chars_for_llm:
+        content = f"A quiet stretch of {len(messages)} routine messages."
+        records.add_l1(chunk, content, stub=True)
+        st.demanded_chunks.discard(chunk.id)
+        return True
+    if has_tools and not ctx.tools():
+        return False  # wait until the agent's tools are known
+    index = st.positions(ctx, stored)
+    steps = ladder(st, ctx, index[chunk.source_ids[0]], index)
+    request = l1_request(st, ctx, stored, chunk, steps)
+    completion = _ask(st, ctx, request)  # queued_chunks held back refused shapes
+    if completion.stop_reason == "refusal":
+        for variant in variants(st, ctx, stored, chunk, steps, request):
+            completion = _ask(st, ctx, variant)
+            if completion.stop_reason != "refusal":
+                break
+        if completion.stop_reason == "refusal":
+            records.note_exhausted(chunk, shape(request))
+            log.warning("every variant of the memory request for %s was refused", chunk.id)
+            return False
+    if not completion.acceptable:  # never memory; after the limit the chunk stays raw
+        records.count_chunk_attempt(chunk)
+        return False
+    records.add_l1(chunk, completion.text, tokens=completion.usage.output_tokens)
+    st.demanded_chunks.discard(chunk.id)
+    return True
+
+
+def _ask(st: State, ctx: StrategyContext, request: CompletionRequest) -> Completion:
+    """Call the summariser; retry a tool call or an empty answer.
+
+    A ``tool_use`` answer is retried once with a no-tools sentence, then once
+    without the tools; an empty or all-reasoning answer once with a plain-prose
+    sentence. Refusals, truncations and errors are not retried here. Returns the
+    last completion with its text cleaned; only an ``acceptable`` one is memory.
+    """
+    assert ctx.summarizer is not None
+    st.calls += 1
+    completion = ctx.summarizer.complete(request)
+    if completion.stop_reason == "tool_use":
+        request = with_suffix(request, NO_TOOLS)
+        st.calls += 1
+        completion = ctx.summarizer.complete(request)
+        if completion.stop_reason == "tool_use":
+            st.calls += 1
+            completion = ctx.summarizer.complete(request.model_copy(update={"tools": None}))
+    elif completion.stop_reason == "end_turn" and not clean(completion.text):
+        st.calls += 1
+        completion = ctx.summarizer.complete(with_suffix(request, PLAIN_PROSE))
+    return completion.model_copy(update={"text": clean(completion.text)})
+
+
+def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
+    sources = [st.summaries[i] for i in ids]
+    answer = _ask(st, ctx, merge_request(st, ctx, sources))
+    if not answer.acceptable:  # bounded retries, then the merge is quarantined (persisted)
+        st.records.count_merge_attempt(ids)
+        return False
+    st.records.add_parent(sources, answer.text, answer.usage.output_tokens)
+    st.demanded_merges = [g for g in st.demanded_merges if g != ids]
+    return True
