@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import math
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -170,6 +174,55 @@ def _blocks(content: str | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
     return (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
 
 
+_R = TypeVar("_R")
+_STORE_LOCKS: weakref.WeakKeyDictionary[Store, threading.RLock] = weakref.WeakKeyDictionary()
+_STORE_LOCKS_GUARD = threading.Lock()
+
+
+def _store_lock(store: Store) -> threading.RLock:
+    """The one lock every manager on ``store`` takes for each operation."""
+    with _STORE_LOCKS_GUARD:
+        lock = _STORE_LOCKS.get(store)
+        if lock is None:
+            lock = _STORE_LOCKS[store] = threading.RLock()
+        return lock
+
+
+def _operation(*, writes: bool = False) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
+    """A public operation of :class:`ContextManager`: serialised with every other
+    operation on the same store (from any thread, through any manager), started on
+    a view that follows the store, and, for a write that raises, followed by a
+    reload of everything held in memory from the store (which rolled back). An
+    operation called from inside another is part of it."""
+
+    def wrap(fn: Callable[..., _R]) -> Callable[..., _R]:
+        @functools.wraps(fn)
+        def run(self: ContextManager, *args: Any, **kwargs: Any) -> _R:
+            with self._lock:
+                self._check_open()
+                outermost = self._depth == 0
+                if outermost and (
+                    self._store.sequence != self._seen or self._store.branch != self._seen_branch
+                ):
+                    self._resync()  # another manager wrote to this store
+                self._depth += 1
+                try:
+                    return fn(self, *args, **kwargs)
+                except BaseException:
+                    if writes and outermost and not self._closed:
+                        self._resync()
+                    raise
+                finally:
+                    self._depth -= 1
+                    if outermost and not self._store.closed:
+                        self._seen = self._store.sequence
+                        self._seen_branch = self._store.branch
+
+        return run
+
+    return wrap
+
+
 @dataclass
 class CompileResult:
     """The messages to send, system injections and how the context was composed."""
@@ -241,6 +294,8 @@ class ContextManager:
         self._version = 0
         self._render_stats: dict[str, Any] | None = None
         self._closed = False
+        self._lock = _store_lock(store)
+        self._depth = 0
         self._ctx = StrategyContext(
             store=store,
             namespace=namespace,
@@ -255,7 +310,10 @@ class ContextManager:
             tools=lambda: self._tools,
             system_prompt=lambda: self._system_prompt,
         )
-        strategy.initialize(self._ctx)
+        with self._lock:
+            strategy.initialize(self._ctx)
+            self._seen = store.sequence
+            self._seen_branch = store.branch
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -303,11 +361,12 @@ class ContextManager:
 
     def close(self) -> None:
         """Close the manager (and the store when it owns it). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_store:
-            self._store.close()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._owns_store:
+                self._store.close()
 
     def __enter__(self) -> ContextManager:
         return self
@@ -326,6 +385,7 @@ class ContextManager:
         return self._strategy
 
     # ---------------------------------------------------------------- messages
+    @_operation(writes=True)
     def add_message(
         self,
         participant: str,
@@ -338,9 +398,22 @@ class ContextManager:
         """Append a message; returns its id.
 
         ``hold`` (True, or a timeout in seconds) holds it out of compression
-        before the strategy hears of it.
+        before the strategy hears of it. The message and whatever the strategy
+        records for it (a closed chunk) are one transaction: a call that raises
+        stored nothing.
+
+        Raises
+        ------
+        ConfigError
+            For a ``hold`` that is neither a bool nor a positive number of seconds
+            (checked before anything is written).
         """
-        self._check_open()
+        if not isinstance(hold, bool) and not (
+            isinstance(hold, int | float) and math.isfinite(hold) and hold > 0
+        ):
+            raise ConfigError(
+                f"hold must be True, False or a positive number of seconds, got {hold!r}"
+            )
         blocks = _blocks(content)
         message = Message(
             participant=participant,
@@ -348,16 +421,19 @@ class ContextManager:
             metadata=metadata or {},
             timestamp=timestamp if timestamp is not None else time.time(),
         )
-        item = self._store.append(self._slot, message.model_dump(mode="json"))
-        stored = StoredMessage(item.id, item.seq, message)
-        if self._cache is not None:
-            self._cache.append(stored)
-            self._invalidate_forms(len(self._cache) - 2)  # the previous newest
-        if hold:
-            self.hold_compression([item.id], timeout=None if hold is True else float(hold))
-        self._strategy.on_new_message(self._ctx, stored)
+        body = message.model_dump(mode="json")
+        with self._store.transaction():
+            item = self._store.append(self._slot, body)
+            stored = StoredMessage(item.id, item.seq, message)
+            if self._cache is not None:
+                self._cache.append(stored)
+                self._invalidate_forms(len(self._cache) - 2)  # the previous newest
+            if hold:
+                self.hold_compression([item.id], timeout=None if hold is True else float(hold))
+            self._strategy.on_new_message(self._ctx, stored)
         return item.id
 
+    @_operation(writes=True)
     def edit_message(self, message_id: str, content: str | Sequence[ContentBlock]) -> None:
         """Replace a message's content (existing summaries keep their text)."""
         old = self.get_message(message_id)
@@ -377,21 +453,33 @@ class ContextManager:
             self._cache[at] = StoredMessage(self._cache[at].id, self._cache[at].seq, new)
             self._invalidate_forms(at - 1)
 
+    @_operation(writes=True)
     def remove_message(self, message_id: str) -> None:
-        """Remove a message from the record (and drop its hold)."""
+        """Remove a message from the record (and drop its hold).
+
+        The strategy hears of it in the same transaction (memories over the message
+        are dropped and what they kept is remembered again).
+
+        Raises
+        ------
+        KeyError
+            For an unknown id.
+        """
         self.get_message(message_id)
         with self._store.transaction():
             self._store.redact(self._slot, message_id)
             for entry in self._log_entries(message_id, "copy"):
                 self._store.redact(self._log_slot, entry.id)
-        self._holds.pop(message_id, None)
-        self._tokens.pop(message_id, None)
-        self._version += 1
-        if self._cache is not None:
-            at = next(i for i, s in enumerate(self._cache) if s.id == message_id)
-            del self._cache[at]
-            self._invalidate_forms(at - 1)
+            self._holds.pop(message_id, None)
+            self._tokens.pop(message_id, None)
+            self._version += 1
+            if self._cache is not None:
+                at = next(i for i, s in enumerate(self._cache) if s.id == message_id)
+                del self._cache[at]
+                self._invalidate_forms(at - 1)
+            self._strategy.on_messages_removed(self._ctx, [message_id])
 
+    @_operation(writes=True)
     def add_context_entry(
         self,
         message_id: str,
@@ -432,6 +520,7 @@ class ContextManager:
         }
         return self._store.append(self._log_slot, body).id
 
+    @_operation()
     def context_log(self) -> list[ContextEntry]:
         """The context-log entries, oldest first."""
         self._check_open()
@@ -442,6 +531,7 @@ class ContextManager:
             e for e in self.context_log() if e.source_id == message_id and e.relation == relation
         ]
 
+    @_operation()
     def get_message(self, message_id: str) -> Message:
         """One message.
 
@@ -455,6 +545,7 @@ class ContextManager:
                 return stored.message
         raise KeyError(f"no message with id {message_id!r} on branch {self.current_branch!r}")
 
+    @_operation()
     def get_messages(self) -> list[StoredMessage]:
         """Every live message of the current branch, oldest first."""
         return list(self._messages())
@@ -497,6 +588,7 @@ class ContextManager:
         return tokens
 
     # ------------------------------------------------------------------ compile
+    @_operation()
     def compile(
         self,
         *,
@@ -650,17 +742,20 @@ class ContextManager:
             self._last_request = (key, messages)
         return reread
 
+    @_operation()
     def get_render_stats(self) -> dict[str, Any] | None:
         """Composition of the last live (not dry-run) compile; None before the first."""
         return None if self._render_stats is None else dict(self._render_stats)
 
     # ------------------------------------------------------------- maintenance
+    @_operation(writes=True)
     def tick(self) -> bool:
         """Do at most one unit of compression work; True when something was done."""
         self._check_open()
         self._expire_holds()
         return self._strategy.tick(self._ctx)
 
+    @_operation()
     def drain(self, max_ticks: int = 10_000) -> int:
         """Tick until no work is left (or ``max_ticks``); returns the ticks that worked."""
         done = 0
@@ -670,21 +765,25 @@ class ContextManager:
             done += 1
         return done
 
+    @_operation()
     def is_ready(self) -> bool:
         """True when the strategy has no queued work."""
         return self._strategy.is_ready(self._ctx)
 
+    @_operation()
     def set_tool_definitions(self, tools: Sequence[dict[str, Any]] | None) -> None:
         """Record the agent's tools for summariser requests (empty never overwrites)."""
         if tools:
             self._tools = [dict(t) for t in tools]
 
+    @_operation()
     def set_system_prompt(self, text: str | None) -> None:
         """Record the agent's system prompt for summariser requests (empty never overwrites)."""
         if text:
             self._system_prompt = text
 
     # ------------------------------------------------------------------- holds
+    @_operation(writes=True)
     def hold_compression(self, ids: Iterable[str], *, timeout: float | None = None) -> None:
         """Keep these messages (and everything after the earliest) out of compression.
 
@@ -701,6 +800,7 @@ class ContextManager:
             if i in known:
                 self._holds[i] = deadline
 
+    @_operation(writes=True)
     def release_compression(self, ids: Iterable[str]) -> None:
         """Release holds (idempotent)."""
         released = False
@@ -711,6 +811,7 @@ class ContextManager:
         if released:
             self._strategy.on_holds_released(self._ctx)
 
+    @_operation()
     def compression_holds(self) -> set[str]:
         """Ids currently held."""
         self._expire_holds()
@@ -738,6 +839,7 @@ class ContextManager:
             )
         return fn
 
+    @_operation(writes=True)
     def pin_range(
         self,
         first_id: str,
@@ -757,6 +859,7 @@ class ContextManager:
         )
         return pin
 
+    @_operation(writes=True)
     def mark_document(self, message_id: str, *, name: str | None = None) -> str:
         """Pin one message raw as a document."""
         pin: str = self._capable("pin_range")(
@@ -764,20 +867,24 @@ class ContextManager:
         )
         return pin
 
+    @_operation()
     def list_pins(self) -> list[Any]:
         """Current pins (empty for strategies without pins)."""
         return list(getattr(self._strategy, "pins", []))
 
+    @_operation(writes=True)
     def unpin(self, pin_id: str) -> bool:
         """Remove a pin; False when there is no such pin."""
         removed: bool = self._capable("unpin")(self._ctx, pin_id)
         return removed
 
+    @_operation(writes=True)
     def lock_message(self, message_id: str, locked: bool = True) -> None:
         """Keep a message at its current fold level (``locked=False`` releases it)."""
         self.get_message(message_id)
         self._capable("lock")(self._ctx, message_id, locked)
 
+    @_operation()
     def search_summaries(
         self,
         text: str | None = None,
@@ -796,6 +903,7 @@ class ContextManager:
             search(text, regex=regex, levels=levels, limit=limit, include_merged=include_merged)
         )
 
+    @_operation()
     def get_summaries_in_range(
         self,
         *,
@@ -807,6 +915,7 @@ class ContextManager:
         query = getattr(self._strategy, "summaries_in_range", None)
         return [] if query is None else list(query(self._ctx, from_time, to_time, level))
 
+    @_operation()
     def get_summary(self, summary_id: str) -> Any:
         """One summary, or None."""
         return getattr(self._strategy, "summaries", {}).get(summary_id)
@@ -817,10 +926,12 @@ class ContextManager:
         """The current branch name."""
         return self._store.branch
 
+    @_operation()
     def list_branches(self) -> list[Branch]:
         """Every branch of the store."""
         return self._store.list_branches()
 
+    @_operation()
     def branch_at(self, message_id: str, name: str | None = None) -> str:
         """A new branch that sees history up to and including ``message_id``."""
         for stored in self.get_messages():
@@ -828,16 +939,31 @@ class ContextManager:
                 return self._store.branch_at(stored.seq, name)
         raise KeyError(f"no message with id {message_id!r}")
 
+    @_operation(writes=True)
     def fork(self, name: str | None = None) -> str:
         """Branch at the current head and switch to it."""
         name = self._store.fork(name)
         self._reload()
         return name
 
+    @_operation(writes=True)
     def switch_branch(self, name: str) -> None:
         """Switch branches; the strategy reloads its branch-scoped state."""
         self._store.switch_branch(name)
         self._reload()
+
+    def _resync(self) -> None:
+        """Everything held in memory re-read from the store: after another manager
+        wrote to it, or after a write of ours failed (the store rolled it back). Holds
+        on messages that are no longer live go."""
+        self._cache = None
+        self._forms_valid = 0
+        self._tokens.clear()
+        self._version += 1
+        self._last_request = None
+        live = {s.id for s in self._messages()}
+        self._holds = {i: d for i, d in self._holds.items() if i in live}
+        self._strategy.initialize(self._ctx)
 
     def _reload(self) -> None:
         self._cache = None

@@ -126,6 +126,10 @@ class Strategy:
     def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:
         """Called after every added message."""
 
+    def on_messages_removed(self, ctx: StrategyContext, ids: Sequence[str]) -> None:
+        """Called when ``ids`` left the record, inside the transaction that removed
+        them (``ctx.messages()`` no longer has them): records over them must follow."""
+
     def select(
         self, ctx: StrategyContext, budget: RequestBudget, *, dry_run: bool = False
     ) -> Selection:

@@ -112,6 +112,7 @@ _COUNTER = "autobio:counter"
 _LEDGER = "autobio:refusal-ledger"
 _MERGE_ATTEMPTS = "autobio:merge-attempts"
 _CHUNK_ATTEMPTS = "autobio:chunk-attempts"
+_CHUNK_COUNTER = "autobio:chunk-counter"
 
 
 @dataclass
@@ -138,6 +139,10 @@ class Records:
     chunk_attempts: dict[str, int]
     exhausted: dict[str, set[str]]
     """Chunk id -> hashes of request shapes refused in every variant."""
+    chunk_counter: int = 0
+    """The number the next chunk id takes (ids are never reused, removals included)."""
+    revision: int = 0
+    """Bumped whenever a chunk record changes or goes (appends do not bump it)."""
     store: Store | None = field(default=None, repr=False, compare=False)
     slot: Callable[[str], str] = field(default=str, repr=False, compare=False)
 
@@ -155,11 +160,76 @@ class Records:
     def add_chunk(self, ids: Sequence[str], *, summary_id: str | None = None) -> ChunkRecord:
         """Close a chunk over ``ids`` (already compressed when ``summary_id`` names the
         memory written for it)."""
-        record = ChunkRecord("", f"c-{len(self.chunks)}", list(ids), summary_id is not None)
-        record.summary_id = summary_id
-        record.item = self._store().append(self.slot(_CHUNKS), record.body()).id
+        store = self._store()
+        n = self.chunk_counter
+        record = ChunkRecord("", f"c-{n}", list(ids), summary_id is not None, summary_id)
+        with store.transaction():
+            record.item = store.append(self.slot(_CHUNKS), record.body()).id
+            store.set(self.slot(_CHUNK_COUNTER), n + 1)
         self.chunks.append(record)
+        self.chunk_counter = n + 1
         return record
+
+    def forget(self, removed: Sequence[str]) -> None:
+        """Messages ``removed`` from the record: memories over any of them are dropped
+        (with every memory above them; their other children are parentless again),
+        and each chunk that held one keeps its other messages, to be remembered again
+        (a chunk left with none is retired). One transaction."""
+        gone = set(removed)
+        summaries = self.summaries
+        below: dict[str, str] = {}  # child -> parent, over the memories in memory
+        for s in summaries.values():
+            if s.level > 1:
+                for child in s.source_ids:
+                    below[child] = s.id
+        dropped: set[str] = set()
+
+        def drop(summary_id: str) -> None:
+            while summary_id in summaries and summary_id not in dropped:
+                dropped.add(summary_id)
+                summary_id = below.get(summary_id, "")
+
+        for s in summaries.values():
+            if s.level == 1 and gone.intersection(s.source_ids):
+                drop(s.id)
+        freed = [
+            s
+            for s in summaries.values()
+            if s.id not in dropped and s.parent_id is not None and s.parent_id in dropped
+        ]
+        touched = [c for c in self.chunks if gone.intersection(c.source_ids)]
+        touched += [c for c in self.chunks if c.summary_id in dropped and c not in touched]
+        if not dropped and not touched:
+            return
+        store = self._store()
+        kept_chunks: dict[str, ChunkRecord | None] = {}
+        with store.transaction():
+            for summary_id in sorted(dropped):
+                store.redact(self.slot(_SUMMARIES), summaries[summary_id].item)
+            for s in freed:
+                store.edit(self.slot(_SUMMARIES), s.item, {**s.body(), "parent_id": None})
+            for c in touched:
+                survivors = [i for i in c.source_ids if i not in gone]
+                if not survivors:
+                    store.redact(self.slot(_CHUNKS), c.item)
+                    kept_chunks[c.id] = None
+                    continue
+                again = ChunkRecord(c.item, c.id, survivors)
+                store.edit(self.slot(_CHUNKS), c.item, again.body())
+                kept_chunks[c.id] = again
+            attempts = {k: v for k, v in self.chunk_attempts.items() if k not in kept_chunks}
+            if attempts != self.chunk_attempts:
+                store.set(self.slot(_CHUNK_ATTEMPTS), attempts)
+        for summary_id in dropped:
+            del summaries[summary_id]
+        for s in freed:
+            s.parent_id = None
+        chunks = [kept_chunks.get(c.id, c) for c in self.chunks]
+        self.chunks = [c for c in chunks if c is not None]
+        self.chunk_attempts = attempts
+        self.revision += 1
+        for chunk_id in kept_chunks:
+            self.exhausted.pop(chunk_id, None)
 
     def count_chunk_attempt(self, chunk: ChunkRecord) -> None:
         """One more unacceptable answer for ``chunk``."""
@@ -312,6 +382,13 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
         merge_attempts=dict(store.get(slot(_MERGE_ATTEMPTS), {})),
         chunk_attempts=dict(store.get(slot(_CHUNK_ATTEMPTS), {})),
         exhausted=exhausted,
+        chunk_counter=int(store.get(slot(_CHUNK_COUNTER), _next_chunk_number(chunks))),
         store=store,
         slot=slot,
     )
+
+
+def _next_chunk_number(chunks: Sequence[ChunkRecord]) -> int:
+    """One past the highest ``c-N`` id (stores written before the counter was kept)."""
+    numbers = [int(c.id[2:]) for c in chunks if c.id.startswith("c-") and c.id[2:].isdigit()]
+    return max(numbers, default=-1) + 1

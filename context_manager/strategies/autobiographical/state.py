@@ -44,7 +44,7 @@ class State:
         """Derived values keyed by what they depend on (recall pairs, spans, specs, and
         the adapter's own entries)."""
         self._positions: tuple[dict[str, int], int] = ({}, -1)
-        self._owned: tuple[set[str], int] = (set(), 0)
+        self._owned: tuple[set[str], int, int] = (set(), 0, records.revision)
         self.orphan_check: tuple[tuple[int, int], bool] = ((-1, -1), False)
         """``((version, chunk count), answer)`` of the last orphan check."""
 
@@ -67,13 +67,13 @@ class State:
     def owned_ids(self) -> set[str]:
         """Messages some chunk record owns (records only ever grow)."""
         chunks = self.records.chunks
-        owned, count = self._owned
-        if count != len(chunks):
-            if count > len(chunks):  # the records were reset
-                owned, count = set(), 0
+        owned, count, revision = self._owned
+        if count != len(chunks) or revision != self.records.revision:
+            if count > len(chunks) or revision != self.records.revision:
+                owned, count = set(), 0  # a record changed or went: recount
             for c in chunks[count:]:
                 owned.update(c.source_ids)
-            self._owned = (owned, len(chunks))
+            self._owned = (owned, len(chunks), self.records.revision)
         return owned
 
     # ------------------------------------------------------------ memory tree

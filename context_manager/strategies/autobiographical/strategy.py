@@ -140,6 +140,13 @@ class AutobiographicalStrategy(Strategy):
     def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:
         rebuild_chunks(self.state, ctx)
 
+    def on_messages_removed(self, ctx: StrategyContext, ids: Sequence[str]) -> None:
+        """Memories over the removed messages are dropped; their chunks keep the other
+        messages and are remembered again (:meth:`~.records.Records.forget`)."""
+        self.state.records.forget(ids)
+        self.state.demanded_chunks.clear()
+        self.state.demanded_merges.clear()
+
     def on_holds_released(self, ctx: StrategyContext) -> None:
         rebuild_chunks(self.state, ctx)
 

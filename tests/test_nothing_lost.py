@@ -1,0 +1,248 @@
+"""Nothing lost, nothing stalls: removals, failed writes, managers sharing a store, threads."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from test_manager_stateful import strategy
+
+from context_manager import (
+    CharsCounter,
+    ConfigError,
+    ContextManager,
+    ExtractiveSummarizer,
+    OverBudgetError,
+    PassthroughStrategy,
+)
+from context_manager.strategies.autobiographical import AutobiographicalStrategy
+from context_manager.strategies.base import StoredMessage, StrategyContext
+
+COUNTER = CharsCounter()
+
+
+def _open(path: Path | str, s: object | None = None) -> ContextManager:
+    return ContextManager.open(
+        path=path,
+        strategy=s if s is not None else strategy(recent_window_tokens=100),  # type: ignore[arg-type]
+        summarizer=ExtractiveSummarizer(target_tokens=30),
+        counter=COUNTER,
+    )
+
+
+def _talk(cm: ContextManager, n: int, tag: str = "m") -> list[str]:
+    return [
+        cm.add_message(
+            "User" if i % 2 == 0 else "Claude", " ".join(f"{tag}{i}w{j}" for j in range(30))
+        )
+        for i in range(n)
+    ]
+
+
+def records_agree_with_messages(cm: ContextManager) -> None:
+    """Every chunk record and every memory names a contiguous run of live messages, and
+    every compressed chunk's memory exists and covers exactly the chunk."""
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    position = {m.id: i for i, m in enumerate(cm.get_messages())}
+
+    def contiguous(ids: list[str]) -> bool:
+        return all(i in position for i in ids) and [position[i] for i in ids] == list(
+            range(position[ids[0]], position[ids[0]] + len(ids))
+        )
+
+    for chunk in s.chunks:
+        assert chunk.source_ids and contiguous(chunk.source_ids), chunk
+        if chunk.compressed:
+            assert chunk.summary_id in s.summaries
+            assert s.leaves_of(s.summaries[chunk.summary_id]) == chunk.source_ids
+    for memory in s.summaries.values():
+        assert contiguous(s.leaves_of(memory)), memory.id
+        if memory.parent_id is not None:
+            assert memory.parent_id in s.summaries
+
+
+def compression_is_done(cm: ContextManager) -> None:
+    """After a drain with a working summariser and no holdback: every chunk is remembered."""
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    assert not s.failed_closed
+    assert [c.id for c in s.chunks if not c.compressed] == []
+    assert cm.is_ready()
+
+
+# ------------------------------------------------------------------ removals
+def test_removing_most_of_the_first_chunks_keeps_compression_moving(tmp_path: Path) -> None:
+    path = tmp_path / "cm.db"
+    cm = _open(path)
+    _talk(cm, 40)
+    cm.drain()
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    first_chunks = [c.source_ids for c in s.chunks[:4]]
+    assert len(first_chunks) == 4
+    for ids in first_chunks:
+        for i in ids[:-1] if len(ids) > 1 else ids:
+            cm.remove_message(i)
+    records_agree_with_messages(cm)
+    _talk(cm, 60, tag="n")
+    cm.drain()
+    records_agree_with_messages(cm)
+    compression_is_done(cm)
+    assert cm.compile(max_tokens=2000, reserve_for_response=0).render_stats["tokens"] <= 2000
+    cm.close()
+    cm = _open(path)  # and after reopening
+    records_agree_with_messages(cm)
+    _talk(cm, 20, tag="r")
+    cm.drain()
+    compression_is_done(cm)
+    assert cm.compile(max_tokens=2000, reserve_for_response=0).render_stats["tokens"] <= 2000
+    cm.close()
+
+
+def test_a_memory_over_a_removed_message_is_dropped_and_its_chunk_remembered_again() -> None:
+    cm = _open(":memory:", strategy(recent_window_tokens=100, merge_threshold=2))
+    _talk(cm, 40)
+    cm.drain()
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    chunk = s.chunks[1]
+    old_memory = chunk.summary_id
+    assert old_memory is not None
+    parents = {m.parent_id for m in s.summaries.values() if m.id == old_memory}
+    cm.remove_message(chunk.source_ids[0])
+    assert old_memory not in s.summaries
+    assert not parents.intersection(s.summaries)  # every memory above it went too
+    records_agree_with_messages(cm)
+    cm.drain()
+    records_agree_with_messages(cm)
+    compression_is_done(cm)
+    again = next(c for c in s.chunks if c.id == chunk.id)
+    assert again.source_ids == chunk.source_ids[1:] and again.summary_id != old_memory
+
+
+def test_removing_a_whole_chunk_retires_it_and_chunk_ids_are_not_reused() -> None:
+    cm = _open(":memory:")
+    _talk(cm, 30)
+    cm.drain()
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    before = [c.id for c in s.chunks]
+    for i in list(s.chunks[-1].source_ids):
+        cm.remove_message(i)
+    assert before[-1] not in [c.id for c in s.chunks]
+    _talk(cm, 30, tag="n")
+    cm.drain()
+    assert before[-1] not in [c.id for c in s.chunks]  # a new chunk takes a new id
+    records_agree_with_messages(cm)
+    compression_is_done(cm)
+
+
+# --------------------------------------------------------- all-or-nothing
+def test_an_invalid_hold_is_refused_before_anything_is_written() -> None:
+    cm = _open(":memory:")
+    _talk(cm, 3)
+    for hold in (-1.0, 0, float("nan"), float("inf"), "soon"):
+        with pytest.raises(ConfigError, match="hold"):
+            cm.add_message("User", "held", hold=hold)  # type: ignore[arg-type]
+    assert len(cm.get_messages()) == 3
+
+
+class _FailsOnTheNthMessage(AutobiographicalStrategy):
+    """Raises while recording the ``n``-th message, as a full disk would."""
+
+    fail_at = 0
+
+    def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:
+        super().on_new_message(ctx, message)
+        if len(ctx.messages()) == self.fail_at:
+            raise OSError("no space left on device")
+
+
+def test_a_failed_add_message_stores_nothing(tmp_path: Path) -> None:
+    s = _FailsOnTheNthMessage(**strategy(recent_window_tokens=100).config.model_dump())
+    s.fail_at = 25
+    path = tmp_path / "cm.db"
+    cm = _open(path, s)
+    ids = _talk(cm, 24)
+    chunks = [c.id for c in s.chunks]
+    with pytest.raises(OSError):
+        cm.add_message("User", " ".join(f"x{j}" for j in range(200)))
+    assert [m.id for m in cm.get_messages()] == ids  # a retry cannot duplicate it
+    assert [c.id for c in s.chunks] == chunks
+    s.fail_at = 0
+    cm.add_message("User", "after")
+    cm.close()
+    cm = _open(path)
+    assert [m.id for m in cm.get_messages()][:-1] == ids
+    records_agree_with_messages(cm)
+    cm.close()
+
+
+# ------------------------------------------------------ managers, threads
+def test_a_second_manager_on_the_same_store_sees_the_first_ones_messages() -> None:
+    a = _open(":memory:", PassthroughStrategy())
+    b = ContextManager(
+        a.store,
+        owns_store=False,
+        strategy=PassthroughStrategy(),
+        summarizer=None,
+        counter=COUNTER,
+        namespace="other",
+        isolate=False,
+        clock=lambda: 0.0,
+    )
+    a.add_message("User", "one")
+    assert [m.message.text for m in b.get_messages()] == ["one"]
+    a.add_message("Claude", "two")  # after b's first read
+    assert [m.message.text for m in b.get_messages()] == ["one", "two"]
+    b.add_message("User", "three")
+    assert [m.message.text for m in a.get_messages()] == ["one", "two", "three"]
+    assert [m.text for m in a.compile(max_tokens=1000, reserve_for_response=0).messages] == [
+        "one",
+        "two",
+        "three",
+    ]
+
+
+def test_threads_sharing_a_manager_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "cm.db"
+    cm = _open(path)
+    per_thread, threads = 150, 8
+    acknowledged: list[list[tuple[str, str]]] = [[] for _ in range(threads)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads)
+
+    def work(t: int) -> None:
+        try:
+            start.wait()
+            for i in range(per_thread):
+                text = f"t{t}m{i} " + " ".join(f"w{j}" for j in range(20))
+                acknowledged[t].append((cm.add_message("User", text), text))
+                if i % 10 == t % 10:
+                    cm.tick()
+                if i % 25 == t:
+                    try:
+                        sent = cm.compile(max_tokens=3000, reserve_for_response=0)
+                        assert sent.render_stats["tokens"] <= 3000
+                    except OverBudgetError as exc:  # compression behind: a refusal, typed
+                        assert exc.actual > exc.budget
+        except BaseException as exc:  # reported below, with the thread's traceback
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    records_agree_with_messages(cm)
+    cm.close()
+    cm = _open(path)
+    stored = {m.id: m.message.text for m in cm.get_messages()}
+    expected = {i: text for acks in acknowledged for i, text in acks}
+    assert len(expected) == per_thread * threads
+    assert stored == expected
+    records_agree_with_messages(cm)
+    cm.close()
