@@ -10,27 +10,70 @@ A branch sees its own records plus its parent's up to the sequence it was cut
 at, recursively, so branching copies nothing. Large base64 payloads can be
 moved to a content-addressed blob table (sha256, de-duplicated).
 
-Durability: WAL journal, one SQLite transaction per logical write (see
-:meth:`Store.transaction`), and an exclusive lock file so a second writer
-process gets :class:`StoreLockedError` instead of interleaving writes. A
-process killed at any instant loses at most the transaction in flight.
+Durability: WAL journal and one SQLite transaction per logical write (see
+:meth:`Store.transaction`). A process killed at any instant loses at most the
+transaction in flight. A write that fails (the disk is full, the file went
+bad) rolls back whole and raises a :class:`StoreError` naming the file; it
+stores nothing, and the store stays usable.
+
+One writer at a time
+--------------------
+The writer lock belongs to the database *file*, not to the name it was opened
+by. :meth:`Store.open` resolves the path (``os.path.realpath``), opens the
+database file itself and takes ``flock(LOCK_EX | LOCK_NB)`` on that
+descriptor before SQLite reads a byte. An flock is held by an open file
+description on an inode, so:
+
+* every name of the file (a symlink, a hard link, a relative path) reaches the
+  same lock, and a second writer gets :class:`StoreLockedError`;
+* a second :meth:`Store.open` in the same process opens a new description and
+  is refused the same way;
+* the kernel drops the lock when the process dies: no stale lock files;
+* the lock is independent of the POSIX byte-range locks SQLite takes on the
+  same file, and unlike those it is not dropped when some other descriptor of
+  the file in this process is closed (a read-only probe connection, a backup
+  copy reading the bytes).
+
+That last point, and keeping read-only readers working, is why SQLite's own
+``locking_mode=EXCLUSIVE`` is not the lock: it shuts out plain readers and is
+silently released when any descriptor of the file closes in the process.
+After SQLite connects, the path's ``(st_dev, st_ino)`` is compared with the
+locked descriptor's, so a file swapped in between is refused rather than
+written without the lock. Because SQLite opens the resolved path, its
+``-wal`` and ``-shm`` files sit next to the real file whichever symlink was
+used. A hard link is a second real name, and SQLite names the write-ahead log
+after the name it opened: after a crash, reopen the store by the name the
+crashed writer used so its log is recovered.
+
+Every step of an open that fails releases what the open took (the SQLite
+connection, the descriptor and its lock), so the next open can succeed.
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-__all__ = ["Branch", "Item", "Store", "StoreError", "StoreLockedError"]
+__all__ = [
+    "Branch",
+    "Item",
+    "Store",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreFullError",
+    "StoreLockedError",
+]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS branches (
@@ -55,13 +98,38 @@ CREATE TABLE IF NOT EXISTS blobs (sha256 TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+# The next record id: what AUTOINCREMENT would pick, chosen before the insert so an
+# append is one statement that carries its own item id.
+_NEXT_RECORD_ID = (
+    "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'records'), 0), "
+    "COALESCE((SELECT MAX(id) FROM records), 0)) + 1"
+)
+
+_FULL_CODES = frozenset({sqlite3.SQLITE_FULL})
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+# cache, head, branch id, branch name, lineage
+_View = tuple[dict[str, Any], int, int, str, list[tuple[int, int]]]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 
 class StoreError(Exception):
-    """A store operation failed: names the slot, item or branch and the fix."""
+    """A store operation failed: names the slot, item, branch or file and the fix."""
 
 
 class StoreLockedError(StoreError):
-    """Another process holds the store open for writing."""
+    """Another writer (another process, or another :class:`Store`) holds the store."""
+
+
+class StoreFullError(StoreError):
+    """The disk (or the database's size limit) is full; the failed write stored nothing."""
+
+
+class StoreCorruptError(StoreError):
+    """The file is not a store database, or SQLite found it damaged."""
 
 
 @dataclass(frozen=True)
@@ -83,8 +151,103 @@ class Branch:
     head_seq: int
 
 
+def _sqlite_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        text = str(exc).lower()
+        if "database or disk is full" in text:
+            return sqlite3.SQLITE_FULL
+        if "not a database" in text:
+            return sqlite3.SQLITE_NOTADB
+        return None
+    return int(code) & 0xFF  # the primary code of an extended one
+
+
+def _translate(path: str, exc: sqlite3.Error, action: str) -> StoreError:
+    """The typed :class:`StoreError` for a SQLite failure of ``action`` on ``path``."""
+    code = _sqlite_code(exc)
+    name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+    if code in _FULL_CODES:
+        return StoreFullError(
+            f"{path}: the disk or the database size limit is full, so {action} was rolled "
+            "back and stored nothing; free space on the volume holding the store (or raise "
+            "the limit) and retry: the store stays usable and earlier writes are intact"
+        )
+    if code in _BUSY_CODES:
+        return StoreLockedError(
+            f"{path}: {action} found the database locked by another connection ({exc}); "
+            "close the other SQLite client writing to it and retry"
+        )
+    if code in _CORRUPT_CODES:
+        return StoreCorruptError(
+            f"{path}: {action} failed because the file is not a healthy store database "
+            f"({exc}, {name}); restore it from a copy or open another path"
+        )
+    return StoreError(f"{path}: {action} failed ({exc}, {name})")
+
+
+def _guarded(
+    action: str,
+) -> Callable[[Callable[Concatenate[Store, _P], _R]], Callable[Concatenate[Store, _P], _R]]:
+    """Run a public method under the store's lock, turning SQLite errors into StoreError."""
+
+    def decorate(fn: Callable[Concatenate[Store, _P], _R]) -> Callable[Concatenate[Store, _P], _R]:
+        @functools.wraps(fn)
+        def wrapper(self: Store, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            with self._mutex:
+                try:
+                    return fn(self, *args, **kwargs)
+                except sqlite3.Error as exc:
+                    raise self._failure(exc, action) from exc
+
+        return wrapper
+
+    return decorate
+
+
+class _Lock:
+    """The exclusive writer lock: ``flock`` on a descriptor of the database file."""
+
+    def __init__(self, path: str, shown: str) -> None:
+        try:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StoreError(
+                f"{shown}: cannot open the store file ({exc.strerror}); check the path "
+                "names a regular file you may write"
+            ) from exc
+        try:
+            info = os.fstat(self.fd)
+            self.identity = (info.st_dev, info.st_ino)
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise StoreLockedError(
+                f"{shown} is open in another process (or by another Store in this one, "
+                "under this or another name of the same file); close it there first "
+                "(one writer at a time keeps the log consistent)"
+            ) from None
+        except OSError as exc:
+            os.close(self.fd)
+            raise StoreError(f"{shown}: cannot lock the store file ({exc.strerror})") from exc
+
+    def release(self) -> None:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self.fd)
+
+
 class Store:
     """The record store. Use :meth:`open`; close with :meth:`close` (or ``with``).
+
+    Thread safety: one ``Store`` may be shared between threads. Every public
+    method runs under the store's re-entrant lock, so operations never
+    interleave. :meth:`transaction` holds that lock from its start to its
+    commit or rollback: a transaction belongs to the thread that opened it
+    (nested ``transaction()`` in that thread joins it), and another thread's
+    reads and writes wait until it ends, so they never see its uncommitted
+    writes. Enter and leave a transaction in the same thread.
 
     Examples
     --------
@@ -97,71 +260,145 @@ class Store:
     ([{'text': 'hi'}], {'k': 1})
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str, lock: int | None) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, lock: _Lock | None) -> None:
         self._conn = conn
         self._path = path
         self._lock = lock
+        self._mutex = threading.RLock()
         self._depth = 0
+        self._aborted = False  # SQLite rolled back the open transaction on its own
+        self._next_id = 0  # ids handed out by rolled-back appends are not reused
+        self._saved: _View | None = None  # the view at the start of the open transaction
         self._closed = False
+        self._cache: dict[str, Any] = {}
         self._branch_id, self._branch_name = self._load_current()
         self._lineage = self._compute_lineage(self._branch_id)
         self._head = self._compute_head()
-        self._cache: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- opening
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, branch: str | None = None) -> Store:
         """Open or create the store at ``path``.
 
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The store file (created with its directory when missing), or
+            ``":memory:"`` for a store that lives in memory.
+        branch : str, optional
+            Switch to this branch after opening.
+
+        Returns
+        -------
+        Store
+            The open store; it holds the file's writer lock until :meth:`close`.
+
         Raises
         ------
         StoreLockedError
-            When another process has the store open.
+            When another process, or another ``Store`` in this process, has the
+            same file open (by any name: symlinks and hard links included).
+        StoreCorruptError
+            When the file is not a store database.
+        StoreFullError
+            When there is no space to create the store.
+        StoreError
+            When the file cannot be opened or the branch does not exist. A
+            failed open releases everything it took.
         """
-        path = os.fspath(path)
-        lock: int | None = None
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            lock = os.open(path + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(lock)
-                raise StoreLockedError(
-                    f"{path} is open in another process; close it there first "
-                    "(one writer at a time keeps the log consistent)"
-                ) from None
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.executescript(SCHEMA)
-        if conn.execute("SELECT COUNT(*) FROM branches").fetchone()[0] == 0:
-            conn.execute(
-                "INSERT INTO branches (name, parent, fork_seq, created) "
-                "VALUES ('main', NULL, 0, ?)",
-                (time.time(),),
-            )
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('current_branch', 'main')")
-        store = cls(conn, path, lock)
-        if branch is not None:
-            store.switch_branch(branch)
+        shown = os.fspath(path)
+        if shown in (":memory:", ""):
+            return cls._connect(shown, shown, None, branch)
+        real = os.path.realpath(shown)
+        try:
+            Path(real).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"{shown}: cannot create the directory {Path(real).parent} ({exc.strerror})"
+            ) from exc
+        lock = _Lock(real, shown)
+        try:
+            return cls._connect(real, shown, lock, branch)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _connect(cls, real: str, shown: str, lock: _Lock | None, branch: str | None) -> Store:
+        try:
+            conn = sqlite3.connect(real, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise _translate(shown, exc, "opening the store") from exc
+        store: Store | None = None
+        try:
+            if lock is not None:
+                info = os.stat(real)
+                if (info.st_dev, info.st_ino) != lock.identity:
+                    raise StoreError(
+                        f"{shown} was replaced by another file while it was being opened; "
+                        "open it again"
+                    )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.executescript(SCHEMA)
+            if conn.execute("SELECT COUNT(*) FROM branches").fetchone()[0] == 0:
+                conn.execute(
+                    "INSERT INTO branches (name, parent, fork_seq, created) "
+                    "VALUES ('main', NULL, 0, ?)",
+                    (time.time(),),
+                )
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('current_branch', 'main')")
+            store = cls(conn, shown, None)
+            if branch is not None:
+                store.switch_branch(branch)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise _translate(shown, exc, "opening the store") from exc
+        except OSError as exc:
+            conn.close()
+            raise StoreError(f"{shown}: cannot open the store ({exc.strerror})") from exc
+        except BaseException:
+            conn.close()
+            raise
+        store._lock = lock  # handed over only once the open has succeeded
         return store
 
     def close(self) -> None:
-        """Close the database and release the lock (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._conn.close()
-        if self._lock is not None:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-            os.close(self._lock)
+        """Close the database and release the lock (idempotent).
+
+        Waits for another thread's transaction to end first.
+
+        Raises
+        ------
+        StoreError
+            When called inside this thread's own :meth:`transaction`.
+        """
+        with self._mutex:
+            if self._closed:
+                return
+            if self._depth:
+                raise StoreError(
+                    f"{self._path}: cannot close the store inside a transaction; "
+                    "leave the transaction block first"
+                )
+            self._closed = True
+            try:
+                self._conn.close()
+            finally:
+                if self._lock is not None:
+                    self._lock.release()
+                    self._lock = None
 
     @property
     def closed(self) -> bool:
         """True after :meth:`close`."""
         return self._closed
+
+    @property
+    def path(self) -> str:
+        """The path the store was opened by."""
+        return self._path
 
     def __enter__(self) -> Store:
         return self
@@ -172,56 +409,155 @@ class Store:
     # ------------------------------------------------------------ transactions
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """Group writes into one atomic transaction (nesting joins the outer one)."""
-        self._check_open()
-        if self._depth:
-            self._depth += 1
+        """Group writes into one atomic transaction (nesting joins the outer one).
+
+        The calling thread holds the store until the transaction ends: other
+        threads' operations wait for its commit or rollback.
+
+        Raises
+        ------
+        StoreFullError
+            When the disk fills during the transaction; all of it is rolled back.
+        StoreError
+            When SQLite fails otherwise, or rolled the transaction back on its own
+            after a failed write whose error the block caught.
+        """
+        with self._mutex:
+            self._check_open()
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._failure(exc, "starting a transaction") from exc
+            self._depth = 1
+            self._aborted = False
+            self._saved = self._view()
             try:
                 yield
+            except BaseException:
+                self._rollback()
+                raise
+            else:
+                if self._aborted:
+                    self._rollback()
+                    raise StoreError(
+                        f"{self._path}: the transaction was rolled back after a failed write "
+                        "inside it; nothing in it was stored, retry it"
+                    )
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self._rollback()
+                    raise self._failure(exc, "committing the transaction") from exc
             finally:
-                self._depth -= 1
-            return
-        self._conn.execute("BEGIN IMMEDIATE")
-        self._depth = 1
-        try:
-            yield
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            self._cache.clear()
-            self._head = self._compute_head()
-            raise
-        else:
-            self._conn.execute("COMMIT")
-        finally:
-            self._depth = 0
+                self._depth = 0
+                self._aborted = False
+                self._saved = None
 
-    def _write(self, slot: str, op: str, item: str | None, body: Any) -> tuple[int, int]:
+    def _view(self) -> _View:
+        """The in-memory view of committed state, to restore when a transaction rolls back.
+
+        Cached values are replaced, never changed in place, so a shallow copy suffices.
+        """
+        return (
+            dict(self._cache),
+            self._head,
+            self._branch_id,
+            self._branch_name,
+            list(self._lineage),
+        )
+
+    def _restore(self) -> None:
+        if self._saved is None:
+            return
+        cache, self._head, self._branch_id, self._branch_name, lineage = self._saved
+        self._cache = dict(cache)
+        self._lineage = list(lineage)
+
+    def _rollback(self) -> None:
+        """Roll back the open transaction (if SQLite has not) and restore the memory view."""
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            raise _translate(self._path, exc, "rolling back the transaction") from exc
+        finally:
+            self._restore()
+
+    def _failure(self, exc: sqlite3.Error, action: str) -> StoreError:
+        """Translate ``exc``; a full disk, or SQLite abandoning it, ends the open transaction.
+
+        The transaction is then rolled back whole, whatever SQLite undid on its own,
+        and the rest of its block cannot write.
+        """
+        if self._closed:
+            return StoreError(f"{self._path}: the store is closed")
+        full = _sqlite_code(exc) in _FULL_CODES
+        if self._depth and not self._aborted and (full or not self._conn.in_transaction):
+            self._aborted = True
+            with suppress(sqlite3.Error):  # the exit rolls back again if need be
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+            self._restore()
+        return _translate(self._path, exc, action)
+
+    def _write(
+        self, slot: str, op: str, item: str | None, body: Any, rowid: int | None = None
+    ) -> tuple[int, int]:
         self._check_open()
+        self._check_not_aborted()
         text = None if body is None else json.dumps(body, separators=(",", ":"), ensure_ascii=False)
         with self.transaction():
             seq = self._head + 1
             cur = self._conn.execute(
-                "INSERT INTO records (branch, seq, slot, op, item, body) VALUES (?, ?, ?, ?, ?, ?)",
-                (self._branch_id, seq, slot, op, item, text),
+                "INSERT INTO records (id, branch, seq, slot, op, item, body) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (rowid, self._branch_id, seq, slot, op, item, text),
             )
             self._head = seq
             self._cache.pop(slot, None)
             assert cur.lastrowid is not None
             return cur.lastrowid, seq
 
+    def _check_not_aborted(self) -> None:
+        if self._aborted:
+            raise StoreError(
+                f"{self._path}: the transaction was rolled back after a failed write inside "
+                "it; leave the transaction block and retry it"
+            )
+
     # ------------------------------------------------------------ append slots
+    @_guarded("appending an item")
     def append(self, slot: str, body: Any) -> Item:
-        """Append an item to ``slot``; its id is unique in the store."""
+        """Append an item to ``slot``; its id is unique in the store.
+
+        The id of an append whose transaction rolled back is not given to
+        another item while the store stays open.
+
+        Raises
+        ------
+        StoreFullError
+            When the disk is full; nothing is stored.
+        """
+        self._check_open()
         cached = self._cache.get(slot)
         with self.transaction():
-            rowid, seq = self._write(slot, "append", None, body)
+            rowid = max(int(self._conn.execute(_NEXT_RECORD_ID).fetchone()[0]), self._next_id)
             item_id = str(rowid)
-            self._conn.execute("UPDATE records SET item = ? WHERE id = ?", (item_id, rowid))
+            _, seq = self._write(slot, "append", item_id, body, rowid)
+            self._next_id = rowid + 1
         item = Item(item_id, seq, json.loads(json.dumps(body)))
         if cached is not None:
             self._cache[slot] = [*cached, item]
         return item
 
+    @_guarded("editing an item")
     def edit(self, slot: str, item_id: str, body: Any) -> None:
         """Replace the body of a live item.
 
@@ -230,39 +566,55 @@ class Store:
         StoreError
             When ``item_id`` is not a live item of ``slot`` on this branch.
         """
-        self._require_item(slot, item_id)
-        cached = self._cache.get(slot)
+        at = self._index(slot, item_id)
+        cached = self._live(slot)
         self._write(slot, "edit", item_id, body)
-        if cached is not None:
-            copy = json.loads(json.dumps(body))
-            self._cache[slot] = [Item(i.id, i.seq, copy) if i.id == item_id else i for i in cached]
+        edited = list(cached)
+        edited[at] = Item(item_id, cached[at].seq, json.loads(json.dumps(body)))
+        self._cache[slot] = edited
 
+    @_guarded("redacting an item")
     def redact(self, slot: str, item_id: str) -> None:
-        """Remove a live item (the record stays; the item no longer reads)."""
-        self._require_item(slot, item_id)
-        cached = self._cache.get(slot)
-        self._write(slot, "redact", item_id, None)
-        if cached is not None:
-            self._cache[slot] = [i for i in cached if i.id != item_id]
+        """Remove a live item (the record stays; the item no longer reads).
 
+        Raises
+        ------
+        StoreError
+            When ``item_id`` is not a live item of ``slot`` on this branch.
+        """
+        at = self._index(slot, item_id)
+        cached = self._live(slot)
+        self._write(slot, "redact", item_id, None)
+        self._cache[slot] = cached[:at] + cached[at + 1 :]
+
+    @_guarded("reading items")
     def items(self, slot: str) -> list[Item]:
         """Live items of ``slot`` in append order, edits applied."""
+        return list(self._live(slot))
+
+    def _live(self, slot: str) -> list[Item]:
+        """The cached live items of ``slot`` (shared: callers must not change it)."""
         cached = self._cache.get(slot)
         if cached is None:
             cached = self._materialize(slot)
             self._cache[slot] = cached
-        return list(cached)
+        return cached
 
+    @_guarded("reading an item")
     def item(self, slot: str, item_id: str) -> Item | None:
         """One live item, or None."""
-        for it in reversed(self.items(slot)):
+        for it in reversed(self._live(slot)):
             if it.id == item_id:
                 return it
         return None
 
-    def _require_item(self, slot: str, item_id: str) -> None:
-        if self.item(slot, item_id) is None:
-            raise StoreError(f"{item_id!r} is not a live item of slot {slot!r} on this branch")
+    def _index(self, slot: str, item_id: str) -> int:
+        """Where the live item ``item_id`` sits in the cached items of ``slot``."""
+        live = self._live(slot)
+        for at in range(len(live) - 1, -1, -1):  # recent items are the likely ones
+            if live[at].id == item_id:
+                return at
+        raise StoreError(f"{item_id!r} is not a live item of slot {slot!r} on this branch")
 
     def _materialize(self, slot: str) -> list[Item]:
         order: dict[str, int] = {}
@@ -279,11 +631,19 @@ class Store:
         return [Item(i, order[i], bodies[i]) for i in sorted(order, key=order.__getitem__)]
 
     # ---------------------------------------------------------- snapshot slots
+    @_guarded("setting a snapshot")
     def set(self, slot: str, value: Any) -> None:
-        """Store ``value`` as the current snapshot of ``slot``."""
+        """Store ``value`` as the current snapshot of ``slot``.
+
+        Raises
+        ------
+        StoreFullError
+            When the disk is full; nothing is stored.
+        """
         self._write(slot, "set", None, value)
         self._cache[slot] = value
 
+    @_guarded("reading a snapshot")
     def get(self, slot: str, default: Any = None) -> Any:
         """The current snapshot of ``slot`` (``default`` when never set)."""
         if slot in self._cache:
@@ -306,13 +666,22 @@ class Store:
         ).fetchall()
 
     # ------------------------------------------------------------------ blobs
+    @_guarded("storing a blob")
     def put_blob(self, data: bytes) -> str:
-        """Store ``data`` once; returns its sha256."""
+        """Store ``data`` once; returns its sha256.
+
+        Raises
+        ------
+        StoreFullError
+            When the disk is full; nothing is stored.
+        """
         digest = hashlib.sha256(data).hexdigest()
         self._check_open()
+        self._check_not_aborted()
         self._conn.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
         return digest
 
+    @_guarded("reading a blob")
     def get_blob(self, digest: str) -> bytes:
         """The blob with this sha256.
 
@@ -328,15 +697,18 @@ class Store:
 
     # --------------------------------------------------------------- branches
     @property
+    @_guarded("reading the sequence")
     def sequence(self) -> int:
         """The newest sequence number visible on the current branch."""
         return self._head
 
     @property
+    @_guarded("reading the branch")
     def branch(self) -> str:
         """The current branch name."""
         return self._branch_name
 
+    @_guarded("creating a branch")
     def branch_at(self, seq: int, name: str | None = None) -> str:
         """Create a branch that sees the current branch up to ``seq``; returns its name.
 
@@ -345,6 +717,8 @@ class Store:
         StoreError
             When the name is taken or ``seq`` is outside ``[0, sequence]``.
         """
+        self._check_open()
+        self._check_not_aborted()
         if not 0 <= seq <= self._head:
             raise StoreError(f"cannot branch at sequence {seq}: the branch head is {self._head}")
         name = name or f"branch-{int(time.time() * 1000)}"
@@ -358,14 +732,24 @@ class Store:
             raise StoreError(f"a branch named {name!r} already exists") from None
         return name
 
+    @_guarded("forking a branch")
     def fork(self, name: str | None = None) -> str:
         """Branch at the current head and switch to it."""
         name = self.branch_at(self._head, name)
         self.switch_branch(name)
         return name
 
+    @_guarded("switching branch")
     def switch_branch(self, name: str) -> None:
-        """Make ``name`` the current branch (remembered across opens)."""
+        """Make ``name`` the current branch (remembered across opens).
+
+        Raises
+        ------
+        StoreError
+            When no branch has that name.
+        """
+        self._check_open()
+        self._check_not_aborted()
         row = self._conn.execute("SELECT id FROM branches WHERE name = ?", (name,)).fetchone()
         if row is None:
             known = ", ".join(b.name for b in self.list_branches())
@@ -376,6 +760,7 @@ class Store:
         self._head = self._compute_head()
         self._cache.clear()
 
+    @_guarded("listing branches")
     def list_branches(self) -> list[Branch]:
         """Every branch, oldest first."""
         rows = self._conn.execute(
@@ -425,6 +810,7 @@ class Store:
         ).fetchone()
         return max(head, int(fork[0]))
 
+    @_guarded("checking integrity")
     def integrity_check(self) -> list[str]:
         """SQLite's integrity check plus the log's own rules; empty when healthy."""
         problems = [
@@ -441,4 +827,4 @@ class Store:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreError("the store is closed")
+            raise StoreError(f"{self._path}: the store is closed")
