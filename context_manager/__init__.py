@@ -31,7 +31,7 @@ from .messages import (
     ToolUseBlock,
 )
 from .pairing import enforce_tool_pairs, tool_pair_problems
-from .store import Store, StoreError, StoreLockedError
+from .store import Store, StoreCorruptError, StoreError, StoreFullError, StoreLockedError
 from .strategies import PassthroughStrategy, Strategy
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
 from .tokens import ByteHeuristicCounter, CharsCounter, TiktokenCounter, TokenCounter
@@ -61,7 +61,9 @@ __all__ = [
     "Overhead",
     "PassthroughStrategy",
     "Store",
+    "StoreCorruptError",
     "StoreError",
+    "StoreFullError",
     "StoreLockedError",
     "Strategy",
     "Summarizer",

@@ -309,6 +309,7 @@ class ContextManager:
             held_ids=self._held_ids,
             tools=lambda: self._tools,
             system_prompt=lambda: self._system_prompt,
+            clock=clock,
         )
         with self._lock:
             strategy.initialize(self._ctx)
@@ -764,6 +765,15 @@ class ContextManager:
                 break
             done += 1
         return done
+
+    @_operation(writes=True)
+    def retry_compression(self) -> int:
+        """Try again the compression work the strategy gave up on (answers that were
+        not memory up to its attempt limits, refusals in every variant) and work
+        backing off after provider errors; returns how many pieces had a count (0 for
+        a strategy that never gives up)."""
+        retry = getattr(self._strategy, "retry_given_up", None)
+        return 0 if retry is None else int(retry(self._ctx))
 
     @_operation()
     def is_ready(self) -> bool:

@@ -543,12 +543,13 @@ def test_summarizer_failure_leaves_the_chunk_raw_and_retries_later(tmp_path: Pat
     cm, strategy = open_cm(tmp_path, ScriptedSummarizer(answer))
     for i in range(5):
         cm.add_message("User", words(20, f"m{i}"))
-    with pytest.raises(RuntimeError, match="Simulated LLM failure"):
-        cm.tick()
-    assert strategy.summaries == {}
+    assert cm.tick() is True  # the call was made; its failure is logged, not raised
+    assert strategy.summaries == {} and strategy.chunk_attempts == {}  # and not a verdict
     texts = [m.text for m in cm.compile(max_tokens=10_000, reserve_for_response=10).messages]
     assert len(texts) == 5
     broken[0] = False
+    assert cm.tick() is False  # the chunk backs off (retry_backoff_seconds)
+    cm.retry_compression()  # which a host may cut short
     assert cm.tick() is True and len(strategy.summaries) == 1
     cm.close()
 

@@ -18,6 +18,7 @@ from context_manager import (
 )
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.base import StoredMessage, StrategyContext
+from context_manager.summarizer import Completion, CompletionRequest
 
 COUNTER = CharsCounter()
 
@@ -246,3 +247,113 @@ def test_threads_sharing_a_manager_lose_nothing(tmp_path: Path) -> None:
     assert stored == expected
     records_agree_with_messages(cm)
     cm.close()
+
+
+# ------------------------------------------------------ transient trouble
+class Flaky:
+    """The extractive summariser behind a switchable fault: ``"error"`` (the provider
+    says so), ``"raise"``, ``"hang"`` (until :attr:`release` is set), ``"refuse"``."""
+
+    def __init__(self) -> None:
+        self.inner = ExtractiveSummarizer(target_tokens=30)
+        self.fault: str | None = None
+        self.release = threading.Event()
+        self.timeouts: list[float | None] = []
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        self.timeouts.append(request.timeout)
+        if self.fault == "error":
+            return Completion(text="", stop_reason="error")
+        if self.fault == "raise":
+            raise ConnectionError("provider unreachable")
+        if self.fault == "refuse":
+            return Completion(text="I cannot help with that.", stop_reason="refusal")
+        if self.fault == "hang":
+            self.release.wait()
+        return self.inner.complete(request)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _flaky(**extra: object) -> tuple[ContextManager, Flaky, Clock]:
+    summarizer, clock = Flaky(), Clock()
+    cm = ContextManager.open(
+        path=":memory:",
+        strategy=strategy(recent_window_tokens=100, **extra),
+        summarizer=summarizer,
+        counter=COUNTER,
+        clock=clock,
+    )
+    return cm, summarizer, clock
+
+
+@pytest.mark.parametrize("fault", ["error", "raise"])
+def test_a_provider_outage_is_not_a_verdict(fault: str) -> None:
+    cm, summarizer, clock = _flaky()
+    _talk(cm, 40)
+    summarizer.fault = fault
+    for _ in range(12):  # an outage of twelve ticks
+        cm.tick()
+        clock.now += 5
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    assert s.chunk_attempts == {}  # nothing counted toward the attempt limit
+    cm.drain()  # each chunk not tried yet fails once more
+    assert cm.drain() == 0  # now every chunk is backing off: drain stops at once
+    summarizer.fault = None
+    clock.now += 3600
+    assert cm.drain() > 0
+    compression_is_done(cm)
+    records_agree_with_messages(cm)
+
+
+def test_every_summariser_call_carries_the_deadline() -> None:
+    cm, summarizer, _ = _flaky(summary_timeout_seconds=42.5)
+    _talk(cm, 30)
+    cm.drain()
+    assert summarizer.timeouts and set(summarizer.timeouts) == {42.5}
+
+
+def test_a_hung_summariser_is_abandoned_at_the_deadline_on_one_thread() -> None:
+    cm, summarizer, clock = _flaky(summary_timeout_seconds=0.05)
+    _talk(cm, 40)
+    summarizer.fault = "hang"
+    before = threading.active_count()
+    assert cm.tick()  # returns at the deadline: the call is abandoned, not awaited
+    for _ in range(5):
+        clock.now += 3600
+        cm.tick()  # the worker is busy: nothing new is started
+    assert threading.active_count() <= before + 1
+    assert len(summarizer.timeouts) == 1
+    summarizer.fault = None
+    summarizer.release.set()
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    while s.state.caller.busy:  # the abandoned call returns once released
+        summarizer.release.wait(0.01)
+    clock.now += 3600
+    cm.drain()
+    compression_is_done(cm)
+    assert s.chunk_attempts == {}
+
+
+def test_work_given_up_on_can_be_retried() -> None:
+    cm, summarizer, _ = _flaky(chunk_attempt_limit=2, compression_refusal_curve_fallbacks=0)
+    _talk(cm, 30)
+    summarizer.fault = "refuse"
+    cm.drain()
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    given_up = [c.id for c in s.chunks if not c.compressed]
+    assert given_up and cm.is_ready()  # refusals are verdicts: the chunks stay raw
+    summarizer.fault = None
+    assert cm.drain() == 0
+    assert cm.retry_compression() >= len(given_up)
+    assert cm.drain() > 0
+    compression_is_done(cm)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -105,6 +106,8 @@ class StrategyContext:
     held_ids: Callable[[], set[str]]
     tools: Callable[[], Sequence[dict[str, Any]] | None]
     system_prompt: Callable[[], str | None]
+    clock: Callable[[], float] = time.time
+    """The manager's clock (seconds): what hold timeouts and retry backoff run on."""
 
     def slot(self, name: str) -> str:
         """The store slot ``name`` scoped to this strategy's namespace."""

@@ -34,7 +34,15 @@ class AutobiographicalConfig(BaseModel):
     """A memory spanning more messages than this x merge_threshold^(level - 3) (the
     exponent floored at 0) is not merged further."""
     chunk_attempt_limit: int = Field(default=3, ge=1)
-    """Rejected attempts on one chunk before it stays raw for good (persisted)."""
+    """Answers that are not memory (a refusal, a truncation, an empty answer) on one chunk
+    before it stays raw (persisted; ``retry_given_up`` starts over). A provider error,
+    an exception or a missed deadline is not an answer: it never counts."""
+    summary_timeout_seconds: float = Field(default=320.0, gt=0, allow_inf_nan=False)
+    """Deadline of one summariser call (sent as ``CompletionRequest.timeout``); a call
+    still running then is abandoned and the work retried later, as after an error."""
+    retry_backoff_seconds: float = Field(default=30.0, ge=0, allow_inf_nan=False)
+    """Wait before retrying work whose call failed (an error, an exception, a missed
+    deadline), doubled after each further failure in a row, at most an hour."""
     compression_refusal_curve_fallbacks: int = Field(default=3, ge=0)
     """After a refused L1 request, at most this many variants, each showing one merged
     memory of the recall ladder as its children instead; 0 disables."""

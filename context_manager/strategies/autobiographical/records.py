@@ -256,6 +256,21 @@ class Records:
         self._store().set(self.slot(_MERGE_ATTEMPTS), attempts)
         self.merge_attempts = attempts
 
+    def clear_verdicts(self) -> int:
+        """Forget every attempt count and refusal ledger entry, so work given up on is
+        tried again; returns how many chunks and merges were given up on or counted."""
+        store = self._store()
+        ledger = store.items(self.slot(_LEDGER))
+        freed = len(self.chunk_attempts) + len(self.merge_attempts)
+        freed += len(set(self.exhausted) - set(self.chunk_attempts))
+        with store.transaction():
+            for it in ledger:
+                store.redact(self.slot(_LEDGER), it.id)
+            store.set(self.slot(_CHUNK_ATTEMPTS), {})
+            store.set(self.slot(_MERGE_ATTEMPTS), {})
+        self.chunk_attempts, self.merge_attempts, self.exhausted = {}, {}, {}
+        return freed
+
     # ------------------------------------------------------------- memories
     def _next_summary_id(self, level: int) -> str:
         store = self._store()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...deadline import BoundedCaller
 from ...messages import Message, TextBlock
 from ..base import Entry, StoredMessage, StrategyContext
 from .config import AutobiographicalConfig
@@ -40,6 +41,11 @@ class State:
         """Compression stopped because chunk records name no live message."""
         self.calls = 0
         """Summariser calls made through this state."""
+        self.caller = BoundedCaller("context-summarizer")
+        """The one worker summariser calls run on, each under its deadline."""
+        self.backoff: dict[str, tuple[int, float]] = {}
+        """Work key (a chunk id, or ``+``-joined memory ids) -> (failures in a row, the
+        clock time before which it is not retried): after errors, not verdicts."""
         self.cache: dict[tuple[Any, ...], Any] = {}
         """Derived values keyed by what they depend on (recall pairs, spans, specs, and
         the adapter's own entries)."""
@@ -52,6 +58,22 @@ class State:
     def summaries(self) -> dict[str, SummaryEntry]:
         """The memories, by id."""
         return self.records.summaries
+
+    def carry_over(self, old: State) -> None:
+        """Keep what belongs to the process, not the branch: the call count, the worker
+        (with any abandoned call still on it) and the backoff."""
+        self.calls, self.caller, self.backoff = old.calls, old.caller, old.backoff
+
+    def waiting(self, ctx: StrategyContext, key: str) -> bool:
+        """Work ``key`` is backing off after a failed call."""
+        entry = self.backoff.get(key)
+        return entry is not None and ctx.clock() < entry[1]
+
+    def failed(self, ctx: StrategyContext, key: str) -> None:
+        """A call for work ``key`` failed without an answer: back off, doubling."""
+        failures = self.backoff.get(key, (0, 0.0))[0] + 1
+        wait = min(3600.0, self.config.retry_backoff_seconds * 2 ** (failures - 1))
+        self.backoff[key] = (failures, ctx.clock() + wait)
 
     # --------------------------------------------------------------- messages
     def positions(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> dict[str, int]:

@@ -132,9 +132,9 @@ class AutobiographicalStrategy(Strategy):
 
     # ------------------------------------------------------------------ hooks
     def initialize(self, ctx: StrategyContext) -> None:
-        calls = self.state.calls
-        self.state = State(self.config, read_records(ctx.store, ctx.slot))
-        self.state.calls = calls
+        state = State(self.config, read_records(ctx.store, ctx.slot))
+        state.carry_over(self.state)
+        self.state = state
         adopt_memories(self.state, ctx)
 
     def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:
@@ -207,6 +207,13 @@ class AutobiographicalStrategy(Strategy):
     def frontier_summaries(self) -> list[SummaryEntry]:
         """Summaries with no parent."""
         return self.state.frontier_summaries()
+
+    def retry_given_up(self, ctx: StrategyContext) -> int:
+        """Try again every chunk and merge given up on (after ``chunk_attempt_limit`` /
+        ``merge_attempt_limit`` answers that were not memory, or refused in every
+        variant), and drop every backoff; returns how many had a count. Persisted."""
+        self.state.backoff.clear()
+        return self.state.records.clear_verdicts()
 
     # ------------------------------------------------------------ pins, locks
     def pin_range(

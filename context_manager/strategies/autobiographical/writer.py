@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from ...deadline import CallerBusyError, DeadlineError
 from ...errors import SummarizerNotConfiguredError
 from ...messages import ToolResultBlock, ToolUseBlock
 from ...summarizer import Completion, CompletionRequest
@@ -47,6 +48,7 @@ def queued_chunks(st: State, ctx: StrategyContext) -> list[ChunkRecord]:
         for c in ready
         if not held.intersection(c.source_ids)
         and records.chunk_attempts.get(c.id, 0) < limit
+        and not st.waiting(ctx, c.id)
         and not (c.id in records.exhausted and _refused_before(st, ctx, c))
     ]
 
@@ -64,7 +66,11 @@ def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
     held = ctx.held_ids()
     cfg = st.config
     threshold = cfg.merge_threshold
-    groups = [g for g in st.demanded_merges if _mergeable(st, g, index)]
+    groups = [
+        g
+        for g in st.demanded_merges
+        if _mergeable(st, g, index) and not st.waiting(ctx, "+".join(g))
+    ]
     by_level: dict[int, list[SummaryEntry]] = {}
     base = cfg.merge_max_source_span_messages
     for s in st.frontier_summaries():
@@ -95,6 +101,8 @@ def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
             leaves = {leaf for s in take for leaf in st.leaves_of(s)}
             attempts = st.records.merge_attempts.get("+".join(ids), 0)
             if held.intersection(leaves) or attempts >= cfg.merge_attempt_limit:
+                continue
+            if st.waiting(ctx, "+".join(ids)):
                 continue
             if ids not in groups:
                 groups.append(ids)
@@ -230,16 +238,18 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     index = st.positions(ctx, stored)
     steps = ladder(st, ctx, index[chunk.source_ids[0]], index)
     request = l1_request(st, ctx, stored, chunk, steps)
-    completion = _ask(st, ctx, request)  # queued_chunks held back refused shapes
-    if completion.stop_reason == "refusal":
+    completion = _ask(st, ctx, request, chunk.id)  # queued_chunks held back refused shapes
+    if completion is not None and completion.stop_reason == "refusal":
         for variant in variants(st, ctx, stored, chunk, steps, request):
-            completion = _ask(st, ctx, variant)
-            if completion.stop_reason != "refusal":
+            completion = _ask(st, ctx, variant, chunk.id)
+            if completion is None or completion.stop_reason != "refusal":
                 break
-        if completion.stop_reason == "refusal":
+        if completion is not None and completion.stop_reason == "refusal":
             records.note_exhausted(chunk, shape(request))
             log.warning("every variant of the memory request for %s was refused", chunk.id)
             return False
+    if completion is None:  # no answer: not a verdict, retried after a backoff
+        return False
     if not completion.acceptable:  # never memory; after the limit the chunk stays raw
         records.count_chunk_attempt(chunk)
         return False
@@ -248,33 +258,75 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     return True
 
 
-def _ask(st: State, ctx: StrategyContext, request: CompletionRequest) -> Completion:
-    """Call the summariser; retry a tool call or an empty answer.
+def _ask(
+    st: State, ctx: StrategyContext, request: CompletionRequest, key: str
+) -> Completion | None:
+    """Call the summariser for work ``key``; retry a tool call or an empty answer.
 
     A ``tool_use`` answer is retried once with a no-tools sentence, then once
     without the tools; an empty or all-reasoning answer once with a plain-prose
-    sentence. Refusals, truncations and errors are not retried here. Returns the
-    last completion with its text cleaned; only an ``acceptable`` one is memory.
+    sentence. Refusals and truncations are answers (they count toward the attempt
+    limit). Returns the last completion with its text cleaned (only an
+    ``acceptable`` one is memory), or None when there was no answer: the provider
+    said ``error``, the summariser raised, the call missed its deadline
+    (``summary_timeout_seconds``; it is abandoned on the worker) or an abandoned call
+    still holds the worker. The work then backs off (none of this is a verdict).
     """
-    assert ctx.summarizer is not None
-    st.calls += 1
-    completion = ctx.summarizer.complete(request)
-    if completion.stop_reason == "tool_use":
+    request = request.model_copy(update={"timeout": st.config.summary_timeout_seconds})
+    completion = _call(st, ctx, request, key)
+    if completion is not None and completion.stop_reason == "tool_use":
         request = with_suffix(request, NO_TOOLS)
-        st.calls += 1
-        completion = ctx.summarizer.complete(request)
-        if completion.stop_reason == "tool_use":
-            st.calls += 1
-            completion = ctx.summarizer.complete(request.model_copy(update={"tools": None}))
-    elif completion.stop_reason == "end_turn" and not clean(completion.text):
-        st.calls += 1
-        completion = ctx.summarizer.complete(with_suffix(request, PLAIN_PROSE))
+        completion = _call(st, ctx, request, key)
+        if completion is not None and completion.stop_reason == "tool_use":
+            completion = _call(st, ctx, request.model_copy(update={"tools": None}), key)
+    elif (
+        completion is not None
+        and completion.stop_reason == "end_turn"
+        and not clean(completion.text)
+    ):
+        completion = _call(st, ctx, with_suffix(request, PLAIN_PROSE), key)
+    if completion is None:
+        return None
+    st.backoff.pop(key, None)
     return completion.model_copy(update={"text": clean(completion.text)})
+
+
+def _call(
+    st: State, ctx: StrategyContext, request: CompletionRequest, key: str
+) -> Completion | None:
+    """One summariser call on the bounded worker; None (and a backoff) without an answer."""
+    summarizer = ctx.summarizer
+    assert summarizer is not None
+    timeout = st.config.summary_timeout_seconds
+    try:
+        completion = st.caller.call(lambda: summarizer.complete(request), timeout)
+    except CallerBusyError:
+        log.warning("the summariser is still busy with a call past its deadline")
+        return None  # nothing was called: no backoff either
+    except DeadlineError:
+        st.calls += 1
+        log.warning("the summariser did not answer %s within %g s; retried later", key, timeout)
+        st.failed(ctx, key)
+        return None
+    except Exception as exc:  # a provider outage is not a verdict on the work
+        st.calls += 1
+        log.warning("the summariser raised %r for %s; retried later", exc, key)
+        st.failed(ctx, key)
+        return None
+    st.calls += 1
+    if not isinstance(completion, Completion) or completion.stop_reason == "error":
+        log.warning("the summariser answered %s with an error; retried later", key)
+        st.failed(ctx, key)
+        return None
+    return completion
 
 
 def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
     sources = [st.summaries[i] for i in ids]
-    answer = _ask(st, ctx, merge_request(st, ctx, sources))
+    key = "+".join(ids)
+    answer = _ask(st, ctx, merge_request(st, ctx, sources), key)
+    if answer is None:  # no answer: not a verdict, retried after a backoff
+        return False
     if not answer.acceptable:  # bounded retries, then the merge is quarantined (persisted)
         st.records.count_merge_attempt(ids)
         return False
