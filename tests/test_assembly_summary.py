@@ -282,6 +282,21 @@ def test_a_summariser_that_does_not_answer_is_abandoned() -> None:
         slow.release.set()
 
 
+def test_a_hung_summariser_holds_one_thread_however_many_deadlines_it_misses() -> None:
+    import threading
+
+    slow = BlockingSummarizer()
+    before = threading.active_count()
+    try:
+        for _ in range(4):
+            with pytest.raises(SummaryError) as err:
+                summarize(conversation(1), job(timeout_ms=20), summarizer=slow, clock=StepClock())
+            assert err.value.kind == "timeout"
+        assert threading.active_count() <= before + 1
+    finally:
+        slow.release.set()
+
+
 def test_one_deadline_covers_every_fragment() -> None:
     clock = StepClock()
 

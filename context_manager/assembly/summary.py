@@ -11,10 +11,12 @@ partial summary is never returned.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from ..deadline import BoundedCaller, CallerBusyError, DeadlineError
 from ..messages import Message
 from ..summarizer import Completion, CompletionRequest, Summarizer
 from ..tokens import compact_json
@@ -249,27 +251,40 @@ def _longest_prefix(system: str, text: str, budget: int) -> int:
 
 
 # ------------------------------------------------------------------ calls
+_CALLERS: weakref.WeakKeyDictionary[Any, BoundedCaller] = weakref.WeakKeyDictionary()
+_CALLERS_GUARD = threading.Lock()
+_SHARED: BoundedCaller | None = None
+
+
+def _caller(summarizer: Summarizer) -> BoundedCaller:
+    """The one worker calls to ``summarizer`` run on (so a hung summariser holds one
+    thread however many deadlines it misses)."""
+    global _SHARED
+    with _CALLERS_GUARD:
+        try:
+            caller = _CALLERS.get(summarizer)
+            if caller is None:
+                caller = _CALLERS[summarizer] = BoundedCaller("context-summarizer")
+        except TypeError:  # not weakly referable or not hashable: the shared worker
+            if _SHARED is None:
+                _SHARED = BoundedCaller("context-summarizer")
+            caller = _SHARED
+        return caller
+
+
 def _call_with_deadline(
     summarizer: Summarizer, request: CompletionRequest, timeout_s: float
 ) -> Completion:
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box["value"] = summarizer.complete(request)
-        except BaseException as exc:
-            box["error"] = exc
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=run, name="context-summarizer", daemon=True)
-    worker.start()
-    if not done.wait(timeout_s):
-        raise SummaryError("timeout", "the summariser did not answer before the deadline")
-    if "error" in box:
-        raise SummaryError("failed", f"the summariser raised {box['error']!r}")
-    value = box["value"]
+    try:
+        value = _caller(summarizer).call(lambda: summarizer.complete(request), timeout_s)
+    except DeadlineError:
+        raise SummaryError("timeout", "the summariser did not answer before the deadline") from None
+    except CallerBusyError:
+        raise SummaryError(
+            "timeout", "the summariser is still running a call that missed its deadline"
+        ) from None
+    except Exception as exc:
+        raise SummaryError("failed", f"the summariser raised {exc!r}") from None
     if not isinstance(value, Completion):
         raise SummaryError("failed", f"the summariser returned {type(value).__name__}")
     return value
