@@ -17,6 +17,13 @@ request that
 or refuses with an ``OverBudgetError`` whose ``actual`` exceeds its ``budget``,
 or a ``ConstraintConflictError`` naming the stored messages and constraints.
 
+And nothing is lost and nothing stalls: every chunk record and memory names a
+contiguous run of live messages whatever was removed (memory heads, whole chunks,
+anything), reopening included; and once the summariser is healthy again (after
+errors, exceptions, empty, huge or refused answers, or calls that hang past their
+deadline), retrying what was given up and draining remembers every chunk no hold
+keeps back.
+
 ``tests/test_request_edge.py`` runs it derandomised with a fixed example count;
 ``make soak`` runs it long (``tests/soak.py``) and prints the counts.
 """
@@ -26,6 +33,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -50,6 +58,7 @@ from context_manager import (
 )
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.passthrough import PassthroughStrategy
+from context_manager.summarizer import Completion, CompletionRequest
 
 COUNTER = CharsCounter()
 SOLVERS = [m for m in solvers.names() if not solvers.capabilities(m).oracle]
@@ -68,6 +77,7 @@ def _strategy(method: str) -> AutobiographicalStrategy | PassthroughStrategy:
         "summary_target_tokens": 30,
         "l1_holdback_chunks": 0,
         "min_chunk_chars_for_llm": 0,
+        "summary_timeout_seconds": 0.02,
     }
     if method == "threshold-pyramid":  # the renderer of adaptive_resolution=False
         options["adaptive_resolution"] = False
@@ -104,6 +114,54 @@ COMPILE_ARGS = {
 }
 
 
+FAULTS = [None, "error", "raise", "empty", "huge", "refuse", "truncate", "hang"]
+
+
+class FaultySummarizer:
+    """The extractive summariser behind a switchable fault (one of :data:`FAULTS`); a
+    ``"hang"`` call blocks until the fault is cleared."""
+
+    def __init__(self) -> None:
+        self.inner = ExtractiveSummarizer(target_tokens=30)
+        self.fault: str | None = None
+        self.release = threading.Event()
+
+    def set(self, fault: str | None) -> None:
+        if self.fault == "hang" and fault != "hang":
+            self.release.set()
+            self.release = threading.Event()
+        self.fault = fault
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        fault, release = self.fault, self.release
+        if fault == "error":
+            return Completion(text="", stop_reason="error")
+        if fault == "raise":
+            raise ConnectionError("provider unreachable")
+        if fault == "empty":
+            return Completion(text="  ", stop_reason="end_turn")
+        if fault == "refuse":
+            return Completion(text="No.", stop_reason="refusal")
+        if fault == "truncate":
+            return Completion(text="I remember th", stop_reason="max_tokens")
+        if fault == "hang":
+            release.wait()
+        answer = self.inner.complete(request)
+        if fault == "huge":
+            return answer.model_copy(update={"text": answer.text + " and more" * 300})
+        return answer
+
+
+class Clock:
+    """The manager's clock, moved only by the machine."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class RequestMachine(RuleBasedStateMachine):
     """Random histories and host operations, every compile checked by a recount."""
 
@@ -118,6 +176,8 @@ class RequestMachine(RuleBasedStateMachine):
         self.last: tuple[Any, list[Message]] | None = None
         self.system: str | None = None
         self.tools: list[dict[str, Any]] | None = [{"name": "bash"}]
+        self.summarizer = FaultySummarizer()
+        self.clock = Clock()
 
     @initialize(
         method=st.sampled_from([*SOLVERS, "passthrough"]),
@@ -148,8 +208,9 @@ class RequestMachine(RuleBasedStateMachine):
         self.cm = ContextManager.open(
             path=self.path,
             strategy=self.strategy,
-            summarizer=ExtractiveSummarizer(target_tokens=30),
+            summarizer=self.summarizer,
             counter=COUNTER,
+            clock=self.clock,
         )
         if self.system:
             self.cm.set_system_prompt(self.system)
@@ -158,6 +219,7 @@ class RequestMachine(RuleBasedStateMachine):
         self.last = None
 
     def teardown(self) -> None:
+        self.summarizer.set(None)
         if self.cm is not None:
             self.cm.close()
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -219,6 +281,59 @@ class RequestMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def remove(self, data: st.DataObject) -> None:
         self.manager.remove_message(data.draw(st.sampled_from(self.ids())))
+
+    @precondition(lambda self: bool(self.memories()))
+    @rule(data=st.data())
+    def remove_memory_head(self, data: st.DataObject) -> None:
+        """Remove the first message of a memory."""
+        memory = data.draw(st.sampled_from(self.memories()))
+        self.manager.remove_message(self.strategy.leaves_of(memory)[0])
+
+    @precondition(lambda self: self.cm is not None and bool(self.chunk_records()))
+    @rule(data=st.data(), share=st.sampled_from([1.0, 0.75]))
+    def remove_chunk(self, data: st.DataObject, share: float) -> None:
+        """Remove a whole chunk, or most of it."""
+        ids = data.draw(st.sampled_from(self.chunk_records()))
+        for i in ids[: max(1, round(len(ids) * share))]:
+            self.manager.remove_message(i)
+
+    def memories(self) -> list[Any]:
+        if self.cm is None or not isinstance(self.strategy, AutobiographicalStrategy):
+            return []
+        return sorted(self.strategy.summaries.values(), key=lambda m: m.id)
+
+    def chunk_records(self) -> list[list[str]]:
+        if not isinstance(self.strategy, AutobiographicalStrategy):
+            return []
+        return [list(c.source_ids) for c in self.strategy.chunks]
+
+    # ---------------------------------------------------------- the summariser
+    @rule(fault=st.sampled_from(FAULTS))
+    def summariser_fault(self, fault: str | None) -> None:
+        self.summarizer.set(fault)
+
+    @rule(seconds=st.sampled_from([1.0, 60.0, 7200.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.clock.now += seconds
+
+    @precondition(lambda self: self.cm is not None and self.method != "passthrough")
+    @rule()
+    def heal_and_drain(self) -> None:
+        """The summariser works again: retrying what was given up and draining remembers
+        every chunk no hold keeps back, and the records still agree with the messages."""
+        self.summarizer.set(None)
+        strategy = self.strategy
+        assert isinstance(strategy, AutobiographicalStrategy)
+        while strategy.state.caller.busy:  # an abandoned call returns once released
+            self.summarizer.release.wait(0.001)
+        self.clock.now += 7200.0
+        self.manager.retry_compression()
+        self.manager.drain()
+        assert not strategy.failed_closed
+        held = self.manager.compression_holds()
+        raw = [c.id for c in strategy.chunks if not c.compressed and held.isdisjoint(c.source_ids)]
+        assert raw == [], f"compression stalled on {raw}"
+        TALLY["healed"] += 1
 
     # ------------------------------------------------------------ constraints
     @precondition(lambda self: bool(self.manager.get_messages()) and self.method != "passthrough")
@@ -427,13 +542,33 @@ class RequestMachine(RuleBasedStateMachine):
                 assert after.messages == before  # the store carries everything it needs
 
     @invariant()
-    def chunks_are_disjoint(self) -> None:
+    def records_agree_with_messages(self) -> None:
+        """Chunk records are disjoint, and every record and memory names a contiguous run
+        of live messages (a compressed chunk exactly its memory's)."""
         if self.cm is None or not isinstance(self.strategy, AutobiographicalStrategy):
             return
+        strategy = self.strategy
+        position = {m.id: i for i, m in enumerate(self.manager.get_messages())}
+
+        def run(ids: list[str]) -> bool:
+            return (
+                bool(ids)
+                and all(i in position for i in ids)
+                and [position[i] for i in ids]
+                == list(range(position[ids[0]], position[ids[0]] + len(ids)))
+            )
+
         seen: set[str] = set()
-        for chunk in self.strategy.chunks:
+        for chunk in strategy.chunks:
             assert seen.isdisjoint(chunk.source_ids)
             seen.update(chunk.source_ids)
+            assert run(chunk.source_ids), f"chunk {chunk.id} names {chunk.source_ids}"
+            if chunk.compressed:
+                memory = strategy.summaries[str(chunk.summary_id)]
+                assert strategy.leaves_of(memory) == chunk.source_ids
+        for memory in strategy.summaries.values():
+            assert run(strategy.leaves_of(memory)), f"memory {memory.id} lost a message"
+            assert memory.parent_id is None or memory.parent_id in strategy.summaries
 
 
 def _marker(message: Message) -> str:
