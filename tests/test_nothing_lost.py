@@ -15,6 +15,7 @@ from context_manager import (
     ExtractiveSummarizer,
     OverBudgetError,
     PassthroughStrategy,
+    StoreFullError,
 )
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.base import StoredMessage, StrategyContext
@@ -357,3 +358,39 @@ def test_work_given_up_on_can_be_retried() -> None:
     assert cm.retry_compression() >= len(given_up)
     assert cm.drain() > 0
     compression_is_done(cm)
+
+
+def test_a_merge_whose_write_fails_leaves_memory_and_store_agreeing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cm = _open(":memory:", strategy(recent_window_tokens=100, merge_threshold=2))
+    _talk(cm, 12)
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    while not cm.is_ready() and not s.merge_groups(cm._ctx):
+        cm.tick()
+    assert s.merge_groups(cm._ctx), "a merge is due"
+    store = cm.store
+    edit = store.edit
+
+    def full(slot: str, item_id: str, body: object) -> None:
+        if slot.endswith("autobio:summaries"):  # the children's parent pointers
+            raise StoreFullError(f"{store.path}: the disk is full")
+        edit(slot, item_id, body)
+
+    monkeypatch.setattr(store, "edit", full)
+    before = {m.id for m in s.summaries.values()}
+    with pytest.raises(StoreFullError):
+        while True:
+            cm.tick()
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    assert all(m.parent_id is None or m.parent_id in s.summaries for m in s.summaries.values())
+    assert {m.id for m in s.summaries.values() if m.level == 1} >= {
+        i for i in before if i.startswith("L1")
+    }
+    records_agree_with_messages(cm)
+    monkeypatch.setattr(store, "edit", edit)
+    cm.drain()
+    assert any(m.level == 2 for m in s.summaries.values())
+    records_agree_with_messages(cm)
