@@ -394,3 +394,28 @@ def test_a_merge_whose_write_fails_leaves_memory_and_store_agreeing(
     cm.drain()
     assert any(m.level == 2 for m in s.summaries.values())
     records_agree_with_messages(cm)
+
+
+def test_a_removal_through_another_manager_is_followed() -> None:
+    a = _open(":memory:")
+    _talk(a, 30)
+    a.drain()
+    s = a.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    chunk = s.chunks[0]
+    b = ContextManager(
+        a.store,
+        owns_store=False,
+        strategy=PassthroughStrategy(),
+        summarizer=None,
+        counter=COUNTER,
+        namespace="other",
+        isolate=False,
+        clock=lambda: 0.0,
+    )
+    b.remove_message(chunk.source_ids[1])  # a's strategy does not hear of it
+    a.drain()  # but a follows the store, and its records follow the removal
+    s = a.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    records_agree_with_messages(a)
+    compression_is_done(a)

@@ -15,7 +15,7 @@ from ..base import StrategyContext
 from .state import State
 from .windows import raw_pinned, windows
 
-__all__ = ["adopt_memories", "orphaned", "rebuild_chunks"]
+__all__ = ["adopt_memories", "orphaned", "rebuild_chunks", "reconcile"]
 
 log = logging.getLogger(__name__)
 
@@ -106,3 +106,22 @@ def adopt_memories(st: State, ctx: StrategyContext) -> None:
     for x in [x for x in summaries.values() if x.level == 1 and x.id not in named]:
         log.info("memory %s overlaps an adopted chunk and is not shown or merged", x.id)
         del summaries[x.id]
+
+
+def reconcile(st: State, ctx: StrategyContext) -> None:
+    """Records that lost some of their messages without hearing of it (removed through
+    another manager, or before removals were recorded) follow the removal now, as
+    :meth:`~.records.Records.forget` would have. A record that lost all of them is left
+    to :func:`orphaned`: that is what rewritten message identities look like."""
+    records = st.records
+    live = st.positions(ctx, ctx.messages())
+    missing: set[str] = set()
+    for ids in [c.source_ids for c in records.chunks] + [
+        s.source_ids for s in records.summaries.values() if s.level == 1
+    ]:
+        gone = [i for i in ids if i not in live]
+        if gone and len(gone) < len(ids):
+            missing.update(gone)
+    if missing:
+        log.info("%d removed messages were still named by records; they follow now", len(missing))
+        records.forget(sorted(missing))

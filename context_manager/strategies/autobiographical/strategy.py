@@ -19,7 +19,7 @@ import solvers
 from ...adapter import Snapshot
 from ...errors import ConfigError
 from ..base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
-from .chunking import adopt_memories, rebuild_chunks
+from .chunking import adopt_memories, rebuild_chunks, reconcile
 from .config import AutobiographicalConfig
 from .folding import select, snapshot
 from .queries import search_summaries, summaries_in_range
@@ -136,6 +136,7 @@ class AutobiographicalStrategy(Strategy):
         state.carry_over(self.state)
         self.state = state
         adopt_memories(self.state, ctx)
+        reconcile(self.state, ctx)
 
     def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:
         rebuild_chunks(self.state, ctx)
