@@ -28,8 +28,11 @@ lint: $(STAMP)
 
 # the request machine, long: at least SOAK_COMPILES compiles across every solver
 SOAK_COMPILES ?= 100000
+# and threads sharing one manager: at least SOAK_APPENDS appends, all found after reopening
+SOAK_APPENDS ?= 10000
 soak: $(STAMP)
 	$(BIN)/python tests/soak.py $(SOAK_COMPILES)
+	$(BIN)/python tests/soak_threads.py $(SOAK_APPENDS)
 
 schema: $(STAMP)
 	$(BIN)/python -c 'from folding.schema import write_schema; print(write_schema())'

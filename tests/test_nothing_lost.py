@@ -208,10 +208,11 @@ def test_a_second_manager_on_the_same_store_sees_the_first_ones_messages() -> No
     ]
 
 
-def test_threads_sharing_a_manager_lose_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "cm.db"
+def threaded_run(path: Path, threads: int, per_thread: int) -> tuple[int, int]:
+    """``threads`` threads sharing one manager append ``per_thread`` messages each, with
+    ticks and compiles between; after reopening, every acknowledged message must be
+    there with its text and nothing else. Returns (acknowledged, found)."""
     cm = _open(path)
-    per_thread, threads = 150, 8
     acknowledged: list[list[tuple[str, str]]] = [[] for _ in range(threads)]
     errors: list[BaseException] = []
     start = threading.Barrier(threads)
@@ -230,7 +231,7 @@ def test_threads_sharing_a_manager_lose_nothing(tmp_path: Path) -> None:
                         assert sent.render_stats["tokens"] <= 3000
                     except OverBudgetError as exc:  # compression behind: a refusal, typed
                         assert exc.actual > exc.budget
-        except BaseException as exc:  # reported below, with the thread's traceback
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
@@ -248,6 +249,11 @@ def test_threads_sharing_a_manager_lose_nothing(tmp_path: Path) -> None:
     assert stored == expected
     records_agree_with_messages(cm)
     cm.close()
+    return len(expected), len(stored)
+
+
+def test_threads_sharing_a_manager_lose_nothing(tmp_path: Path) -> None:
+    assert threaded_run(tmp_path / "cm.db", threads=8, per_thread=150) == (1200, 1200)
 
 
 # ------------------------------------------------------ transient trouble
