@@ -183,9 +183,9 @@ def test_a_failed_add_message_stores_nothing(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------ managers, threads
-def test_a_second_manager_on_the_same_store_sees_the_first_ones_messages() -> None:
-    a = _open(":memory:", PassthroughStrategy())
-    b = ContextManager(
+def _beside(a: ContextManager) -> ContextManager:
+    """A second manager on ``a``'s store (another namespace, the same messages)."""
+    return ContextManager(
         a.store,
         owns_store=False,
         strategy=PassthroughStrategy(),
@@ -195,6 +195,11 @@ def test_a_second_manager_on_the_same_store_sees_the_first_ones_messages() -> No
         isolate=False,
         clock=lambda: 0.0,
     )
+
+
+def test_a_second_manager_on_the_same_store_sees_the_first_ones_messages() -> None:
+    a = _open(":memory:", PassthroughStrategy())
+    b = _beside(a)
     a.add_message("User", "one")
     assert [m.message.text for m in b.get_messages()] == ["one"]
     a.add_message("Claude", "two")  # after b's first read
@@ -409,16 +414,7 @@ def test_a_removal_through_another_manager_is_followed() -> None:
     s = a.strategy
     assert isinstance(s, AutobiographicalStrategy)
     chunk = s.chunks[0]
-    b = ContextManager(
-        a.store,
-        owns_store=False,
-        strategy=PassthroughStrategy(),
-        summarizer=None,
-        counter=COUNTER,
-        namespace="other",
-        isolate=False,
-        clock=lambda: 0.0,
-    )
+    b = _beside(a)
     b.remove_message(chunk.source_ids[1])  # a's strategy does not hear of it
     a.drain()  # but a follows the store, and its records follow the removal
     s = a.strategy
