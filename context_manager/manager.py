@@ -188,12 +188,16 @@ def _store_lock(store: Store) -> threading.RLock:
         return lock
 
 
-def _operation(*, writes: bool = False) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
+def _operation(
+    *, writes: bool = False, atomic: bool | None = None
+) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
     """A public operation of :class:`ContextManager`: serialised with every other
-    operation on the same store (from any thread, through any manager), started on
-    a view that follows the store, and, for a write that raises, followed by a
-    reload of everything held in memory from the store (which rolled back). An
-    operation called from inside another is part of it."""
+    operation on the same store (from any thread, through any manager) and started on
+    a view that follows the store. A write is one store transaction (unless
+    ``atomic=False``: the branch operations, which the store makes atomic itself), so
+    one that raises stored nothing, and everything held in memory is then reloaded
+    from the store. An operation called from inside another is part of it."""
+    one_transaction = writes if atomic is None else atomic
 
     def wrap(fn: Callable[..., _R]) -> Callable[..., _R]:
         @functools.wraps(fn)
@@ -207,6 +211,9 @@ def _operation(*, writes: bool = False) -> Callable[[Callable[..., _R]], Callabl
                     self._resync()  # another manager wrote to this store
                 self._depth += 1
                 try:
+                    if one_transaction and outermost:
+                        with self._store.transaction():
+                            return fn(self, *args, **kwargs)
                     return fn(self, *args, **kwargs)
                 except BaseException:
                     if writes and outermost and not self._closed:
@@ -949,14 +956,14 @@ class ContextManager:
                 return self._store.branch_at(stored.seq, name)
         raise KeyError(f"no message with id {message_id!r}")
 
-    @_operation(writes=True)
+    @_operation(writes=True, atomic=False)
     def fork(self, name: str | None = None) -> str:
         """Branch at the current head and switch to it."""
         name = self._store.fork(name)
         self._reload()
         return name
 
-    @_operation(writes=True)
+    @_operation(writes=True, atomic=False)
     def switch_branch(self, name: str) -> None:
         """Switch branches; the strategy reloads its branch-scoped state."""
         self._store.switch_branch(name)
