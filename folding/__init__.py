@@ -29,7 +29,19 @@ from .frontiers import BoundaryGraph, cheapest_frontier, enumerate_frontiers, fi
 from .generators import chronicle, chunked_history, random_problem
 from .hierarchy import Hierarchy
 from .kv import CachePrices, CacheRequest, CacheSimulator, CacheTotals, divergence_index, kv_cost
-from .model import Budget, Conflict, FoldProblem, Frontier, Leaf, Pin, Summary
+from .model import (
+    MAX_GRACE,
+    MAX_LEVEL,
+    MAX_TOKENS,
+    MAX_TOTAL_TOKENS,
+    Budget,
+    Conflict,
+    FoldProblem,
+    Frontier,
+    Leaf,
+    Pin,
+    Summary,
+)
 from .objectives import fidelity_loss, fidelity_weights
 from .reductions import ReductionError, RunReduction, merge_runs
 from .render import (
@@ -46,6 +58,10 @@ from .schema import fold_problem_schema
 from .validate import check_plan, is_valid
 
 __all__ = [
+    "MAX_GRACE",
+    "MAX_LEVEL",
+    "MAX_TOKENS",
+    "MAX_TOTAL_TOKENS",
     "BoundaryGraph",
     "Budget",
     "BudgetError",

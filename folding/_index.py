@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,6 +53,9 @@ class ProblemIndex:
         Head or tail leaves.
     previous : ndarray of int64, shape (n,)
         The carried frontier as levels (0 where absent).
+    selectable : ndarray of bool, shape (S,)
+        Summaries a frontier may show (see :func:`folding.frontiers.selectable_summaries`);
+        computed on first use.
     """
 
     n: int
@@ -69,6 +73,30 @@ class ProblemIndex:
     in_zone: BoolArray
     previous: IntArray
     has_previous: bool
+    hierarchy: Hierarchy = field(repr=False)
+
+    @cached_property
+    def selectable(self) -> BoolArray:
+        """Summaries with a non-protected member, every such member allowing the level.
+
+        One pass of :meth:`~folding.hierarchy.Hierarchy.span_reduce` over three
+        per-leaf columns, each reduced by its maximum: the highest lowest level, minus
+        the lowest highest level, and whether the leaf is free.
+        """
+        h = self.hierarchy
+        free = ~self.protected
+        columns = np.stack(
+            [
+                np.where(free, self.lo, 0),
+                -np.where(free, self.hi, h.depth + 1),
+                free.astype(np.int64),
+            ],
+            axis=1,
+        )
+        reduced = h.span_reduce(columns, np.maximum)
+        level = h.summary_level
+        out = (reduced[:, 2] > 0) & (reduced[:, 0] <= level) & (-reduced[:, 1] >= level)
+        return np.asarray(out, dtype=np.bool_)
 
     @classmethod
     def build(cls, problem: FoldProblem, hierarchy: Hierarchy) -> ProblemIndex:
@@ -132,4 +160,5 @@ class ProblemIndex:
             in_zone=zones,
             previous=previous,
             has_previous=problem.previous is not None,
+            hierarchy=hierarchy,
         )

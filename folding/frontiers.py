@@ -28,6 +28,7 @@ __all__ = [
     "cheapest_frontier",
     "enumerate_frontiers",
     "finest_frontier",
+    "selectable_summaries",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -130,6 +131,16 @@ class BoundaryGraph:
         return path[::-1]
 
 
+def selectable_summaries(problem: FoldProblem) -> npt.NDArray[np.bool_]:
+    """Summaries a frontier may show: those with a non-protected member, every
+    non-protected member allowing the summary's level.
+
+    Linear in the hierarchy, whatever its depth (see
+    :meth:`~folding.hierarchy.Hierarchy.span_reduce`), and computed once per problem.
+    """
+    return problem.index.selectable
+
+
 def summary_edges(problem: FoldProblem, prefix: IntArray) -> list[Edge]:
     """Summary edges of the boundary graph, in input order.
 
@@ -139,18 +150,13 @@ def summary_edges(problem: FoldProblem, prefix: IntArray) -> list[Edge]:
     """
     h = problem.hierarchy
     idx = problem.index
-    free = ~idx.protected
     out: list[Edge] = []
-    bad_prefix: dict[int, IntArray] = {}
-    for k in range(1, h.depth + 1):
-        bad = free & ((idx.lo > k) | (idx.hi < k))
-        bad_prefix[k] = np.concatenate([[0], np.cumsum(bad)])
-    for j in range(idx.n_summaries):
-        k = int(h.summary_level[j])
-        a, b = int(h.span_first[j]), int(h.span_last[j]) + 1
-        start, end = int(prefix[a]), int(prefix[b])
-        if end > start and bad_prefix[k][b] == bad_prefix[k][a]:
-            out.append(Edge(start, end, idx.n + j, k, int(h.summary_tokens[j])))
+    starts = prefix[h.span_first].tolist()
+    ends = prefix[h.span_last + 1].tolist()
+    levels = h.summary_level.tolist()
+    tokens = h.summary_tokens.tolist()
+    for j in np.flatnonzero(selectable_summaries(problem)).tolist():
+        out.append(Edge(starts[j], ends[j], idx.n + j, levels[j], tokens[j]))
     return out
 
 

@@ -3,15 +3,18 @@
 A :class:`Hierarchy` validates its input once and keeps array views for fast
 algorithms: each summary's covered span of leaves ``[first, last]``, and for
 every level ``k`` and leaf ``i`` the summary of level ``k`` covering ``i``
-(``-1`` when none, ``-2`` when several: the hierarchy is a DAG there). The
-networkx graph is built on first use of :attr:`Hierarchy.graph`.
+(``-1`` when none, ``-2`` when several: the hierarchy is a DAG there), answered
+by :meth:`Hierarchy.cover_at` from per-level runs. Time and memory are linear in
+the input whatever the depth; the dense ``(depth + 1) x n`` table
+(:attr:`Hierarchy.cover`) and the networkx graph (:attr:`Hierarchy.graph`) are
+built only on first use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
@@ -65,10 +68,18 @@ class Hierarchy:
     summary_level, summary_tokens, leaf_tokens : ndarray of int64
     cover : ndarray of int64, shape (depth + 1, n)
         ``cover[k, i]``: the summary of level k covering leaf i, or ``NONE`` /
-        ``AMBIGUOUS``. Row 0 is ``NONE``.
+        ``AMBIGUOUS``. Row 0 is ``NONE``. Built on first use; :meth:`cover_at`
+        answers the same lookups in memory linear in the hierarchy.
     avail : ndarray of int64, shape (n,)
         Deepest level that exists over each leaf (0 when uncovered).
     """
+
+    avail: IntArray
+    _seg_level: IntArray  # per run of one covering state: its level,
+    _seg_start: IntArray  # its first leaf (it ends where the next run starts)
+    _seg_value: IntArray  # and its summary (or NONE / AMBIGUOUS)
+    _seg_keys: IntArray  # level x (n + 1) + first leaf, sorted: the lookup key
+    _laminar: bool
 
     def __init__(
         self,
@@ -107,7 +118,7 @@ class Hierarchy:
         self.depth = int(self.summary_level.max()) if n_s else 0
         self._check_references_and_cycles()
         self.span_first, self.span_last = self._spans()
-        self.cover, self.avail = self._cover_table()
+        self._cover_segments()
 
     def _extend(self, old: Hierarchy) -> bool:
         """Reuse ``old`` when this hierarchy has the same summaries (the same objects)
@@ -138,9 +149,10 @@ class Hierarchy:
         self.depth = old.depth
         self.span_first, self.span_last = old.span_first, old.span_last
         extra = len(fresh)
-        self.cover = np.concatenate(
-            [old.cover, np.full((old.depth + 1, extra), -1, dtype=np.int64)], axis=1
-        )
+        # nothing covers the new leaves: the runs stay, keyed for the longer order
+        self._seg_level, self._seg_start = old._seg_level, old._seg_start
+        self._seg_value, self._laminar = old._seg_value, old._laminar
+        self._seg_keys = self._keys(len(self.leaves))
         self.avail = np.concatenate([old.avail, np.zeros(extra, dtype=np.int64)])
         return True
 
@@ -300,26 +312,64 @@ class Hierarchy:
             first[j], last[j] = lo, hi
         return first, last
 
-    def _cover_table(self) -> tuple[IntArray, IntArray]:
+    def _cover_segments(self) -> None:
+        """Per level, the runs of leaves with one covering state, and ``avail``.
+
+        Each level's span starts (+1) and ends (-1) are events; sorted by
+        ``(level, leaf)``, their running sums give, between consecutive events, how
+        many spans of that level cover the leaves and (where it is one) which.
+        Every level's events sum to zero, so one running sum over all levels
+        serves. Time O(S log S + n), memory O(S + n): never one row per level.
+        """
         n = len(self.leaves)
-        # per level, +1 / +j where a span starts and -1 / -j past its end, then running
-        # sums: the number of spans over each leaf and, where it is one, which
-        levels = self.summary_level
-        ids = np.arange(len(self.summaries), dtype=np.int64)
-        count = np.zeros((self.depth + 1, n + 1), dtype=np.int64)
-        which = np.zeros((self.depth + 1, n + 1), dtype=np.int64)
-        np.add.at(count, (levels, self.span_first), 1)
-        np.add.at(count, (levels, self.span_last + 1), -1)
-        np.add.at(which, (levels, self.span_first), ids)
-        np.add.at(which, (levels, self.span_last + 1), -ids)
-        count = np.cumsum(count, axis=1)[:, :n]
-        which = np.cumsum(which, axis=1)[:, :n]
-        cover = np.where(count == 1, which, -1)
-        cover[count > 1] = AMBIGUOUS
-        avail = np.zeros(n, dtype=np.int64)
-        for k in range(1, self.depth + 1):
-            avail[count[k] > 0] = k
-        return cover, avail
+        n_s = len(self.summaries)
+        levels = np.concatenate([self.summary_level, self.summary_level])
+        starts = np.concatenate([self.span_first, self.span_last + 1])
+        ids = np.arange(n_s, dtype=np.int64)
+        d_count = np.concatenate([np.ones(n_s, dtype=np.int64), -np.ones(n_s, dtype=np.int64)])
+        d_which = np.concatenate([ids, -ids])
+        order = np.lexsort((starts, levels))
+        levels, starts = levels[order], starts[order]
+        if n_s:
+            head = np.flatnonzero(
+                np.concatenate([[True], (levels[1:] != levels[:-1]) | (starts[1:] != starts[:-1])])
+            )
+        else:
+            head = np.zeros(0, dtype=np.int64)
+        count = np.cumsum(np.add.reduceat(d_count[order], head)) if n_s else head
+        which = np.cumsum(np.add.reduceat(d_which[order], head)) if n_s else head
+        self._seg_level = levels[head]
+        self._seg_start = starts[head]
+        value = np.where(count == 1, which, NONE)
+        value[count > 1] = AMBIGUOUS
+        self._seg_value = value
+        self._seg_keys = self._keys(n)
+        self._laminar = not bool((count > 1).any())
+        # Coverage nests (a level-k span is the union of level k-1 spans), so the
+        # deepest level over a leaf is the number of levels covering it.
+        covered = np.flatnonzero(count > 0)  # never a level's last segment
+        diff = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(diff, self._seg_start[covered], 1)
+        np.add.at(diff, self._seg_start[covered + 1], -1)
+        self.avail = np.cumsum(diff)[:n]
+
+    def _keys(self, n: int) -> IntArray:
+        return self._seg_level * (n + 1) + self._seg_start
+
+    def cover_at(self, levels: npt.ArrayLike, leaves: npt.ArrayLike) -> IntArray:
+        """``cover[k, i]`` for arrays of levels ``k`` and leaf positions ``i``.
+
+        The summary of level ``k`` covering leaf ``i``, ``NONE`` when none (always
+        at level 0) or ``AMBIGUOUS`` when several do. Works from the per-level runs,
+        without the dense table: O(len(levels) x log S).
+        """
+        k = np.asarray(levels, dtype=np.int64)
+        i = np.asarray(leaves, dtype=np.int64)
+        pos = np.searchsorted(self._seg_keys, k * (self.n_leaves + 1) + i, side="right") - 1
+        out = np.full(pos.shape, NONE, dtype=np.int64)
+        ok = pos >= 0
+        out[ok] = self._seg_value[pos[ok]]
+        return out
 
     # ----------------------------------------------------------------- views
     @property
@@ -330,7 +380,22 @@ class Hierarchy:
     @property
     def is_laminar(self) -> bool:
         """True when no leaf has two candidate summaries at one level (a forest)."""
-        return not bool((self.cover == AMBIGUOUS).any())
+        return self._laminar
+
+    @cached_property
+    def cover(self) -> IntArray:
+        """The dense table ``cover[k, i]``, shape ``(depth + 1, n)``, built on first use.
+
+        Its memory is ``(depth + 1) x n``: on a deep hierarchy prefer
+        :meth:`cover_at`, which answers the same lookups from per-level runs.
+        """
+        n = len(self.leaves)
+        cover = np.full((self.depth + 1, n), NONE, dtype=np.int64)
+        stops = np.append(self._seg_start[1:], n)
+        for p in np.flatnonzero(self._seg_value != NONE).tolist():
+            k = int(self._seg_level[p])
+            cover[k, int(self._seg_start[p]) : int(stops[p])] = self._seg_value[p]
+        return cover
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -347,6 +412,67 @@ class Hierarchy:
         for s in self.summaries:
             g.add_edges_from((child, s.id) for child in s.children)
         return g
+
+    @cached_property
+    def _child_groups(self) -> list[tuple[IntArray, IntArray, IntArray]]:
+        """Per level k >= 2: its summaries, their child summaries flattened, and where
+        each one's children start in that flat array."""
+        index = self.summary_index
+        parents = np.flatnonzero(self.summary_level > 1)
+        parents = parents[np.argsort(self.summary_level[parents], kind="stable")]
+        counts = np.fromiter(
+            (len(self.summaries[j].children) for j in parents.tolist()),
+            dtype=np.int64,
+            count=len(parents),
+        )
+        flat = np.fromiter(
+            (index[c] for j in parents.tolist() for c in self.summaries[j].children),
+            dtype=np.int64,
+            count=int(counts.sum()),
+        )
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        levels = self.summary_level[parents]
+        cuts = np.flatnonzero(np.diff(levels)) + 1
+        groups = []
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(parents)], strict=True):
+            if a < b:
+                lo, hi = int(starts[a]), int(ends[b - 1])
+                groups.append((parents[a:b], flat[lo:hi], starts[a:b] - lo))
+        return groups
+
+    def span_reduce(self, values: npt.NDArray[Any], ufunc: np.ufunc) -> npt.NDArray[Any]:
+        """``ufunc.reduce(values[first:last + 1])`` over every summary's covered span.
+
+        Time linear in the hierarchy (the number of children listed), whatever its
+        depth: an L1's span is its children, and a higher summary's span is the
+        union of its children's spans, so its value is reduced from theirs.
+
+        Parameters
+        ----------
+        values : ndarray, shape (n,) or (n, m)
+            One value (or row of ``m`` values, reduced column by column) per leaf.
+        ufunc : numpy ufunc
+            An associative, commutative reduction, such as ``np.maximum`` or ``np.add``
+            (``np.add`` over overlapping children of a DAG counts shared leaves once
+            per child: use it on trees only).
+
+        Returns
+        -------
+        ndarray, shape (S,) or (S, m)
+        """
+        n_s = len(self.summaries)
+        out = np.zeros((n_s, *values.shape[1:]), dtype=values.dtype)
+        l1 = np.flatnonzero(self.summary_level == 1)
+        if l1.size:
+            l1 = l1[np.argsort(self.span_first[l1], kind="stable")]
+            bounds = np.stack([self.span_first[l1], self.span_last[l1] + 1], axis=1).ravel()
+            padded = np.concatenate([values, values[:1]])  # a span may end at n
+            # sorted spans: the gaps between them add at most n to the work
+            out[l1] = ufunc.reduceat(padded, bounds, axis=0)[::2]
+        for parents, flat, starts in self._child_groups:
+            out[parents] = ufunc.reduceat(out[flat], starts, axis=0)
+        return out
 
     def covered_leaves(self, summary: str) -> tuple[str, ...]:
         """Leaf ids covered by ``summary``, in chronological order."""

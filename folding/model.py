@@ -11,6 +11,20 @@ The JSON form of :class:`FoldProblem` is a public, stable contract::
      "fixed_tokens": 0}
 
 Unknown fields are rejected, so a typo never silently drops a constraint.
+
+Ranges. Every number is bounded so that every sum the model and the solvers
+compute (layout totals and offsets, running sums, scaled integer models) fits
+a 64-bit integer with room to spare; out-of-range input is refused when the
+problem is built, never wrapped:
+
+* each leaf's and summary's ``tokens``, ``fixed_tokens`` and ``budget.total``:
+  integers in ``[0, MAX_TOKENS]`` (``2**40``; the total at least 1);
+* the sum of ``fixed_tokens`` and every leaf's and summary's tokens: at most
+  ``MAX_TOTAL_TOKENS`` (``2**50``);
+* summary levels in ``[1, MAX_LEVEL]``, pin levels and the levels of
+  ``previous`` in ``[0, MAX_LEVEL]`` (``2**20``);
+* ``budget.grace``: a finite ratio in ``[0, MAX_GRACE]`` (1.0); ``salience`` a
+  finite number in (0, 1].
 """
 
 from __future__ import annotations
@@ -36,7 +50,29 @@ if TYPE_CHECKING:
     from ._index import ProblemIndex
     from .hierarchy import Hierarchy
 
-__all__ = ["Budget", "Conflict", "FoldProblem", "Frontier", "Leaf", "Pin", "Summary", "Zone"]
+__all__ = [
+    "MAX_GRACE",
+    "MAX_LEVEL",
+    "MAX_TOKENS",
+    "MAX_TOTAL_TOKENS",
+    "Budget",
+    "Conflict",
+    "FoldProblem",
+    "Frontier",
+    "Leaf",
+    "Pin",
+    "Summary",
+    "Zone",
+]
+
+MAX_TOKENS = 2**40
+"""Largest token count of one leaf, one summary, ``fixed_tokens`` and ``budget.total``."""
+MAX_TOTAL_TOKENS = 2**50
+"""Largest sum of ``fixed_tokens`` and every leaf's and summary's tokens in one problem."""
+MAX_LEVEL = 2**20
+"""Deepest summary level, and the largest level a pin or the previous frontier may name."""
+MAX_GRACE = 1.0
+"""Largest ``budget.grace`` ratio."""
 
 Zone = Literal["head", "middle", "tail"]
 
@@ -45,6 +81,8 @@ Frontier = Mapping[str, int]
 
 
 def _check_tokens(kind: str, node: object, value: object, field: str) -> None:
+    if type(value) is int and 0 <= value <= MAX_TOKENS:
+        return  # the common case, without the abstract-class checks
     if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 0:
         raise TokenCostError(
             f"{kind} {node!r}: tokens must be a non-negative integer, got {value!r}; "
@@ -52,6 +90,27 @@ def _check_tokens(kind: str, node: object, value: object, field: str) -> None:
             field=field,
             node=str(node),
         )
+    if int(value) > MAX_TOKENS:
+        raise TokenCostError(
+            f"{kind} {node!r}: tokens must be at most {MAX_TOKENS} (2**40), got {int(value)}; "
+            "a token count this large is a corrupted or mis-scaled estimate",
+            field=field,
+            node=str(node),
+        )
+
+
+def _is_level(value: object, lowest: int) -> bool:
+    if type(value) is int:
+        return lowest <= value <= MAX_LEVEL
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, Integral)
+        and lowest <= int(value) <= MAX_LEVEL
+    )
+
+
+_TOKENS_DOC = f"An integer number of tokens in [0, {MAX_TOKENS}] (2**40)."
+_LEVEL_DOC = f"A fold level in [0, {MAX_LEVEL}] (2**20); 0 is raw."
 
 
 class _Model(BaseModel):
@@ -66,7 +125,7 @@ class Leaf(_Model):
     id : str
         Unique id among leaves and summaries.
     tokens : int
-        Raw token cost when shown verbatim.
+        Raw token cost when shown verbatim, in ``[0, MAX_TOKENS]``.
     salience : float, default 1.0
         Importance in (0, 1]; low-salience material folds first.
     zone : {"middle", "head", "tail"}
@@ -74,8 +133,8 @@ class Leaf(_Model):
     """
 
     id: str = Field(min_length=1)
-    tokens: int
-    salience: float = Field(default=1.0, gt=0.0, le=1.0)
+    tokens: int = Field(ge=0, le=MAX_TOKENS, description=_TOKENS_DOC)
+    salience: float = Field(default=1.0, gt=0.0, le=1.0, allow_inf_nan=False)
     zone: Zone = "middle"
 
     @model_validator(mode="before")
@@ -92,11 +151,14 @@ class Summary(_Model):
     An L1 summary's children are leaves; an L_k summary's children are
     summaries of level k - 1. ``tokens`` is the rendered cost of its recall
     pair. Its covered leaves must form one contiguous run of the leaf order.
+    ``level`` lies in ``[1, MAX_LEVEL]`` and ``tokens`` in ``[0, MAX_TOKENS]``.
     """
 
     id: str = Field(min_length=1)
-    level: int
-    tokens: int
+    level: int = Field(
+        ge=1, le=MAX_LEVEL, description=f"The summary's level, in [1, {MAX_LEVEL}] (2**20)."
+    )
+    tokens: int = Field(ge=0, le=MAX_TOKENS, description=_TOKENS_DOC)
     children: tuple[str, ...]
 
     @model_validator(mode="before")
@@ -107,15 +169,16 @@ class Summary(_Model):
             if "tokens" in data:
                 _check_tokens("summary", node, data["tokens"], "summaries")
             level = data.get("level")
-            if "level" in data and (
-                isinstance(level, bool) or not isinstance(level, Integral) or int(level) < 1
-            ):
+            if "level" in data and not _is_level(level, 1):
                 raise LevelError(
-                    f"summary {node!r}: level must be an integer >= 1, got {level!r}",
+                    f"summary {node!r}: level must be an integer >= 1 and at most {MAX_LEVEL}, "
+                    f"got {level!r}",
                     field="summaries",
                     node=None if node is None else str(node),
                 )
-            if "children" in data and len(data["children"]) == 0:
+            children = data.get("children")
+            # anything but a list is left to the field's own check, which names it
+            if isinstance(children, list | tuple) and len(children) == 0:
                 raise InvalidProblemError(
                     f"summary {node!r} has no children; a summary must cover at least one leaf",
                     field="summaries",
@@ -132,13 +195,14 @@ class Pin(_Model):
     deepest summary that exists over a leaf are clamped to that depth (a pin
     at L3 renders at L2 until an L3 exists). Several pins on one leaf are
     intersected; an empty intersection is an infeasibility reported by
-    :meth:`FoldProblem.conflicts`, not a construction error.
+    :meth:`FoldProblem.conflicts`, not a construction error. Levels lie in
+    ``[0, MAX_LEVEL]``.
     """
 
     leaves: tuple[str, ...] = Field(min_length=1)
-    level: int | None = Field(default=None, ge=0)
-    max_level: int | None = Field(default=None, ge=0)
-    min_level: int | None = Field(default=None, ge=0)
+    level: int | None = Field(default=None, ge=0, le=MAX_LEVEL, description=_LEVEL_DOC)
+    max_level: int | None = Field(default=None, ge=0, le=MAX_LEVEL, description=_LEVEL_DOC)
+    min_level: int | None = Field(default=None, ge=0, le=MAX_LEVEL, description=_LEVEL_DOC)
 
     @model_validator(mode="after")
     def _bounds(self) -> Pin:
@@ -194,17 +258,26 @@ class Budget(_Model):
     Parameters
     ----------
     total : int
-        The hard wall W: no returned plan may exceed it.
+        The hard wall W: no returned plan may exceed it. In ``[1, MAX_TOKENS]``.
     target : int, optional
-        The soft target solvers aim for; defaults to ``floor(0.9 * total)``.
+        The soft target solvers aim for, in ``[0, total]``; defaults to
+        ``floor(0.9 * total)``.
     grace : float, default 0.02
         Allowed relative drift between the estimate and an exact count, for
-        the application layer (see :attr:`wall`).
+        the application layer (see :attr:`wall`): finite, in ``[0, MAX_GRACE]``.
     """
 
-    total: int = Field(gt=0)
-    target: int = Field(default=-1)
-    grace: float = Field(default=0.02, ge=0.0)
+    total: int = Field(
+        gt=0, le=MAX_TOKENS, description=f"The hard wall, in [1, {MAX_TOKENS}] tokens (2**40)."
+    )
+    target: int = Field(default=-1, description="The soft target, in [0, total].")
+    grace: float = Field(
+        default=0.02,
+        ge=0.0,
+        le=MAX_GRACE,
+        allow_inf_nan=False,
+        description=f"Relative estimator drift allowed, a finite ratio in [0, {MAX_GRACE}].",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -221,7 +294,12 @@ class Budget(_Model):
                         f"budget.{name} must be an integer number of tokens, got {value!r}",
                         field="budget",
                     )
-            if data.get("target") is None and isinstance(total, Integral):
+            # an out-of-range total gets no default: the field's own check names it
+            if (
+                data.get("target") is None
+                and isinstance(total, Integral)
+                and 0 < int(total) <= MAX_TOKENS
+            ):
                 data["target"] = math.floor(0.9 * int(total))
         return data
 
@@ -271,7 +349,12 @@ class FoldProblem(_Model):
 
     Construction validates everything (ids, cycles, levels, contiguity, costs,
     zones, pins) and raises a subclass of
-    :class:`~folding.exceptions.InvalidProblemError` naming the offending id.
+    :class:`~folding.exceptions.InvalidProblemError` naming the offending id
+    (malformed JSON types raise pydantic's ``ValidationError`` naming the field).
+    Every number is range-checked (see the module docstring): token counts in
+    ``[0, MAX_TOKENS]``, their sum at most ``MAX_TOTAL_TOKENS``, levels at most
+    ``MAX_LEVEL``, a finite grace, so no total the model or the solvers compute can
+    overflow. Validation time and memory are linear in the size of the input.
 
     Examples
     --------
@@ -291,8 +374,10 @@ class FoldProblem(_Model):
     pins: tuple[Pin, ...] = ()
     locks: tuple[str, ...] = ()
     budget: Budget
-    previous: dict[str, int] | None = None
-    fixed_tokens: int = 0
+    previous: dict[str, int] | None = Field(
+        default=None, description=f"The carried frontier: leaf id -> level in [0, {MAX_LEVEL}]."
+    )
+    fixed_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS, description=_TOKENS_DOC)
 
     _hierarchy: Hierarchy = PrivateAttr()
     _index: ProblemIndex = PrivateAttr()
@@ -317,6 +402,7 @@ class FoldProblem(_Model):
         from .hierarchy import Hierarchy
 
         extends = (info.context or {}).get("extends")
+        self._check_total_tokens()
         hierarchy = Hierarchy(
             self.leaves, self.summaries, extends=extends.hierarchy if extends else None
         )
@@ -345,15 +431,29 @@ class FoldProblem(_Model):
                         field="previous",
                         node=leaf,
                     )
-                if isinstance(level, bool) or level < 0:
+                if not _is_level(level, 0):
                     raise LevelError(
-                        f"previous frontier gives {leaf!r} level {level!r}; levels are ints >= 0",
+                        f"previous frontier gives {leaf!r} level {level!r}; levels are ints >= 0 "
+                        f"and at most {MAX_LEVEL}",
                         field="previous",
                         node=leaf,
                     )
         self._hierarchy = hierarchy
         self._index = ProblemIndex.build(self, hierarchy)
         return self
+
+    def _check_total_tokens(self) -> None:
+        leaf_total = sum(leaf.tokens for leaf in self.leaves)
+        summary_total = sum(s.tokens for s in self.summaries)
+        total = self.fixed_tokens + leaf_total + summary_total
+        if total > MAX_TOTAL_TOKENS:
+            field = "leaves" if self.fixed_tokens + leaf_total > MAX_TOTAL_TOKENS else "summaries"
+            raise TokenCostError(
+                f"the problem's token costs sum to {total} (fixed_tokens {self.fixed_tokens}, "
+                f"leaves {leaf_total}, summaries {summary_total}), over the limit of "
+                f"{MAX_TOTAL_TOKENS} (2**50); token counts this large are corrupted or mis-scaled",
+                field=field,
+            )
 
     def __eq__(self, other: object) -> bool:
         # Compare the fields only: the derived hierarchy and index are caches.

@@ -261,7 +261,7 @@ def resolve_units(problem: FoldProblem, levels: IntArray) -> tuple[IntArray, lis
         violations.append(_no_summary(h.leaf_ids[i], int(levels[i])))
     if too_deep.size:
         folded = folded[levels[folded] <= h.depth]
-    cover = h.cover[levels[folded], folded]
+    cover = h.cover_at(levels[folded], folded)
     missing = cover == NONE
     for i in folded[missing].tolist():
         violations.append(_no_summary(h.leaf_ids[i], int(levels[i])))
