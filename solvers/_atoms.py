@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from folding import FoldProblem
+from folding.frontiers import selectable_summaries
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -79,16 +80,7 @@ def build_atoms(problem: FoldProblem) -> AtomModel:
     n = idx.n
     free = ~idx.protected
     # selectable summaries: every non-protected member allows the level
-    selectable_mask = np.zeros(idx.n_summaries, dtype=np.bool_)
-    prefix_free = np.concatenate([[0], np.cumsum(free)])
-    members = prefix_free[h.span_last + 1] - prefix_free[h.span_first]
-    for k in range(1, h.depth + 1):
-        bad = free & ((idx.lo > k) | (idx.hi < k))
-        bad_prefix = np.concatenate([[0], np.cumsum(bad)])
-        clean = bad_prefix[h.span_last + 1] == bad_prefix[h.span_first]
-        selectable_mask |= (h.summary_level == k) & clean
-    selectable_mask &= members > 0
-    selectable = np.flatnonzero(selectable_mask).astype(np.int64)
+    selectable = np.flatnonzero(selectable_summaries(problem)).astype(np.int64)
     # sweep: the covering set of each leaf changes only at span starts and ends
     starts: dict[int, list[int]] = {}
     stops: dict[int, list[int]] = {}

@@ -84,7 +84,8 @@ class Capabilities:
     max_leaves : int or None
         The largest problem it accepts (None: no limit).
     uses_time_limit : bool
-        It searches, and honours ``time_limit``.
+        It honours ``time_limit``: when the limit runs out it stops and returns the
+        best valid plan it has (``stats["time_limit_hit"]`` says so).
     searches_slowly : bool
         Its cost can grow steeply with the problem: long runs may leave it out.
     example_options : mapping
@@ -155,7 +156,12 @@ class Solver(ABC):
         ----------
         problem : FoldProblem
         time_limit : float, optional
-            Seconds; solvers that search stop and report ``feasible`` when it runs out.
+            Seconds for the solve. A solver whose capabilities say ``uses_time_limit``
+            stops when it runs out and returns the best valid plan it has: a
+            ``feasible`` plan that fits the wall (at worst the floor), or
+            ``over_budget`` when even the floor does not fit. ``stats["time_limit_hit"]``
+            is True then (False otherwise). Work before the search starts (reading the
+            hierarchy, the floor) is linear in the problem and not interrupted.
 
         Returns
         -------
@@ -166,16 +172,26 @@ class Solver(ABC):
 
         Raises
         ------
-        ValueError
-            If ``time_limit`` is not positive.
+        SolverConfigError
+            If ``time_limit`` is not a positive number (a :class:`ValueError`).
         """
-        if time_limit is not None and not time_limit > 0:
-            raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit}")
+        if time_limit is not None and (
+            isinstance(time_limit, bool)
+            or not isinstance(time_limit, int | float)
+            or not time_limit > 0
+        ):
+            raise SolverConfigError(
+                f"time_limit must be a positive number of seconds, got {time_limit!r}",
+                method=self.name,
+                field="time_limit",
+            )
         start = time.perf_counter()
         diagnostics = infeasible_diagnostics(problem)
         if diagnostics is not None:
             plan = Plan(None, Status.INFEASIBLE, diagnostics=diagnostics)
         else:
+            if time_limit is not None:  # what is left of it for the solver itself
+                time_limit = max(1e-6, time_limit - (time.perf_counter() - start))
             plan = self._plan(problem, time_limit)
             if plan.status is Status.OVER_BUDGET and plan.levels is None:
                 plan = over_budget_plan(problem, plan)
@@ -187,6 +203,7 @@ class Solver(ABC):
 
     def _finish(self, problem: FoldProblem, plan: Plan, start: float) -> SolveResult:
         stats = dict(plan.stats)
+        stats.setdefault("time_limit_hit", False)
         if plan.levels is None:
             stats["solve_ms"] = (time.perf_counter() - start) * 1000.0
             return SolveResult(
@@ -385,7 +402,9 @@ def solve(
     method : str, default "kv-stable"
         One of :func:`names`.
     time_limit : float, optional
-        Seconds, for the solvers that search.
+        Seconds; a solver whose capabilities say ``uses_time_limit`` (every registered
+        one) returns its best valid plan when it runs out, with
+        ``stats["time_limit_hit"]`` True (see :meth:`Solver.solve`).
     **options
         The solver's configuration fields.
 

@@ -6,6 +6,11 @@ from typing import Any
 
 from folding import Status
 
+MAX_SEED = 2**31 - 1
+"""Largest CP-SAT random seed (a 32-bit integer)."""
+MAX_WORKERS = 1024
+"""Most CP-SAT workers a configuration may ask for."""
+
 
 def import_cp_model() -> Any:
     """Import OR-Tools' CP-SAT lazily, so ``import solvers`` works without it."""

@@ -11,10 +11,13 @@ laminar problems; tests check the two agree).
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import numpy.typing as npt
 
 from folding import FoldProblem
+from folding.frontiers import selectable_summaries
 from folding.render import resolve_units
 
 IntArray = npt.NDArray[np.int64]
@@ -27,7 +30,8 @@ class Forest:
     Attributes
     ----------
     cover : ndarray of int64, shape (depth + 1, n)
-        ``cover[k, i]``: the kept level-k summary over leaf i, or -1.
+        ``cover[k, i]``: the kept level-k summary over leaf i, or -1; built on first
+        use, while :meth:`cover_at` answers the same lookups in linear memory.
     kept : ndarray of bool, shape (S,)
     members : ndarray of int64, shape (S,)
         Non-protected leaves in each summary's span (0: never selectable).
@@ -45,7 +49,6 @@ class Forest:
         self.problem = problem
         self.n = idx.n
         self.depth = h.depth
-        n_s = idx.n_summaries
         self.level = h.summary_level
         self.first = h.span_first
         self.last = h.span_last
@@ -53,20 +56,20 @@ class Forest:
         free = ~idx.protected
         prefix = np.concatenate([[0], np.cumsum(free)])
         self.members = prefix[self.last + 1] - prefix[self.first]
-        allowed = np.zeros(n_s, dtype=np.bool_)
-        for k in range(1, h.depth + 1):
-            bad = free & ((idx.lo > k) | (idx.hi < k))
-            bad_prefix = np.concatenate([[0], np.cumsum(bad)])
-            clean = bad_prefix[self.last + 1] == bad_prefix[self.first]
-            allowed |= (self.level == k) & clean
-        allowed &= self.members > 0
+        allowed = selectable_summaries(problem)
         if h.is_laminar:
-            cover, kept, children = self._whole(problem)
+            kept, children = self._whole_kept(problem)
         else:
-            cover, kept, children = self._laminar_part(problem)
-        self.cover = cover
+            kept, children = self._laminar_kept(problem)
         self.kept = kept
         self.children = children
+        # kept summaries by (level, first leaf): disjoint within a level, so the one
+        # over a leaf is the last to start at or before it (when it reaches the leaf)
+        order = np.flatnonzero(kept)
+        keys = self.level[order] * (self.n + 1) + self.first[order]
+        sort = np.argsort(keys, kind="stable")
+        self._kept_order = order[sort]
+        self._kept_keys = keys[sort]
         nxt = np.full(idx.n + 1, -1, dtype=np.int64)
         # nxt[i]: first non-protected leaf at or after i
         positions = np.flatnonzero(free)
@@ -79,23 +82,76 @@ class Forest:
         """Every selectable summary is in the forest: spans nest, so the quick
         token deltas of :class:`FrontierState` are exact."""
 
-    def _whole(self, problem: FoldProblem) -> tuple[IntArray, BoolArray, list[list[int]]]:
+    def cover_at(self, levels: npt.ArrayLike, leaves: npt.ArrayLike) -> IntArray:
+        """``cover[k, i]`` for arrays of levels and leaves, without the dense table."""
+        k = np.asarray(levels, dtype=np.int64)
+        i = np.asarray(leaves, dtype=np.int64)
+        out = np.full(np.broadcast(k, i).shape, -1, dtype=np.int64)
+        if not self._kept_keys.size:
+            return out
+        pos = np.searchsorted(self._kept_keys, k * (self.n + 1) + i, side="right") - 1
+        j = self._kept_order[np.maximum(pos, 0)]
+        hit = (pos >= 0) & (self.level[j] == k) & (self.last[j] >= i)
+        out[hit] = np.broadcast_to(j, out.shape)[hit]
+        return out
+
+    @cached_property
+    def cover(self) -> IntArray:
+        """``cover[k, i]``: the kept level-k summary over leaf i, or -1; shape
+        ``(depth + 1, n)``, built on first use (prefer :meth:`cover_at`)."""
+        cover = np.full((self.depth + 1, self.n), -1, dtype=np.int64)
+        for j in self._kept_order.tolist():
+            cover[int(self.level[j]), int(self.first[j]) : int(self.last[j]) + 1] = j
+        return cover
+
+    @cached_property
+    def parent(self) -> IntArray:
+        """The kept summary one level up over each summary's first leaf (-1: none)."""
+        return self.cover_at(self.level + 1, self.first)
+
+    def _whole_kept(self, problem: FoldProblem) -> tuple[BoolArray, list[list[int]]]:
         """A laminar hierarchy is its own forest, minus the summaries over holes only."""
         h = problem.hierarchy
         kept = self.members > 0
-        over = h.cover
-        if not len(kept):
-            return np.full_like(over, -1), kept, []
-        cover = np.where((over >= 0) & kept[np.maximum(over, 0)], over, -1)
         children: list[list[int]] = [[] for _ in range(len(kept))]
         index = h.summary_index
         for j in np.flatnonzero(kept & (self.level > 1)).tolist():
             kids = [index[c] for c in h.summaries[j].children]
             children[j] = sorted((c for c in kids if kept[c]), key=lambda c: int(self.first[c]))
-        return cover, kept, children
+        return kept, children
+
+    def _laminar_kept(self, problem: FoldProblem) -> tuple[BoolArray, list[list[int]]]:
+        """The canonical laminar sub-forest of a DAG (see the module docstring).
+
+        Summaries go in (level, first leaf, input order); a kept summary's level-mates
+        all start at or before it, so it overlaps one of them exactly when it starts
+        before the furthest end kept so far at its level.
+        """
+        h = problem.hierarchy
+        n_s = len(h.summaries)
+        kept = np.zeros(n_s, dtype=np.bool_)
+        children: list[list[int]] = [[] for _ in range(n_s)]
+        reach: dict[int, int] = {}
+        order = np.lexsort((np.arange(n_s), self.first, self.level)).tolist()
+        levels, firsts, lasts = self.level.tolist(), self.first.tolist(), self.last.tolist()
+        members = self.members.tolist()
+        for j in order:
+            if members[j] == 0:
+                continue  # only holes under it: never shown, must not block others
+            k, a = levels[j], firsts[j]
+            kids = [h.summary_index[c] for c in h.summaries[j].children if c in h.summary_index]
+            if kids and not all(kept[c] or members[c] == 0 for c in kids):
+                continue
+            if a < reach.get(k, 0):
+                continue
+            kept[j] = True
+            reach[k] = lasts[j] + 1
+            children[j] = sorted((c for c in kids if kept[c]), key=lambda c: firsts[c])
+        return kept, children
 
     def _laminar_part(self, problem: FoldProblem) -> tuple[IntArray, BoolArray, list[list[int]]]:
-        """The canonical laminar sub-forest of a DAG (see the module docstring)."""
+        """The canonical laminar sub-forest painted on a dense table: the reference the
+        forest is checked against in tests (memory ``(depth + 1) x n``)."""
         h = problem.hierarchy
         n_s = len(h.summaries)
         cover = np.full((h.depth + 1, problem.index.n), -1, dtype=np.int64)
@@ -120,7 +176,7 @@ class Forest:
         """The kept summary of ``level`` over ``leaf``, or -1."""
         if level > self.depth or level < 1:
             return -1
-        return int(self.cover[level, leaf])
+        return int(self.cover_at(level, leaf))
 
 
 class FrontierState:
@@ -202,8 +258,8 @@ class FrontierState:
         if not f.kept[j]:
             return None
         a, b = self._span(j)
-        free = ~self.idx.protected[a:b]
         if int(f.level[j]) == 1:
+            free = ~self.idx.protected[a:b]
             if (self.idx.lo[a:b][free] > 0).any():
                 return None
             added = int(self.idx.leaf_tokens[a:b][free].sum())

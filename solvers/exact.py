@@ -19,19 +19,20 @@ from folding.render import levels_from_frontier, render_levels
 from ._atoms import build_atoms
 from ._base import Capabilities, Plan, Solver, SolverConfig, register
 from ._common import cheapest_levels
-from ._cpsat import import_cp_model, make_solver, translate_status
+from ._cpsat import MAX_SEED, MAX_WORKERS, import_cp_model, make_solver, translate_status
+from ._plan import Deadline
 
 
 class ExactConfig(SolverConfig):
     """Options of ``exact``."""
 
-    alpha: float = Field(default=0.7, ge=0.0)
+    alpha: float = Field(default=0.7, ge=0.0, allow_inf_nan=False)
     """Age exponent of the fidelity loss."""
     time_limit: float = Field(default=60.0, gt=0.0)
     """Seconds, when ``solve`` is not given one."""
-    workers: int = Field(default=1, ge=1)
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
     """CP-SAT workers; 1 keeps the search deterministic."""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     """CP-SAT random seed."""
     presolve: bool = False
     """Run CP-SAT's presolve (slower on these models)."""
@@ -59,6 +60,7 @@ class Exact(Solver):
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         cfg = self.config
         assert isinstance(cfg, ExactConfig)
+        deadline = Deadline.after(time_limit if time_limit is not None else cfg.time_limit)
         floor = cheapest_levels(problem)
         assert floor is not None
         floor_tokens = render_levels(problem, floor).total
@@ -96,7 +98,7 @@ class Exact(Solver):
             model.add_hint(v, 1 if floor[atoms.atom_leaves[a][0]] == 0 else 0)
         solver = make_solver(
             cp_model,
-            time_limit=time_limit if time_limit is not None else cfg.time_limit,
+            time_limit=deadline.remaining(cfg.time_limit),  # the model's build counts too
             workers=cfg.workers,
             seed=cfg.seed,
             presolve=cfg.presolve,
@@ -108,6 +110,8 @@ class Exact(Solver):
             "atoms": atoms.n_atoms,
             "cpsat_status": solver.status_name(code),
             "wall_s": solver.wall_time,
+            # CP-SAT stops without a proof (feasible or unknown) only on its limit
+            "time_limit_hit": code in (cp_model.FEASIBLE, cp_model.UNKNOWN),
         }
         diag: dict[str, object] = {
             "cap": cap,
@@ -135,7 +139,7 @@ class Exact(Solver):
 class BruteForceConfig(SolverConfig):
     """Options of ``brute-force``."""
 
-    alpha: float = Field(default=0.7, ge=0.0)
+    alpha: float = Field(default=0.7, ge=0.0, allow_inf_nan=False)
     max_leaves: int = Field(default=12, ge=1)
 
 
@@ -146,11 +150,14 @@ class BruteForce(Solver):
     name = "brute-force"
     Config = BruteForceConfig
     exact = True
-    capabilities = Capabilities(exact=True, oracle=True, max_leaves=12, searches_slowly=True)
+    capabilities = Capabilities(
+        exact=True, oracle=True, max_leaves=12, uses_time_limit=True, searches_slowly=True
+    )
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         cfg = self.config
         assert isinstance(cfg, BruteForceConfig)
+        deadline = Deadline.after(time_limit)
         if problem.n_leaves > cfg.max_leaves:
             raise ValueError(
                 f"brute-force enumerates frontiers; {problem.n_leaves} leaves > "
@@ -158,19 +165,35 @@ class BruteForce(Solver):
             )
         weights = fidelity_weights(problem, cfg.alpha)
         scored = []
+        hit = False
         for frontier in enumerate_frontiers(problem):
             levels = levels_from_frontier(problem, frontier)
             tokens = render(problem, frontier).total
             signature = tuple(levels.tolist())
             scored.append((float(weights @ levels), tokens, signature, levels))
+            if deadline.expired():
+                hit = True  # the best so far, with the floor among the candidates
+                break
+        if hit:
+            cheapest = cheapest_levels(problem)
+            assert cheapest is not None
+            levels = cheapest
+            scored.append(
+                (
+                    float(weights @ levels),
+                    render_levels(problem, levels).total,
+                    tuple(levels.tolist()),
+                    levels,
+                )
+            )
         floor = min(s[1] for s in scored)
         cap = budget_cap(problem, floor)
         if cap is None:
-            return Plan(None, Status.OVER_BUDGET)
+            return Plan(None, Status.OVER_BUDGET, stats={"time_limit_hit": hit})
         best = min((s for s in scored if s[1] <= cap), key=lambda s: s[:3])
         return Plan(
             best[3],
-            Status.OPTIMAL,
+            Status.FEASIBLE if hit else Status.OPTIMAL,
             diagnostics={"cap": cap, "floor_tokens": floor, "objective": best[0]},
-            stats={"frontiers": len(scored)},
+            stats={"frontiers": len(scored), "time_limit_hit": hit},
         )

@@ -18,6 +18,7 @@ from folding import FoldProblem, ProduceRequest, Status
 from ._base import Capabilities, Plan, Solver, SolverConfig, register
 from ._common import carried_levels, finest_levels, finish_greedy
 from ._forest import Forest, FrontierState
+from ._plan import Deadline
 
 
 class GreedyConfig(SolverConfig):
@@ -43,13 +44,21 @@ def _produce(problem: FoldProblem, state: FrontierState, leaf: int, level: int) 
 
 
 def _done(
-    problem: FoldProblem, state: FrontierState, produce: list[ProduceRequest], raises: int
+    problem: FoldProblem,
+    state: FrontierState,
+    produce: list[ProduceRequest],
+    raises: int,
+    time_limit_hit: bool,
 ) -> Plan:
     plan = Plan(
         state.levels,
         Status.FEASIBLE,
         produce,
-        stats={"raises": raises, "planned_tokens": state.tokens},
+        stats={
+            "raises": raises,
+            "planned_tokens": state.tokens,
+            "time_limit_hit": time_limit_hit,
+        },
     )
     return finish_greedy(problem, plan)
 
@@ -70,16 +79,21 @@ class OldestFirst(Solver):
 
     name = "oldest-first"
     Config = GreedyConfig
-    capabilities = Capabilities(settles=False)
+    capabilities = Capabilities(settles=False, uses_time_limit=True)
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
+        deadline = Deadline.after(time_limit)
         forest, state = _start(problem)
         target = problem.budget.target
         order = np.flatnonzero(_foldable(problem)).tolist()
         produce: list[ProduceRequest] = []
         raises = 0
         p = 0
+        hit = False
         while state.tokens > target and p < len(order):
+            if deadline.expired():
+                hit = True
+                break
             c = order[p]
             k = int(state.levels[c])
             parent = forest.parent_of_leaf(c, k + 1)
@@ -94,7 +108,7 @@ class OldestFirst(Solver):
                 continue
             state.apply_raise(parent, step[0])
             raises += 1
-        return _done(problem, state, produce, raises)
+        return _done(problem, state, produce, raises, hit)
 
 
 @register
@@ -108,9 +122,10 @@ class FlatProfile(Solver):
 
     name = "flat-profile"
     Config = GreedyConfig
-    capabilities = Capabilities(settles=False)
+    capabilities = Capabilities(settles=False, uses_time_limit=True)
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
+        deadline = Deadline.after(time_limit)
         forest, state = _start(problem)
         idx = problem.index
         target = problem.budget.target
@@ -132,7 +147,11 @@ class FlatProfile(Solver):
         stuck = np.zeros(depth + 1, dtype=np.bool_)
         produce: list[ProduceRequest] = []
         raises = 0
+        hit = False
         while state.tokens > target:
+            if deadline.expired():
+                hit = True
+                break
             levels_order = sorted(
                 (k for k in range(depth + 1) if visible[k] > 0 and not stuck[k]),
                 key=lambda k: (-int(visible[k]), k),
@@ -175,4 +194,4 @@ class FlatProfile(Solver):
                 if fallback is not None:
                     produce.append(fallback)
                 break
-        return _done(problem, state, produce, raises)
+        return _done(problem, state, produce, raises, hit)

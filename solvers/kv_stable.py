@@ -40,7 +40,7 @@ from folding import (
     render_levels,
 )
 
-from ._base import Plan, Solver, SolverConfig, register
+from ._base import Capabilities, Plan, Solver, SolverConfig, register
 from ._common import (
     carried_levels,
     finest_levels,
@@ -48,6 +48,7 @@ from ._common import (
     is_valid_levels,
 )
 from ._forest import Forest, FrontierState
+from ._plan import Deadline
 
 IntArray = npt.NDArray[np.int64]
 
@@ -57,9 +58,9 @@ class KvStableConfig(SolverConfig):
 
     reach_tokens: int | None = Field(default=None, gt=0)
     """Trust region P: the most tokens a change may force the provider to re-read (None: W)."""
-    quality_gap: float = Field(default=0.35, ge=0.0)
+    quality_gap: float = Field(default=0.35, ge=0.0, allow_inf_nan=False)
     """Hold only while the carried fidelity loss <= (1 + gap) x the ideal's."""
-    alpha: float = Field(default=0.7, ge=0.0)
+    alpha: float = Field(default=0.7, ge=0.0, allow_inf_nan=False)
     """Age exponent of the fidelity loss used by the quality test."""
 
 
@@ -68,10 +69,17 @@ class Cut(NamedTuple):
 
     levels: IntArray
     tokens: int
+    cut_short: bool = False
+    """The deadline stopped the fold or the refill early (the levels are still valid)."""
 
 
 def ideal_cut(
-    problem: FoldProblem, forest: Forest, alpha: float = 0.7, *, scalar: bool | None = None
+    problem: FoldProblem,
+    forest: Forest,
+    alpha: float = 0.7,
+    *,
+    scalar: bool | None = None,
+    deadline: Deadline | None = None,
 ) -> Cut:
     """The ideal frontier, built from scratch: fold to the target, then refill.
 
@@ -84,8 +92,12 @@ def ideal_cut(
 
     ``scalar`` (default: whenever the forest is the whole hierarchy) runs the
     fold on per-summary running totals alone, without touching per-leaf arrays
-    until it ends; the answer is the same.
+    until it ends; the answer is the same. When ``deadline`` passes, the fold and
+    the refill stop where they are: the cut is valid, possibly above the target.
     """
+    if deadline is None:
+        deadline = Deadline(None)
+    short = False
     idx = problem.index
     target, wall = problem.budget.target, problem.budget.total
     state = FrontierState(forest, finest_levels(problem))
@@ -108,8 +120,22 @@ def ideal_cut(
     first_member = forest.first_member.tolist()
     eligible = forest.eligible.tolist()
     depth = forest.depth
-    # cover[k][i]: the kept level-k summary over leaf i (-1 when none)
-    cover = forest.cover.tolist()
+    # the kept summaries over a leaf, level by level above a raised summary: on a
+    # tree whose forest is whole they are its chain of parents; else looked up per level
+    parent = forest.parent.tolist()
+    nested = forest.whole and problem.hierarchy.is_laminar
+
+    def above(j: int) -> list[int]:
+        if nested:
+            chain = []
+            up = parent[j]
+            while up >= 0:
+                chain.append(up)
+                up = parent[up]
+            return chain
+        ups = forest.cover_at(np.arange(levels_of[j] + 1, depth + 1), firsts[j])
+        return [int(u) for u in ups if u >= 0]
+
     shown = [False] * len(tokens)
     hidden = [False] * len(tokens)  # under a shown summary
     children = forest.children
@@ -146,6 +172,9 @@ def ideal_cut(
     heapq.heapify(heap)
     total = state.tokens
     while total > target and heap:
+        if deadline.expired():
+            short = True
+            break
         ratio, start, j = heapq.heappop(heap)
         current = key(j)
         if current is None:
@@ -153,7 +182,6 @@ def ideal_cut(
         if current != (ratio, start):
             heapq.heappush(heap, (current[0], current[1], j))
             continue
-        a = firsts[j]
         if scalar:  # the span's cost and lost fidelity are the running totals
             delta = tokens[j] - cost_in[j]  # only eligible summaries enter the heap
         else:  # the checked version: units must nest in the span
@@ -169,25 +197,25 @@ def ideal_cut(
         total += delta
         lost_in[j] += more_lost
         cost_in[j] += delta
-        for up in range(levels_of[j] + 1, depth + 1):
-            parent = cover[up][a]
-            if parent < 0:
-                continue
-            lost_in[parent] += more_lost
-            cost_in[parent] += delta
+        for up in above(j):
+            lost_in[up] += more_lost
+            cost_in[up] += delta
             # re-key the direct parent now; higher ancestors are re-keyed when popped
-            if up == levels_of[j] + 1 and eligible[parent]:
-                k = key(parent)
+            if levels_of[up] == levels_of[j] + 1 and eligible[up]:
+                k = key(up)
                 if k is not None:
-                    heapq.heappush(heap, (k[0], k[1], parent))
+                    heapq.heappush(heap, (k[0], k[1], up))
 
     def gain(j: int) -> float:
         a, b = int(forest.first[j]), int(forest.last[j]) + 1
         return float(weights[a:b].sum())
 
     if not scalar:
-        changed = state.tokens < target
+        changed = state.tokens < target and not short
         while changed:
+            if deadline.expired():
+                short = True
+                break
             changed = False
             options = []
             for j in state.shown_summaries():
@@ -202,7 +230,7 @@ def ideal_cut(
                 if new <= wall and abs(new - target) < abs(state.tokens - target):
                     state.apply_lower(j, delta_now)
                     changed = True
-        return Cut(state.levels, state.tokens)
+        return Cut(state.levels, state.tokens, short)
     # The same refill on the flags: a summary's un-fold delta depends on it alone.
     lower: dict[int, tuple[int | None, float]] = {}
 
@@ -211,8 +239,11 @@ def ideal_cut(
             lower[j] = (state.lower_delta(j), gain(j))
         return lower[j]
 
-    changed = total < target
+    changed = total < target and not short
     while changed:
+        if deadline.expired():
+            short = True
+            break
         changed = False
         options = []
         for j in (j for j, on in enumerate(shown) if on and not hidden[j]):
@@ -234,7 +265,7 @@ def ideal_cut(
     for j in [j for j, on in enumerate(shown) if on and not hidden[j]]:
         a, b = firsts[j], int(stop[j])
         levels[a:b][free[a:b]] = levels_of[j]
-    return Cut(levels, total)
+    return Cut(levels, total, short)
 
 
 def _seams(problem: FoldProblem, levels: IntArray) -> npt.NDArray[np.bool_]:
@@ -259,10 +290,12 @@ class KvStable(Solver):
 
     name = "kv-stable"
     Config = KvStableConfig
+    capabilities = Capabilities(uses_time_limit=True)
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         cfg = self.config
         assert isinstance(cfg, KvStableConfig)
+        deadline = Deadline.after(time_limit)
         target, wall = problem.budget.target, problem.budget.total
         reach = cfg.reach_tokens if cfg.reach_tokens is not None else wall
         forest = Forest(problem)
@@ -272,11 +305,14 @@ class KvStable(Solver):
         if carried is not None:
             carried_tokens = render_levels(problem, carried).total
             diag["carried_tokens"] = carried_tokens
-        ideal = ideal_cut(problem, forest, cfg.alpha)
+        ideal = ideal_cut(problem, forest, cfg.alpha, deadline=deadline)
         ideal_levels = ideal.levels
         ideal_tokens = render_levels(problem, ideal_levels).total
         diag["ideal_tokens"] = ideal_tokens
-        stats = {"planned_tokens": ideal.tokens}
+        stats: dict[str, object] = {
+            "planned_tokens": ideal.tokens,
+            "time_limit_hit": ideal.cut_short,
+        }
         if ideal_tokens > wall:
             diag["decision"] = "escalate"
             return finish_greedy(

@@ -46,8 +46,9 @@ from folding.render import resolve_units
 from ._atoms import AtomModel, build_atoms
 from ._base import Capabilities, Plan, Solver, SolverConfig, register
 from ._common import carried_levels, cheapest_levels
-from ._cpsat import import_cp_model, make_solver, translate_status
+from ._cpsat import MAX_SEED, MAX_WORKERS, import_cp_model, make_solver, translate_status
 from ._forest import Forest
+from ._plan import Deadline
 from .kv_stable import ideal_cut
 
 IntArray = npt.NDArray[np.int64]
@@ -139,8 +140,8 @@ class KvUnifiedConfig(SolverConfig):
     pieces: int = Field(default=24, ge=2, le=512)
     """Tangent lines per quadratic term."""
     time_limit: float = Field(default=30.0, gt=0.0)
-    workers: int = Field(default=1, ge=1)
-    seed: int = 0
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     presolve: bool = False
     """Run CP-SAT's presolve (slower on these models)."""
     floor_time_limit: float = Field(default=0.5, gt=0.0)
@@ -264,6 +265,7 @@ class _Model:
     def __init__(self, problem: FoldProblem, cfg: KvUnifiedConfig, terms: _Terms) -> None:
         cp_model = import_cp_model()
         self.cp_model = cp_model
+        self.limit_hit = False
         self.problem = problem
         self.cfg = cfg
         h = problem.hierarchy
@@ -372,7 +374,9 @@ class _Model:
     def scaled(
         self, coefficients: dict[int, float], variables: dict[int, Any], scale: float
     ) -> Any:
-        return sum(round(c * scale) * variables[key] for key, c in coefficients.items() if c)
+        coefs = {key: round(c * scale) for key, c in coefficients.items() if c}
+        _check_magnitude(sum(abs(c) for c in coefs.values()), "a scaled objective term")
+        return sum(c * variables[key] for key, c in coefs.items())
 
     def churn_expr(self, scale: float) -> Any:
         """Integer expression ~ scale x churn (cache price x re-read tokens)."""
@@ -388,6 +392,10 @@ class _Model:
 
     def solve(self, objective: Any, time_limit: float) -> tuple[Status | None, Any]:
         self.m.minimize(objective)
+        problem = self.m.validate()
+        if problem:
+            self.m.clear_objective()
+            raise _ScaleError(problem)
         solver = make_solver(
             self.cp_model,
             time_limit=time_limit,
@@ -398,6 +406,8 @@ class _Model:
         code = solver.solve(self.m)
         self.m.clear_objective()
         self.last_status = solver.status_name(code)
+        # CP-SAT stops without a proof (feasible or unknown) only on its limit
+        self.limit_hit |= code in (self.cp_model.FEASIBLE, self.cp_model.UNKNOWN)
         return translate_status(code, self.cp_model), solver
 
     def levels(self, solver: Any) -> IntArray:
@@ -424,14 +434,20 @@ def _quadratic_epigraph(
     under-estimate in score units.
     """
     m = model.m
-    bound = math.ceil(weight * (upper / scale_x) ** 2 * SCORE) + 1
-    t = m.new_int_var(0, max(1, bound), name)
+    peak = weight * (upper / scale_x) ** 2 * SCORE
+    _check_magnitude(peak, f"the penalty {name}")
+    bound = math.ceil(peak) + 1
     if upper <= 0 or weight == 0:
-        return t, 0.0
+        return m.new_int_var(0, max(1, bound), name), 0.0
     step = upper / pieces
     max_slope = 2.0 * weight * upper / scale_x**2
     # q * t >= q * SCORE * (f(x0) + f'(x0) * (x - x0)); q keeps the slopes integral
     q = int(min(1e9, max(1.0, 1e4 / (SCORE * max_slope))))
+    # rounding a slope moves a tangent by up to upper / (2 q) at the far end: t's
+    # bound leaves room for it, or the largest excess would have no feasible t
+    bound += math.ceil(upper / (2 * q)) + 1
+    _check_magnitude(q * (bound + SCORE * max_slope * upper + peak), f"the tangents of {name}")
+    t = m.new_int_var(0, bound, name)
     for p in range(pieces + 1):
         x0 = p * step
         slope = 2.0 * weight * x0 / scale_x**2
@@ -443,6 +459,125 @@ def _quadratic_epigraph(
 
 
 SCORE = 1000  # score units are multiplied by this in the integer model
+
+_MAGNITUDE = float(2**61)
+"""Largest magnitude one bound, coefficient or term of the integer model may reach:
+CP-SAT's arithmetic is 64-bit, its domains must lie within half of it, and it
+rejects a model whose sums could overflow (checked before every solve)."""
+
+
+class _ScaleError(Exception):
+    """The integer model's numbers would not fit CP-SAT's 64-bit arithmetic."""
+
+
+def _check_magnitude(value: float, what: str) -> None:
+    if not math.isfinite(value) or abs(value) > _MAGNITUDE:
+        raise _ScaleError(f"{what} reaches {value:.3g}, beyond 64-bit integer arithmetic")
+
+
+def _search(
+    problem: FoldProblem,
+    cfg: KvUnifiedConfig,
+    terms: _Terms,
+    model: _Model,
+    deadline: Deadline,
+    carried_fits: bool,
+    diag: dict[str, Any],
+    stats: dict[str, Any],
+) -> tuple[Status | None, Any, float, float]:
+    """The CP-SAT solves: the churn and change floors, then the score.
+
+    Returns the main solve's status and solver, and the two floors. Raises
+    :class:`_ScaleError` when the numbers of the integer model would not fit.
+    """
+    policy = cfg.policy
+    wall = problem.budget.total
+    # floors of avoidable churn and change: zero when the carried frontier fits,
+    # since it re-reads nothing and changes nothing
+    k_floor = c_floor = 0.0
+    floors_proven = True
+    budget = deadline.remaining(cfg.time_limit)
+    floor_limit = min(cfg.floor_time_limit, budget * 0.2)
+    if terms.before is not None and not carried_fits:
+        status, solver = model.solve(model.churn_expr(SCORE), floor_limit)
+        floors_proven &= status is Status.OPTIMAL
+        if status is not None:
+            k_floor = solver.objective_value / SCORE
+    if terms.change is not None and not carried_fits:
+        status, solver = model.solve(model.change_expr(SCORE), floor_limit)
+        floors_proven &= status is Status.OPTIMAL
+        if status is not None:
+            c_floor = solver.objective_value / SCORE
+    diag["churn_floor"], diag["change_floor"] = k_floor, c_floor
+    diag["floors_proven"] = floors_proven
+    # main solve: F + B + K + C with tangent epigraphs
+    m = model.m
+    r = model.tokens
+    low, high = policy.budget_low_ratio * wall, policy.budget_high_ratio * wall
+    errors = []
+    under = m.new_int_var(0, math.ceil(low) * SCORE + SCORE, "under")
+    m.add(under >= round(low * SCORE) - SCORE * r)
+    t_under, e1 = _quadratic_epigraph(
+        model,
+        under,
+        low * SCORE,
+        policy.budget_under_lambda,
+        max(low, 1e-9) * SCORE,
+        cfg.pieces,
+        "t_under",
+    )
+    over = m.new_int_var(0, math.ceil(wall - high) * SCORE + SCORE, "over")
+    m.add(over >= SCORE * r - round(high * SCORE))
+    t_over, e2 = _quadratic_epigraph(
+        model,
+        over,
+        (wall - high) * SCORE,
+        policy.budget_over_lambda,
+        max(wall - high, 1e-9) * SCORE,
+        cfg.pieces,
+        "t_over",
+    )
+    errors += [e1, e2]
+    objective = [model.scaled(model.fidelity, model.z, SCORE), t_under, t_over]
+    penalties = []
+    if terms.before is not None and policy.cache_lambda > 0:
+        price = max(0.0, policy.cache_write_price - policy.cache_read_price)
+        penalties.append(
+            (
+                "churn",
+                model.churn_expr(SCORE),
+                k_floor,
+                price * wall,
+                policy.cache_lambda,
+                policy.cache_scale,
+            )
+        )
+    if terms.change is not None and policy.continuity_lambda > 0:
+        most = sum(model.change_z.values()) + sum(model.change_raw.values())
+        penalties.append(
+            (
+                "change",
+                model.change_expr(SCORE),
+                c_floor,
+                most,
+                policy.continuity_lambda,
+                policy.continuity_scale,
+            )
+        )
+    for name, expr, floor_value, most, weight, scale in penalties:
+        # weight * (max(0, value - floor) / scale)**2, by tangents of the excess
+        _check_magnitude(most * SCORE, f"the {name} penalty's range")
+        excess = m.new_int_var(0, int(most * SCORE) + SCORE, f"excess_{name}")
+        m.add(excess >= expr - round(floor_value * SCORE))
+        t, err = _quadratic_epigraph(
+            model, excess, most * SCORE, weight, scale * SCORE, cfg.pieces, f"t_{name}"
+        )
+        objective.append(t)
+        errors.append(err)
+    status, solver = model.solve(sum(objective), min(budget * 0.6, deadline.remaining(budget)))
+    stats["cpsat_status"] = model.last_status
+    diag["pwl_error_bound"] = sum(errors)
+    return status, solver, k_floor, c_floor
 
 
 @register
@@ -496,11 +631,11 @@ class KvUnified(Solver):
         floor_tokens = render_levels(problem, floor).total
         if floor_tokens > wall:
             return Plan(None, Status.OVER_BUDGET)
-        budget = time_limit if time_limit is not None else cfg.time_limit
+        deadline = Deadline.after(time_limit if time_limit is not None else cfg.time_limit)
         terms = _terms(problem, cfg)
         model = _Model(problem, cfg, terms)
         # the kv-stable ideal cut is a strong, valid incumbent for every solve
-        ideal = ideal_cut(problem, Forest(problem)).levels
+        ideal = ideal_cut(problem, Forest(problem), deadline=deadline).levels
         if render_levels(problem, ideal).total > wall:
             ideal = floor
         model.hint(ideal)
@@ -512,90 +647,22 @@ class KvUnified(Solver):
         proven = True
         carried = carried_levels(problem)
         carried_fits = carried is not None and render_levels(problem, carried).total <= wall
-        # floors of avoidable churn and change: zero when the carried frontier fits,
-        # since it re-reads nothing and changes nothing
-        k_floor = c_floor = 0.0
-        floors_proven = True
-        floor_limit = min(cfg.floor_time_limit, budget * 0.2)
-        if terms.before is not None and not carried_fits:
-            status, solver = model.solve(model.churn_expr(SCORE), floor_limit)
-            floors_proven &= status is Status.OPTIMAL
-            if status is not None:
-                k_floor = solver.objective_value / SCORE
-        if terms.change is not None and not carried_fits:
-            status, solver = model.solve(model.change_expr(SCORE), floor_limit)
-            floors_proven &= status is Status.OPTIMAL
-            if status is not None:
-                c_floor = solver.objective_value / SCORE
-        diag["churn_floor"], diag["change_floor"] = k_floor, c_floor
-        diag["floors_proven"] = floors_proven
-        # main solve: F + B + K + C with tangent epigraphs
-        m = model.m
-        r = model.tokens
-        low, high = policy.budget_low_ratio * wall, policy.budget_high_ratio * wall
-        errors = []
-        under = m.new_int_var(0, math.ceil(low) * SCORE + SCORE, "under")
-        m.add(under >= round(low * SCORE) - SCORE * r)
-        t_under, e1 = _quadratic_epigraph(
-            model,
-            under,
-            low * SCORE,
-            policy.budget_under_lambda,
-            max(low, 1e-9) * SCORE,
-            cfg.pieces,
-            "t_under",
-        )
-        over = m.new_int_var(0, math.ceil(wall - high) * SCORE + SCORE, "over")
-        m.add(over >= SCORE * r - round(high * SCORE))
-        t_over, e2 = _quadratic_epigraph(
-            model,
-            over,
-            (wall - high) * SCORE,
-            policy.budget_over_lambda,
-            max(wall - high, 1e-9) * SCORE,
-            cfg.pieces,
-            "t_over",
-        )
-        errors += [e1, e2]
-        objective = [model.scaled(model.fidelity, model.z, SCORE), t_under, t_over]
-        penalties = []
-        if terms.before is not None and policy.cache_lambda > 0:
-            price = max(0.0, policy.cache_write_price - policy.cache_read_price)
-            penalties.append(
-                (
-                    "churn",
-                    model.churn_expr(SCORE),
-                    k_floor,
-                    price * wall,
-                    policy.cache_lambda,
-                    policy.cache_scale,
-                )
+        status: Status | None
+        try:
+            status, solver, k_floor, c_floor = _search(
+                problem, cfg, terms, model, deadline, carried_fits, diag, stats
             )
-        if terms.change is not None and policy.continuity_lambda > 0:
-            most = sum(model.change_z.values()) + sum(model.change_raw.values())
-            penalties.append(
-                (
-                    "change",
-                    model.change_expr(SCORE),
-                    c_floor,
-                    most,
-                    policy.continuity_lambda,
-                    policy.continuity_scale,
-                )
+        except _ScaleError as exc:
+            # Beyond 64-bit integer arithmetic (walls near the model's limit with a
+            # steep policy): the exact score still ranks the other candidates.
+            status, solver, k_floor, c_floor = None, None, 0.0, 0.0
+            diag["fallback"] = (
+                f"no integer search ({exc}); the best of the floor, the ideal cut and the "
+                "carried frontier by the exact score"
             )
-        for name, expr, floor_value, most, weight, scale in penalties:
-            # weight * (max(0, value - floor) / scale)**2, by tangents of the excess
-            excess = m.new_int_var(0, int(most * SCORE) + SCORE, f"excess_{name}")
-            m.add(excess >= expr - round(floor_value * SCORE))
-            t, err = _quadratic_epigraph(
-                model, excess, most * SCORE, weight, scale * SCORE, cfg.pieces, f"t_{name}"
-            )
-            objective.append(t)
-            errors.append(err)
-        status, solver = model.solve(sum(objective), budget * 0.6)
+            diag["floors_proven"] = False
+            stats["cpsat_status"] = "not run"
         proven &= status is Status.OPTIMAL
-        stats["cpsat_status"] = model.last_status
-        diag["pwl_error_bound"] = sum(errors)
         floors = (k_floor, c_floor)
         candidates: list[tuple[str, IntArray]] = [("floor", floor), ("ideal", ideal)]
         if status is not None:
@@ -623,4 +690,5 @@ class KvUnified(Solver):
             change=score.change,
         )
         final_status = Status.OPTIMAL if proven and choice[3] == "optimum" else Status.FEASIBLE
+        stats["time_limit_hit"] = model.limit_hit
         return Plan(choice[4], final_status, diagnostics=diag, stats=stats)
