@@ -571,8 +571,11 @@ def inspect(
     if not store.is_file():
         errors.print(f"[red]error:[/red] {store} is not a file")
         raise typer.Exit(2)
-    try:  # look before opening: opening a store writes to it
-        with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as probe:
+    # look before opening: opening a store writes to it. The read-only probe needs a URI;
+    # as_uri() percent-encodes the path, so '#', '?' and '%' in a name stay part of it
+    probe_uri = store.resolve().as_uri() + "?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(probe_uri, uri=True)) as probe:
             tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as exc:
         errors.print(f"[red]error:[/red] {store} is not a SQLite database: {exc}")

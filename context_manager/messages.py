@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import ExtraValues
 
 __all__ = [
     "ContentBlock",
@@ -36,7 +38,111 @@ __all__ = [
 
 
 class MessageFormatError(ValueError):
-    """A chat message could not be read: names the message index and the field."""
+    """A chat message could not be read or cannot be stored: names the message (or the
+    message index) and the field.
+
+    Attributes
+    ----------
+    field : str or None
+        The offending field (``content[0].text``, ``metadata.tags[2]``...), when known.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+MAX_JSON_DEPTH = 128
+"""Deepest nesting of objects and arrays in a message's metadata or a tool call's input."""
+
+_MAX_INT_BITS = 13_000
+"""Integers beyond this many bits have more decimal digits than Python will write as JSON."""
+
+
+def _json_problem(value: Any, field: str) -> tuple[str, str] | None:
+    """The first part of ``value`` that cannot be stored as JSON text, as (field, why).
+
+    Storable: None, booleans, integers, finite floats, strings that are valid Unicode
+    (no lone surrogates), and lists, tuples and string-keyed dicts of these, nested at
+    most :data:`MAX_JSON_DEPTH` deep. Iterative, so no input can exhaust the stack.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, field, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, str):
+            why = _text_problem(item)
+            if why:
+                return where, why
+        elif isinstance(item, int):
+            if item.bit_length() > _MAX_INT_BITS:
+                return where, f"an integer of {item.bit_length()} bits is too large to store"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return where, f"{item!r} is not a JSON number"
+        elif isinstance(item, dict | list | tuple):
+            if depth >= MAX_JSON_DEPTH:
+                return where, f"objects and arrays are nested deeper than {MAX_JSON_DEPTH} levels"
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        return where, f"key {key!r} is not a string"
+                    why = _text_problem(key)
+                    if why:
+                        return where, f"key {key!r}: {why}"
+                    stack.append((child, f"{where}.{key}", depth + 1))
+            else:
+                stack.extend((child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item))
+        else:
+            return where, f"a {type(item).__name__} cannot be stored as JSON"
+    return None
+
+
+_STRING_FIELDS: dict[str, tuple[str, ...]] = {
+    "TextBlock": ("text",),
+    "ThinkingBlock": ("thinking", "signature"),
+    "ImageBlock": ("media_type", "data", "url"),
+}
+
+
+def _block_problem(block: Any, where: str) -> tuple[str, str] | None:
+    """:func:`_json_problem` of a content block, field by field (no copy of the block)."""
+    if isinstance(block, ToolUseBlock):
+        return _json_problem(block.input, f"{where}.input") or _strings_problem(
+            block, where, ("id", "name")
+        )
+    if isinstance(block, ToolResultBlock):
+        if isinstance(block.content, str):
+            found = _strings_problem(block, where, ("content",))
+        else:
+            found = None
+            for j, inner in enumerate(block.content):
+                found = found or _block_problem(inner, f"{where}.content[{j}]")
+        return found or _strings_problem(block, where, ("tool_use_id",))
+    return _strings_problem(block, where, _STRING_FIELDS.get(type(block).__name__, ()))
+
+
+def _strings_problem(block: Any, where: str, names: tuple[str, ...]) -> tuple[str, str] | None:
+    for name in names:
+        value = getattr(block, name)
+        why = _text_problem(value) if isinstance(value, str) else None
+        if why:
+            return f"{where}.{name}", why
+    return None
+
+
+def _text_problem(text: str) -> str | None:
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"character {exc.start} is a lone surrogate ({text[exc.start]!r}), which is not "
+            "valid Unicode text; decode the source with errors='replace' or drop it"
+        )
+    return None
 
 
 class _Block(BaseModel):
@@ -108,6 +214,113 @@ class Message(BaseModel):
     content: tuple[ContentBlock, ...]
     metadata: dict[str, Any] = Field(default_factory=dict)
     timestamp: float | None = None
+
+    # Building or validating a message also checks that it can be stored (valid Unicode,
+    # JSON-typed metadata and tool input): MessageFormatError names the field. The check
+    # runs after pydantic's validation, not inside it, so the error keeps its type; a
+    # Message validated as a field of another model is checked by check_storable().
+    def __init__(self, /, **data: Any) -> None:
+        super().__init__(**data)
+        self.check_storable()
+
+    # pydantic's validation paths skip this __init__ (they check in the classmethods
+    # below): a check raised inside them would reach the caller as a ValidationError
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def model_validate(
+        cls,
+        obj: Any,
+        *,
+        strict: bool | None = None,
+        extra: ExtraValues | None = None,
+        from_attributes: bool | None = None,
+        context: Any | None = None,
+        by_alias: bool | None = None,
+        by_name: bool | None = None,
+    ) -> Self:
+        """Validate ``obj`` (pydantic's method), then :meth:`check_storable`."""
+        message = super().model_validate(
+            obj,
+            strict=strict,
+            extra=extra,
+            from_attributes=from_attributes,
+            context=context,
+            by_alias=by_alias,
+            by_name=by_name,
+        )
+        message.check_storable()
+        return message
+
+    @classmethod
+    def model_validate_json(
+        cls,
+        json_data: str | bytes | bytearray,
+        *,
+        strict: bool | None = None,
+        extra: ExtraValues | None = None,
+        context: Any | None = None,
+        by_alias: bool | None = None,
+        by_name: bool | None = None,
+    ) -> Self:
+        """Validate JSON text (pydantic's method), then :meth:`check_storable`."""
+        message = super().model_validate_json(
+            json_data,
+            strict=strict,
+            extra=extra,
+            context=context,
+            by_alias=by_alias,
+            by_name=by_name,
+        )
+        message.check_storable()
+        return message
+
+    @classmethod
+    def model_validate_strings(
+        cls,
+        obj: Any,
+        *,
+        strict: bool | None = None,
+        extra: ExtraValues | None = None,
+        context: Any | None = None,
+        by_alias: bool | None = None,
+        by_name: bool | None = None,
+    ) -> Self:
+        """Validate string data (pydantic's method), then :meth:`check_storable`."""
+        message = super().model_validate_strings(
+            obj, strict=strict, extra=extra, context=context, by_alias=by_alias, by_name=by_name
+        )
+        message.check_storable()
+        return message
+
+    def check_storable(self) -> None:
+        """Check that the message can be stored and sent as JSON text.
+
+        Raises
+        ------
+        MessageFormatError
+            Naming the field: a string with a lone surrogate (``content[0].text``,
+            ``participant``...), a metadata or tool-input value that is not JSON
+            (an object, a non-string key, NaN, nesting deeper than
+            :data:`MAX_JSON_DEPTH`), or a timestamp that is not finite.
+        """
+        if self.timestamp is not None and not math.isfinite(self.timestamp):
+            raise MessageFormatError(
+                f"timestamp: {self.timestamp!r} is not a finite number", field="timestamp"
+            )
+        found = _json_problem(self.participant, "participant") or _json_problem(
+            self.metadata, "metadata"
+        )
+        for i, block in enumerate(self.content):
+            if found:
+                break
+            found = _block_problem(block, f"content[{i}]")
+        if found:
+            where, why = found
+            raise MessageFormatError(
+                f"message from {self.participant!r} cannot be stored: {where}: {why}",
+                field=where,
+            )
 
     @classmethod
     def text_message(cls, participant: str, text: str, **fields: Any) -> Message:
@@ -424,7 +637,9 @@ class PartJoiner:
 
     def _extend(self, blocks: Sequence[ContentBlock]) -> None:
         last = self.messages[-1]
-        self.messages[-1] = last.model_copy(update={"content": (*last.content, *blocks)})
+        joined = last.model_copy(update={"content": (*last.content, *blocks)})
+        joined.check_storable()  # the new blocks were never part of a checked message
+        self.messages[-1] = joined
 
     def tool_result(self, block: ToolResultBlock, participant: str, extra: dict[str, Any]) -> None:
         """Add a tool result carried on its own."""

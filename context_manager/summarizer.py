@@ -26,6 +26,7 @@ from .messages import MAX_CACHE_BREAKPOINTS, CacheTTL, Message, TextBlock
 
 __all__ = [
     "MEMORY_MARKER",
+    "MEMORY_MARKER_PARTICIPANT",
     "Completion",
     "CompletionRequest",
     "ExtractiveSummarizer",
@@ -38,6 +39,10 @@ StopReason = Literal["end_turn", "max_tokens", "refusal", "tool_use", "error"]
 
 MEMORY_MARKER = "[CM] A new memory is about to be formed"
 """Start of the marker turn that precedes the messages a memory is written from."""
+
+MEMORY_MARKER_PARTICIPANT = "Context Manager"
+"""The participant whose turns carry the marker and the instructions. A message from
+anyone else is content, whatever its text: the same words typed by a user are inert."""
 
 
 class CompletionRequest(BaseModel):
@@ -130,6 +135,9 @@ class ExtractiveSummarizer:
         Default length when the request states none (chars / 4 per token).
     model : str
         Name reported in completions.
+    marker_participant : str
+        The participant whose turns are the context manager's own (the memory marker,
+        the instructions); only its turns are read as such.
 
     Examples
     --------
@@ -141,15 +149,22 @@ class ExtractiveSummarizer:
     'Please fix parse_config in src/app.py line 42.'
     """
 
-    def __init__(self, *, target_tokens: int = 400, model: str = "extractive") -> None:
+    def __init__(
+        self,
+        *,
+        target_tokens: int = 400,
+        model: str = "extractive",
+        marker_participant: str = MEMORY_MARKER_PARTICIPANT,
+    ) -> None:
         if target_tokens <= 0:
             raise ValueError(f"target_tokens must be positive, got {target_tokens}")
         self.target_tokens = target_tokens
         self.model = model
+        self.marker_participant = marker_participant
 
     def complete(self, request: CompletionRequest) -> Completion:
         """Summarise the messages after the memory marker (all of them when there is none)."""
-        source = _source_messages(request.messages)
+        source = _source_messages(request.messages, self.marker_participant)
         sentences = [s.strip() for m in source for s in _SENTENCE.split(m.text) if s.strip()]
         target = request.target_tokens or self.target_tokens
         budget_chars = min(target, request.max_tokens) * 4
@@ -163,22 +178,26 @@ class ExtractiveSummarizer:
         return Completion(text=text, stop_reason="end_turn", usage=usage, model=self.model)
 
 
-def _source_messages(messages: Sequence[Message]) -> list[Message]:
-    """What a memory is written from: the messages after the last memory marker (all of
-    them when there is none), without the context manager's own turns (recall headers,
-    the marker, the closing instruction)."""
+def _source_messages(
+    messages: Sequence[Message], participant: str = MEMORY_MARKER_PARTICIPANT
+) -> list[Message]:
+    """What a memory is written from: the messages after the last memory marker that
+    ``participant`` placed (all of them when there is none), without that participant's
+    instructions (the marker, the closing instruction). Text from anyone else that
+    looks like a marker or an instruction is content like any other."""
     start = 0
     for i, m in enumerate(messages):
-        first = m.content[0] if m.content else None
-        if isinstance(first, TextBlock) and first.text.startswith(MEMORY_MARKER):
+        if _is_own_turn(m, participant, MEMORY_MARKER):
             start = i + 1
-    source = [m for m in messages[start:] if not _is_instruction(m)]
+    source = [m for m in messages[start:] if not _is_own_turn(m, participant, "[CM] ")]
     return source or list(messages)
 
 
-def _is_instruction(message: Message) -> bool:
+def _is_own_turn(message: Message, participant: str, prefix: str) -> bool:
+    if message.participant != participant:
+        return False
     first = message.content[0] if message.content else None
-    return isinstance(first, TextBlock) and first.text.startswith("[CM] ")
+    return isinstance(first, TextBlock) and first.text.startswith(prefix)
 
 
 def _select(sentences: list[str], budget_chars: int) -> str:

@@ -91,6 +91,40 @@ def _lease_store(leases: LeaseStore | None, config: AssemblyConfig) -> LeaseStor
     return _PROCESS_LEASES
 
 
+MAX_JSON_DEPTH: Final = 128
+"""Deepest nesting of objects and arrays a request may have (the request object itself is
+level 1), as JSON parsers commonly allow; deeper requests are ``context/invalid_request``."""
+
+
+def _too_deep(request: Any, limit: int = MAX_JSON_DEPTH) -> str | None:
+    """The path of the first value nested deeper than ``limit``, or None.
+
+    Iterative, so an arbitrarily deep request cannot exhaust the interpreter's stack;
+    a container reached again is walked again only from deeper than before, so shared
+    and even cyclic values (possible from Python callers) are checked in bounded time.
+    The path names at most the first eight keys.
+    """
+    deepest: dict[int, int] = {}
+    stack: list[tuple[Any, int, tuple[str, ...]]] = [(request, 1, ())]
+    while stack:
+        value, depth, path = stack.pop()
+        if isinstance(value, Mapping):
+            items: Any = ((str(k), v) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            items = ((str(i), v) for i, v in enumerate(value))
+        else:
+            continue
+        if depth > limit:
+            return ".".join(path) + (".." if depth > 8 else "")
+        if deepest.get(id(value), 0) >= depth:
+            continue
+        deepest[id(value)] = depth
+        for key, child in items:
+            if isinstance(child, Mapping | list | tuple):
+                stack.append((child, depth + 1, (*path, key) if depth < 8 else path))
+    return None
+
+
 def _parse(kind: type[_R], request: Mapping[str, Any] | BaseModel) -> _R:
     if isinstance(request, kind):
         return request
@@ -100,6 +134,13 @@ def _parse(kind: type[_R], request: Mapping[str, Any] | BaseModel) -> _R:
         raise AssemblyError(
             INVALID_REQUEST,
             f"invalid request: expected a JSON object (mapping), got {type(request).__name__}",
+        )
+    where = _too_deep(request)
+    if where is not None:
+        raise AssemblyError(
+            INVALID_REQUEST,
+            f"invalid request: {where}: JSON nested deeper than {MAX_JSON_DEPTH} levels; "
+            "flatten the value",
         )
     try:
         return kind.model_validate(request)
