@@ -514,3 +514,12 @@ def test_inspect_opens_a_store_whose_name_has_uri_characters(tmp_path: Path, nam
     assert "0 messages" in result.output
     after = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(name))
     assert after == [p for p in before if not p.startswith(name)]  # no stray file
+
+
+@pytest.mark.parametrize("ratio", [float("inf"), float("nan"), 1.5])
+def test_the_grace_ratio_of_the_strategy_is_a_finite_share(ratio: float) -> None:
+    from context_manager import ConfigError
+    from context_manager.strategies.autobiographical import AutobiographicalStrategy
+
+    with pytest.raises((ValueError, ConfigError), match="over_budget_grace_ratio"):
+        AutobiographicalStrategy(compression_model="m", over_budget_grace_ratio=ratio)

@@ -115,13 +115,13 @@ def test_the_adapter_knows_no_strategy() -> None:
     )
 
 
-
 def test_only_the_records_module_names_a_storage_slot() -> None:
     package = ROOT / "context_manager" / "strategies" / "autobiographical"
     naming = sorted(p.name for p in package.glob("*.py") if '"autobio:' in p.read_text())
     assert naming == ["records.py"]
     cli = (ROOT / "context_manager" / "cli.py").read_text()
     assert "autobio:" not in cli
+
 
 def test_importing_folding_loads_neither_upper_layer() -> None:
     code = (

@@ -77,13 +77,13 @@ class AutobiographicalConfig(BaseModel):
     compression_cache_ttl: CacheTTL = "1h"
     """Lifetime asked for the summariser requests' cached prefixes: memory requests come
     minutes apart, so the longer one keeps them warm."""
-    compression_slack_ratio: float = Field(default=0.3, ge=0.0, lt=1.0)
+    compression_slack_ratio: float = Field(default=0.3, ge=0.0, lt=1.0, allow_inf_nan=False)
     """Solvers fold the history down to ``(1 - slack) x`` what the request's overhead
     (system prompt, tools, injections) leaves of the input budget; appends then fill the
     band up to the budget without refolding, so the prefix (and the provider's cache) stays put.
     A wider band refolds less often; on the bundled replays 0.3 billed 25-40% less input
     than 0.1 with every request still within budget."""
-    over_budget_grace_ratio: float = Field(default=0.0, ge=0.0)
+    over_budget_grace_ratio: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
     """Overshoot of the input budget tolerated when nothing fits it, taken from the
     response reserve only: a compile never exceeds ``max_tokens``. Solvers still aim
     for the plain budget."""

@@ -6,7 +6,7 @@ import hashlib
 import re
 
 from ...messages import Message, TextBlock, ThinkingBlock
-from ...summarizer import CompletionRequest
+from ...summarizer import MEMORY_MARKER_PARTICIPANT, CompletionRequest
 
 __all__ = [
     "CONTEXT_MANAGER",
@@ -18,7 +18,8 @@ __all__ = [
     "with_suffix",
 ]
 
-CONTEXT_MANAGER = "Context Manager"
+CONTEXT_MANAGER = MEMORY_MARKER_PARTICIPANT
+"""The participant of the strategy's own turns (questions, markers, instructions)."""
 NO_TOOLS = " Answer in plain text only; do not call any tool."
 PLAIN_PROSE = " Write plain prose only, with no tags and no reasoning markup."
 
