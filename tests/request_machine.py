@@ -77,7 +77,9 @@ def _strategy(method: str) -> AutobiographicalStrategy | PassthroughStrategy:
         "summary_target_tokens": 30,
         "l1_holdback_chunks": 0,
         "min_chunk_chars_for_llm": 0,
-        "summary_timeout_seconds": 0.02,
+        # a hung call is abandoned at this deadline; a working one always answers well
+        # within it (a timed-out working call would make the machine's runs diverge)
+        "summary_timeout_seconds": 0.5,
     }
     if method == "threshold-pyramid":  # the renderer of adaptive_resolution=False
         options["adaptive_resolution"] = False
