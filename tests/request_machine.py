@@ -79,7 +79,7 @@ def _strategy(method: str) -> AutobiographicalStrategy | PassthroughStrategy:
         "min_chunk_chars_for_llm": 0,
         # a hung call is abandoned at this deadline; a working one always answers well
         # within it (a timed-out working call would make the machine's runs diverge)
-        "summary_timeout_seconds": 0.5,
+        "summary_timeout_seconds": 1.0,
     }
     if method == "threshold-pyramid":  # the renderer of adaptive_resolution=False
         options["adaptive_resolution"] = False
@@ -313,6 +313,14 @@ class RequestMachine(RuleBasedStateMachine):
     @rule(fault=st.sampled_from(FAULTS))
     def summariser_fault(self, fault: str | None) -> None:
         self.summarizer.set(fault)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Wait for a released hung call to return, so whether the worker is busy never
+        depends on thread timing (runs must replay exactly)."""
+        if isinstance(self.strategy, AutobiographicalStrategy) and self.summarizer.fault != "hang":
+            while self.strategy.state.caller.busy:
+                self.summarizer.release.wait(0.001)
 
     @rule(seconds=st.sampled_from([1.0, 60.0, 7200.0]))
     def time_passes(self, seconds: float) -> None:
@@ -324,10 +332,9 @@ class RequestMachine(RuleBasedStateMachine):
         """The summariser works again: retrying what was given up and draining remembers
         every chunk no hold keeps back, and the records still agree with the messages."""
         self.summarizer.set(None)
+        self._settle()  # an abandoned call returns once released
         strategy = self.strategy
         assert isinstance(strategy, AutobiographicalStrategy)
-        while strategy.state.caller.busy:  # an abandoned call returns once released
-            self.summarizer.release.wait(0.001)
         self.clock.now += 7200.0
         self.manager.retry_compression()
         self.manager.drain()
