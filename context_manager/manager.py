@@ -983,14 +983,10 @@ class ContextManager:
         self._strategy.initialize(self._ctx)
 
     def _reload(self) -> None:
-        self._cache = None
-        self._forms_valid = 0
-        self._last_request = None
-        self._tokens.clear()
-        self._version += 1
+        """A branch switch: :meth:`_resync`, and holds and stats start over."""
         self._holds.clear()
         self._render_stats = None
-        self._strategy.initialize(self._ctx)
+        self._resync()
 
     def _check_open(self) -> None:
         if self._closed:
