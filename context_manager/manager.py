@@ -309,6 +309,7 @@ class ContextManager:
             messages=self._messages,
             count=self._count,
             forms=self._sent_forms,
+            sent=self._sent,
             version=lambda: self._version,
             counter=counter,
             summarizer=summarizer,
@@ -587,6 +588,11 @@ class ContextManager:
             self._form_tokens.append(sum(count(m) for m in form.messages))
         self._forms_valid = n
         return self._forms, self._form_tokens
+
+    def _sent(self) -> tuple[Sequence[int], Sequence[bool]]:
+        """Tokens as sent and tied flags of the live messages (see ``StrategyContext.sent``)."""
+        forms, tokens = self._sent_forms()
+        return tokens, [f.tied for f in forms]
 
     def _count(self, stored: StoredMessage) -> int:
         tokens = self._tokens.get(stored.id)

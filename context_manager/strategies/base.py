@@ -98,6 +98,11 @@ class StrategyContext:
     forms: Callable[[], tuple[list[SendForm], list[int]]]
     """What each live message is sent as when shown raw, and its tokens, aligned with
     :attr:`messages` (:func:`~context_manager.pairing.send_form`: the one pairing rule)."""
+    sent: Callable[[], tuple[Sequence[int], Sequence[bool]]]
+    """Per live message, aligned with :attr:`messages`: its tokens as sent and whether it
+    is tied to the next message (the tokens and ``tied`` flags of :attr:`forms`, without
+    building the forms). Extended on append, recomputed only where messages changed and
+    persisted, so a reopened store reads them instead of counting (do not mutate)."""
     version: Callable[[], int]
     """Changes whenever a message is edited or removed or the branch switches."""
     counter: TokenCounter
