@@ -59,7 +59,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +96,18 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE INDEX IF NOT EXISTS records_slot ON records (slot, branch, seq);
 CREATE TABLE IF NOT EXISTS blobs (sha256 TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS derived_scopes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS derived_items (
+    scope INTEGER NOT NULL,
+    item INTEGER NOT NULL,
+    rev INTEGER NOT NULL,
+    prev INTEGER NOT NULL,
+    next INTEGER NOT NULL,
+    a INTEGER NOT NULL,
+    b INTEGER NOT NULL,
+    c INTEGER NOT NULL,
+    PRIMARY KEY (scope, item)
+) WITHOUT ROWID;
 """
 
 # The next record id: what AUTOINCREMENT would pick, chosen before the insert so an
@@ -111,6 +123,10 @@ _CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 
 # cache, head, branch id, branch name, lineage
 _View = tuple[dict[str, Any], int, int, str, list[tuple[int, int]]]
+
+# An in-place change of a cached item list, undone when its transaction rolls back:
+# (the list, "append" | "edit" | "redact", index, the item it replaced or removed)
+_Undo = tuple[list[Any], str, int, Any]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -132,13 +148,54 @@ class StoreCorruptError(StoreError):
     """The file is not a store database, or SQLite found it damaged."""
 
 
-@dataclass(frozen=True)
-class Item:
-    """One live item of an append slot."""
+_UNPARSED: Any = object()
 
-    id: str
-    seq: int
-    body: Any
+
+class Item:
+    """One live item of an append slot.
+
+    Attributes
+    ----------
+    id : str
+        The item id, unique in the store.
+    seq : int
+        The sequence of its append.
+    body : Any
+        Its body, edits applied (parsed from the stored JSON on first access).
+    rev : int
+        The id of the record holding the current body: unique in the store and
+        changed by every edit, so ``(id, rev)`` names one version of the item on
+        any branch.
+    """
+
+    __slots__ = ("_body", "_text", "id", "rev", "seq")
+
+    def __init__(
+        self, id: str, seq: int, body: Any = _UNPARSED, *, rev: int = 0, text: str | None = None
+    ) -> None:
+        self.id = id
+        self.seq = seq
+        self.rev = rev
+        self._body = body
+        self._text = text if body is _UNPARSED else None
+
+    @property
+    def body(self) -> Any:
+        """The item's body (parsed on first access, then kept)."""
+        if self._body is _UNPARSED:
+            self._body = None if self._text is None else json.loads(self._text)
+            self._text = None
+        return self._body
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Item):
+            return NotImplemented
+        return (self.id, self.seq, self.body) == (other.id, other.seq, other.body)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Item(id={self.id!r}, seq={self.seq}, body={self.body!r})"
 
 
 @dataclass(frozen=True)
@@ -271,6 +328,8 @@ class Store:
         self._saved: _View | None = None  # the view at the start of the open transaction
         self._closed = False
         self._cache: dict[str, Any] = {}
+        self._undo: list[_Undo] = []  # in-place cache changes of the open transaction
+        self._scopes: dict[str, int] = {}
         self._branch_id, self._branch_name = self._load_current()
         self._lineage = self._compute_lineage(self._branch_id)
         self._head = self._compute_head()
@@ -459,12 +518,14 @@ class Store:
                 self._depth = 0
                 self._aborted = False
                 self._saved = None
+                self._undo = []
 
     def _view(self) -> _View:
         """The in-memory view of committed state, to restore when a transaction rolls back.
 
         Cached values are replaced, never changed in place, so a shallow copy suffices.
         """
+        self._undo = []
         return (
             dict(self._cache),
             self._head,
@@ -476,6 +537,15 @@ class Store:
     def _restore(self) -> None:
         if self._saved is None:
             return
+        # item lists are changed in place (an append is O(1)): undo those changes first
+        for items, op, at, old in reversed(self._undo):
+            if op == "append":
+                del items[at:]
+            elif op == "edit":
+                items[at] = old
+            else:
+                items.insert(at, old)
+        self._undo = []
         cache, self._head, self._branch_id, self._branch_name, lineage = self._saved
         self._cache = dict(cache)
         self._lineage = list(lineage)
@@ -509,7 +579,10 @@ class Store:
 
     def _write(
         self, slot: str, op: str, item: str | None, body: Any, rowid: int | None = None
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, str | None]:
+        """Insert one record; returns its row id, its sequence and the body's JSON text.
+
+        The slot's cached value is dropped; the caller puts the new one back."""
         self._check_open()
         self._check_not_aborted()
         text = None if body is None else json.dumps(body, separators=(",", ":"), ensure_ascii=False)
@@ -523,7 +596,12 @@ class Store:
             self._head = seq
             self._cache.pop(slot, None)
             assert cur.lastrowid is not None
-            return cur.lastrowid, seq
+            return cur.lastrowid, seq, text
+
+    def _changed(self, items: list[Item], op: str, at: int, old: Any = None) -> None:
+        """Note an in-place change of a cached list, to undo if the transaction rolls back."""
+        if self._depth:
+            self._undo.append((items, op, at, old))
 
     def _check_not_aborted(self) -> None:
         if self._aborted:
@@ -550,11 +628,13 @@ class Store:
         with self.transaction():
             rowid = max(int(self._conn.execute(_NEXT_RECORD_ID).fetchone()[0]), self._next_id)
             item_id = str(rowid)
-            _, seq = self._write(slot, "append", item_id, body, rowid)
+            _, seq, text = self._write(slot, "append", item_id, body, rowid)
             self._next_id = rowid + 1
-        item = Item(item_id, seq, json.loads(json.dumps(body)))
-        if cached is not None:
-            self._cache[slot] = [*cached, item]
+            item = Item(item_id, seq, rev=rowid, text=text)
+            if cached is not None:
+                self._changed(cached, "append", len(cached))
+                cached.append(item)
+                self._cache[slot] = cached
         return item
 
     @_guarded("editing an item")
@@ -568,10 +648,11 @@ class Store:
         """
         at = self._index(slot, item_id)
         cached = self._live(slot)
-        self._write(slot, "edit", item_id, body)
-        edited = list(cached)
-        edited[at] = Item(item_id, cached[at].seq, json.loads(json.dumps(body)))
-        self._cache[slot] = edited
+        with self.transaction():
+            rowid, _, text = self._write(slot, "edit", item_id, body)
+            self._changed(cached, "edit", at, cached[at])
+            cached[at] = Item(item_id, cached[at].seq, rev=rowid, text=text)
+            self._cache[slot] = cached
 
     @_guarded("redacting an item")
     def redact(self, slot: str, item_id: str) -> None:
@@ -584,8 +665,11 @@ class Store:
         """
         at = self._index(slot, item_id)
         cached = self._live(slot)
-        self._write(slot, "redact", item_id, None)
-        self._cache[slot] = cached[:at] + cached[at + 1 :]
+        with self.transaction():
+            self._write(slot, "redact", item_id, None)
+            self._changed(cached, "redact", at, cached[at])
+            del cached[at]
+            self._cache[slot] = cached
 
     @_guarded("reading items")
     def items(self, slot: str) -> list[Item]:
@@ -617,18 +701,19 @@ class Store:
         raise StoreError(f"{item_id!r} is not a live item of slot {slot!r} on this branch")
 
     def _materialize(self, slot: str) -> list[Item]:
-        order: dict[str, int] = {}
-        bodies: dict[str, Any] = {}
-        for op, item, seq, body in self._rows(slot):
+        # rows come in sequence order, so the dict keeps append order; bodies stay JSON
+        # text until read
+        live: dict[str, Item] = {}
+        for op, item, seq, body, rowid in self._rows(slot):
             if op == "append":
-                order[item] = seq
-                bodies[item] = json.loads(body) if body is not None else None
-            elif op == "edit" and item in bodies and body is not None:
-                bodies[item] = json.loads(body)
+                live[item] = Item(item, seq, rev=rowid, text=body)
+            elif op == "edit" and body is not None:
+                old = live.get(item)
+                if old is not None:
+                    live[item] = Item(item, old.seq, rev=rowid, text=body)
             elif op == "redact":
-                bodies.pop(item, None)
-                order.pop(item, None)
-        return [Item(i, order[i], bodies[i]) for i in sorted(order, key=order.__getitem__)]
+                live.pop(item, None)
+        return list(live.values())
 
     # ---------------------------------------------------------- snapshot slots
     @_guarded("setting a snapshot")
@@ -640,8 +725,9 @@ class Store:
         StoreFullError
             When the disk is full; nothing is stored.
         """
-        self._write(slot, "set", None, value)
-        self._cache[slot] = value
+        with self.transaction():
+            self._write(slot, "set", None, value)
+            self._cache[slot] = value
 
     @_guarded("reading a snapshot")
     def get(self, slot: str, default: Any = None) -> Any:
@@ -649,21 +735,129 @@ class Store:
         if slot in self._cache:
             return self._cache[slot]
         value = default
-        for op, _item, _seq, body in self._rows(slot):
-            if op == "set":
-                value = json.loads(body) if body is not None else None
+        for _seq, body in self._sets(slot, 1):
+            value = json.loads(body) if body is not None else None
         self._cache[slot] = value
         return value
 
-    def _rows(self, slot: str) -> list[tuple[str, str, int, str | None]]:
+    @_guarded("reading snapshot history")
+    def history(self, slot: str, limit: int) -> list[tuple[int, Any]]:
+        """The newest ``limit`` snapshots of ``slot`` this branch sees, newest first.
+
+        Returns
+        -------
+        list of (int, Any)
+            ``(seq, value)`` pairs; the first is the current snapshot (what :meth:`get`
+            returns). Only those records are read.
+        """
+        return [
+            (seq, json.loads(b) if b is not None else None) for seq, b in self._sets(slot, limit)
+        ]
+
+    def _sets(self, slot: str, limit: int) -> list[tuple[int, str | None]]:
+        """The newest ``limit`` snapshot records of ``slot`` seen by this branch."""
+        rows: list[tuple[int, str | None]] = []
+        for branch_id, upto in self._lineage:  # each an index walk from the newest
+            rows += self._conn.execute(
+                "SELECT seq, body FROM records WHERE slot = ? AND branch = ? AND seq <= ? "
+                "AND op = 'set' ORDER BY seq DESC LIMIT ?",
+                (slot, branch_id, upto, limit),
+            ).fetchall()
+        rows.sort(key=lambda r: -r[0])
+        return rows[:limit]
+
+    def _rows(self, slot: str) -> list[tuple[str, str, int, str | None, int]]:
         clauses = " OR ".join("(branch = ? AND seq <= ?)" for _ in self._lineage)
         params: list[Any] = [slot]
         for branch_id, limit in self._lineage:
             params += [branch_id, limit]
         return self._conn.execute(
-            f"SELECT op, item, seq, body FROM records WHERE slot = ? AND ({clauses}) ORDER BY seq",
+            f"SELECT op, item, seq, body, id FROM records WHERE slot = ? AND ({clauses}) "
+            "ORDER BY seq",
             params,
         ).fetchall()
+
+    # ----------------------------------------------------- derived item values
+    @_guarded("reading derived values")
+    def derived_items(self, scope: str) -> dict[int, tuple[int, int, int, int, int, int]]:
+        """Values derived from items and their neighbours, saved by :meth:`save_derived`.
+
+        They are not records: not sequenced, not branched, and never part of what a
+        slot reads. Each row names the versions it was derived from (the item's
+        :attr:`Item.rev` and its neighbours'), so a caller keeps a row only while those
+        versions are still what it sees, whichever branch wrote it.
+
+        Parameters
+        ----------
+        scope : str
+            Whose values (for instance a slot and the counter that derived them).
+
+        Returns
+        -------
+        dict
+            Item id (as int) -> ``(rev, prev rev, next rev, a, b, c)``.
+        """
+        scope_id = self._scope_id(scope, create=False)
+        if scope_id is None:
+            return {}
+        rows = self._conn.execute(
+            "SELECT item, rev, prev, next, a, b, c FROM derived_items WHERE scope = ?",
+            (scope_id,),
+        ).fetchall()
+        return {r[0]: r[1:] for r in rows}
+
+    @_guarded("saving derived values")
+    def save_derived(
+        self, scope: str, rows: Iterable[tuple[int, int, int, int, int, int, int]]
+    ) -> None:
+        """Save derived values ``(item, rev, prev rev, next rev, a, b, c)`` of ``scope``
+        (replacing the item's earlier row); part of the open transaction, if any.
+
+        Raises
+        ------
+        StoreFullError
+            When the disk is full; nothing is saved.
+        """
+        self._check_open()
+        self._check_not_aborted()
+        with self.transaction():
+            scope_id = self._scope_id(scope, create=True)
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO derived_items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                ((scope_id, *row) for row in rows),
+            )
+
+    @_guarded("dropping derived values")
+    def drop_derived(self, scope: str, items: Iterable[int]) -> None:
+        """Forget the derived values of ``items`` in ``scope``."""
+        self._check_open()
+        self._check_not_aborted()
+        scope_id = self._scope_id(scope, create=False)
+        if scope_id is None:
+            return
+        with self.transaction():
+            self._conn.executemany(
+                "DELETE FROM derived_items WHERE scope = ? AND item = ?",
+                ((scope_id, i) for i in items),
+            )
+
+    def _scope_id(self, scope: str, *, create: bool) -> int | None:
+        known = self._scopes.get(scope)
+        if known is not None:
+            return known
+        row = self._conn.execute(
+            "SELECT id FROM derived_scopes WHERE name = ?", (scope,)
+        ).fetchone()
+        if row is None:
+            if not create:
+                return None
+            cur = self._conn.execute("INSERT INTO derived_scopes (name) VALUES (?)", (scope,))
+            assert cur.lastrowid is not None
+            scope_id = int(cur.lastrowid)
+            # a scope created in a transaction that rolls back is not remembered
+            return scope_id
+        self._scopes[scope] = int(row[0])
+        return int(row[0])
 
     # ------------------------------------------------------------------ blobs
     @_guarded("storing a blob")
