@@ -21,7 +21,7 @@ The inverse is exact: a leaf's level is the level of each of its messages.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,9 +29,9 @@ from folding import Budget, FoldProblem, Layout, Leaf, Pin, Status, Summary, ren
 from folding.result import SolveResult
 
 from .errors import ConstraintConflictError, OverBudgetError
-from .pairing import pair_groups
 
 __all__ = [
+    "Block",
     "PinSpec",
     "Plan",
     "Snapshot",
@@ -67,6 +67,31 @@ class PinSpec:
     name: str | None = None
 
 
+@dataclass(frozen=True)
+class Block:
+    """A run of messages stated at the grain of memories, not messages.
+
+    ``leaves`` are the memories at level :attr:`offset` that tile the run, in
+    order; the fold problem has each as one leaf (shown raw, it is shown as that
+    memory). ``summaries`` are the memories above them (level > ``offset``, their
+    children the leaves and each other). A frontier over the block can fold it
+    further up to its top but shows nothing finer than ``offset``: levels in the
+    problem are the memories' levels less ``offset``.
+    """
+
+    offset: int
+    leaves: tuple[SummarySpec, ...]
+    summaries: tuple[SummarySpec, ...]
+
+    @property
+    def first(self) -> int:
+        return self.leaves[0].first
+
+    @property
+    def last(self) -> int:
+        return self.leaves[-1].last
+
+
 @dataclass
 class Snapshot:
     """The state a compile decides over, in plain message terms.
@@ -92,9 +117,14 @@ class Snapshot:
     locks: Sequence[int] = ()
     held_from: int | None = None
     """Index of the first held message: the tail starts no later than it."""
-    previous: Sequence[int] | None = None
+    previous: Sequence[int] | Mapping[int, int] | None = None
+    """The level each message was last shown at (a mapping may leave out level 0)."""
     allowance: int | None = None
     """Tokens a floor may reach and still be sent (the grace over ``budget``)."""
+    blocks: Sequence[Block] = ()
+    """Disjoint runs of middle messages stated as memories, in order (none of them
+    pinned, locked, held, or cut through a tool pair). ``chunks``, ``summaries``,
+    ``pins`` and ``locks`` lie outside them."""
 
 
 @dataclass
@@ -108,6 +138,9 @@ class StatedProblem:
     """The pins stated, in the order of ``problem.pins``."""
     dropped_summaries: int = 0
     """Summaries not stated because their span would split a tool pair."""
+    offsets: dict[str, int] = field(default_factory=dict)
+    """Leaf or summary id of a :class:`Block` -> its block's offset: the problem's
+    level plus the offset is the memory level shown."""
 
 
 @dataclass
@@ -146,27 +179,43 @@ def state_problem(
     for pin in snap.pins:
         protected.update(range(pin.first, pin.last + 1))
     chunk_at: dict[int, tuple[str, int]] = {}
+    tied = snap.tied
     for cid, a, b in snap.chunks:
         if b - a < 2 or a < snap.head_end or b > snap.tail_start:
             continue
-        if (a and snap.tied[a - 1]) or snap.tied[b - 1]:
+        if (a and tied[a - 1]) or tied[b - 1]:
             continue  # its edge would split a pair
         if protected and not protected.isdisjoint(range(a, b)):
             continue
         chunk_at[a] = (cid, b)
-    group_end = dict(pair_groups(snap.tied))  # a leaf starts where a group does
+    block_at = {blk.first: blk for blk in snap.blocks}
     leaves: list[Leaf] = []
     spans: dict[str, tuple[int, int]] = {}
-    leaf_at: list[int] = [0] * n  # message index -> leaf position
+    offsets: dict[str, int] = {}
+    leaf_at: dict[int, int] = {}  # message index -> leaf position, outside blocks
     i = 0
     tokens = snap.tokens
     while i < n:
+        blk = block_at.get(i)
+        if blk is not None:
+            for spec in blk.leaves:
+                key = ("leaf", spec.id, -1, spec.tokens, "middle")
+                leaf = cache.get(key)
+                if leaf is None:
+                    leaf = cache[key] = Leaf(id=spec.id, tokens=spec.tokens, zone="middle")
+                spans[spec.id] = (spec.first, spec.last + 1)
+                offsets[spec.id] = blk.offset
+                leaves.append(leaf)
+            i = blk.last + 1
+            continue
         chunk = chunk_at.get(i)
         if chunk is not None:
             lid, end = chunk
             zone = "middle"
         else:
-            end = group_end[i]
+            end = i + 1  # a leaf is a pairing group: it ends at the first untied message
+            while end < n and tied[end - 1]:
+                end += 1
             lid = snap.ids[i]
             zone = "head" if i < snap.head_end else "tail" if i >= snap.tail_start else "middle"
         cost = sum(tokens[i:end]) if end - i > 1 else tokens[i]
@@ -183,10 +232,23 @@ def state_problem(
     summaries: list[Summary] = []
     stated: set[str] = set()
     dropped = 0
+
+    def add(spec: SummarySpec, level: int, children: tuple[str, ...]) -> None:
+        skey = ("summary", spec.id, level, spec.tokens, children)
+        summary = cache.get(skey)
+        if summary is None:
+            summary = cache[skey] = Summary(
+                id=spec.id, level=level, tokens=spec.tokens, children=children
+            )
+        summaries.append(summary)
+        stated.add(spec.id)
+
     for spec in snap.summaries:
         a, b = spec.first, spec.last
         if spec.level == 1:
-            la, lb = leaf_at[a], leaf_at[b]
+            la, lb = leaf_at.get(a), leaf_at.get(b)
+            if la is None or lb is None:
+                continue  # inside a block: stated there
             if spans[leaf_ids[la]][0] != a or spans[leaf_ids[lb]][1] != b + 1:
                 dropped += 1
                 continue  # its span cuts a leaf: it cannot be shown whole
@@ -195,14 +257,11 @@ def state_problem(
             if not all(c in stated for c in spec.children):
                 continue
             children = spec.children
-        skey = ("summary", spec.id, spec.level, spec.tokens, children)
-        summary = cache.get(skey)
-        if summary is None:
-            summary = cache[skey] = Summary(
-                id=spec.id, level=spec.level, tokens=spec.tokens, children=children
-            )
-        summaries.append(summary)
-        stated.add(spec.id)
+        add(spec, spec.level, children)
+    for blk in snap.blocks:
+        for spec in sorted(blk.summaries, key=lambda x: x.level):
+            add(spec, spec.level - blk.offset, spec.children)
+            offsets[spec.id] = blk.offset
     pins = [
         Pin(
             leaves=tuple(dict.fromkeys(leaf_ids[leaf_at[j]] for j in range(p.first, p.last + 1))),
@@ -213,10 +272,12 @@ def state_problem(
     ]
     previous = None
     if snap.previous is not None:
+        before = snap.previous
+        level_at = before.get if isinstance(before, Mapping) else before.__getitem__
         previous = {}
         for lid, (a, _) in spans.items():
-            level = snap.previous[a]
-            if level:
+            level = (level_at(a) or 0) - offsets.get(lid, 0)
+            if level > 0:
                 previous[lid] = level
     locks = sorted({leaf_ids[leaf_at[j]] for j in snap.locks})
     fields = {
@@ -231,7 +292,7 @@ def state_problem(
     last = cache.get(("problem",))
     problem = FoldProblem.model_validate(fields, context={"extends": last} if last else None)
     cache[("problem",)] = problem
-    return StatedProblem(problem, spans, list(snap.pins), dropped)
+    return StatedProblem(problem, spans, list(snap.pins), dropped, offsets)
 
 
 def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Plan:
@@ -240,9 +301,9 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
     A floor that exceeds the budget but fits ``snap.allowance`` is rendered, and the
     overshoot reported as ``grace_tokens``.
     """
-    problem, spans = stated.problem, stated.spans
+    problem, spans, offsets = stated.problem, stated.spans, stated.offsets
     produce = [
-        (r.level, spans[r.first][0], spans[r.last][1] - 1)
+        (r.level + offsets.get(r.first, 0), spans[r.first][0], spans[r.last][1] - 1)
         for r in result.produce
         if r.first in spans and r.last in spans
     ]
@@ -270,12 +331,13 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
         layout = result.layout or render(problem, result.frontier)  # rendered once
         plan.layout = layout
         zones = {leaf.id: leaf.zone for leaf in problem.leaves}
-        levels_of = {x.id: x.level for x in problem.summaries}
+        levels_of = {x.id: x.level + offsets.get(x.id, 0) for x in problem.summaries}
         buckets: dict[int, dict[str, int]] = {}
         middle_raw = {"messages": 0, "tokens": 0}
         for u in layout.units:
-            if u.kind == "recall":
-                bucket = buckets.setdefault(levels_of[u.key], {"count": 0, "tokens": 0})
+            shown = levels_of.get(u.key) if u.kind == "recall" else offsets.get(u.key)
+            if shown:  # a memory: a recall unit, or a leaf of a block shown as itself
+                bucket = buckets.setdefault(shown, {"count": 0, "tokens": 0})
                 bucket["count"] += 1
                 bucket["tokens"] += u.tokens
             elif zones[u.key] == "middle":
@@ -283,7 +345,8 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
                 middle_raw["messages"] += b - a
                 middle_raw["tokens"] += u.tokens
         runs: list[tuple[int, int, int]] = []
-        for lid, level in sorted(result.frontier.items(), key=lambda kv: spans[kv[0]][0]):
+        for lid, stated_level in sorted(result.frontier.items(), key=lambda kv: spans[kv[0]][0]):
+            level = stated_level + offsets.get(lid, 0)
             if not level:
                 continue
             a, b = spans[lid]
@@ -350,8 +413,11 @@ def _diagnostics(
     head: int,
     tail: int,
 ) -> dict[str, Any]:
-    problem = stated.problem
-    middle = sum(leaf.tokens for leaf in problem.leaves if leaf.zone == "middle")
+    problem, offsets = stated.problem, stated.offsets
+    middle = sum(
+        leaf.tokens for leaf in problem.leaves if leaf.zone == "middle" and leaf.id not in offsets
+    )
+    memories = sum(leaf.tokens for leaf in problem.leaves if leaf.id in offsets)
     tokens_of = {leaf.id: leaf.tokens for leaf in problem.leaves}
     raw_pins = [
         {"pin": spec.id, "name": spec.name, "tokens": sum(tokens_of[x] for x in model.leaves)}
@@ -363,8 +429,11 @@ def _diagnostics(
         "head_tokens": head,
         "tail_tokens": tail,
         "middle_tokens": middle,
+        **({"block_tokens": memories} if offsets else {}),
         "raw_pins": raw_pins,
-        "deepest_level": problem.hierarchy.depth,
+        "deepest_level": max(
+            (x.level + offsets.get(x.id, 0) for x in problem.summaries), default=0
+        ),
         "floor_tokens": result.floor_tokens,
         "conflicts": result.conflicts,
         "suggestion": result.message

@@ -87,3 +87,10 @@ class AutobiographicalConfig(BaseModel):
     """Overshoot of the input budget tolerated when nothing fits it, taken from the
     response reserve only: a compile never exceeds ``max_tokens``. Solvers still aim
     for the plain budget."""
+    fold_window: bool = True
+    """State each compile over the part of history the frontier can reach: a memory the
+    last frontier showed (as itself or through memories only) is stated at the grain of
+    its memories one level below the finest shown, not message by message, so a compile
+    costs about the same at 1,000 messages and at 1,000,000. A compile may then unfold a
+    region by one level below what the last one showed (the next, one more). False
+    states every message on every compile: the solver sees the whole history."""

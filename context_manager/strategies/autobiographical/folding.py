@@ -9,21 +9,23 @@ committed only after a live compile fully succeeded.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import overload
 
 import solvers
 
-from ...adapter import PinSpec, Snapshot, SummarySpec, read_plan, state_problem
+from ...adapter import Block, PinSpec, Snapshot, SummarySpec, read_plan, state_problem
 from ...errors import UncoveredDropError
 from ..base import Entry, RequestBudget, Selection, StoredMessage, StrategyContext
 from .chunking import rebuild_chunks
 from .state import State
-from .windows import windows
+from .tree import Node, Tree, tree
+from .windows import Windows, windows
 from .writer import demand
 
-__all__ = ["select", "snapshot"]
+__all__ = ["UNFOLD_LEVELS", "blocks", "select", "snapshot"]
 
 
 def select(
@@ -52,7 +54,7 @@ def select(
     assert plan.layout is not None
     entries: list[Entry] = []
     for unit in plan.layout.units:
-        if unit.kind == "raw":
+        if unit.kind == "raw" and unit.key not in stated.offsets:
             first, end = plan.spans[unit.key]
             for j in range(first, end):
                 sid = (stored[j].id,)
@@ -61,7 +63,7 @@ def select(
                 )
         else:
             entries.extend(st.recall_pair(st.summaries[unit.key]))
-    if not _covers_all(st, ctx, stored, entries, forms):  # never silently lose a message
+    if not _covers_all(st, ctx, stored, entries):  # never silently lose a message
         shown = {i for e in entries for i in e.source_ids}
         dropped = [s.id for s in stored if s.id not in shown]
         raise UncoveredDropError(dropped, "adaptive render")
@@ -78,46 +80,49 @@ def select(
 def snapshot(
     st: State, ctx: StrategyContext, stored: Sequence[StoredMessage], budget: RequestBudget
 ) -> Snapshot:
-    """The state of a compile in plain message terms, for :mod:`context_manager.adapter`."""
+    """The state of a compile in plain message terms, for :mod:`context_manager.adapter`.
+
+    With :attr:`~.config.AutobiographicalConfig.fold_window` on, each memory the
+    last frontier showed as itself or through memories only is stated as a
+    :class:`~context_manager.adapter.Block` one level below the finest memory shown
+    in it (see :func:`blocks`); the rest is stated message by message. The work of
+    a compile then follows what the frontier can reach, not the length of history.
+    """
     cfg = st.config
     records = st.records
     win = windows(st, ctx, stored)
     position = st.positions(ctx, stored)
     n = len(stored)
-    # chunk id -> (version, span): appends never move a closed chunk, so a span is
-    # recomputed only after an edit, a removal or a branch switch
-    known: dict[str, tuple[int, tuple[int, int] | None]]
-    known = st.cache.setdefault(("spans",), {})
-    version = ctx.version()
-    chunks = []
-    for chunk in records.chunks:
-        seen = known.get(chunk.id)
-        if seen is None or seen[0] != version:
-            span = None
-            first = position.get(chunk.source_ids[0])
-            end = -1 if first is None else first + len(chunk.source_ids)
-            ids = [s.id for s in stored[first:end]] if first is not None else []
-            if 0 <= end <= n and ids == chunk.source_ids:
-                span = (end - len(ids), end)
-            seen = known[chunk.id] = (version, span)
-        if seen[1] is not None:
-            chunks.append((chunk.id, *seen[1]))
     pins = [
         PinSpec(p.id, position[p.first], position[p.last], p.level, p.max_level, p.name)
         for p in records.pins
         if p.first in position and p.last in position  # a pin on removed messages lapses
     ]
-    previous: list[int] | None = None
-    if records.compiled:
-        previous = [0] * n
-        for first_id, last_id, level in records.runs:
-            a, b = position.get(first_id), position.get(last_id)
-            if a is not None and b is not None and a <= b:
-                previous[a : b + 1] = [level] * (b - a + 1)
+    locks = sorted(position[x] for x in records.locks if x in position)
+    carried = _carried(st, ctx, position) if records.compiled else None
+    memories = tree(st, ctx, position)
+    found = blocks(memories, win, carried, pins, locks) if cfg.fold_window and carried else []
+    collapsed = {b.first for b in found}
+    specs: list[SummarySpec] = []
+    for top in memories.tops:
+        if top.first not in collapsed:
+            specs.extend(_spec(x) for x in memories.above(top, 0))
+    specs.sort(key=lambda x: x.level)  # children before their parents
+    outside = _outside(found, n)
+    previous: dict[int, int] | None = None
+    if carried is not None:
+        previous = {}
+        for a, b, level in carried:
+            for lo, hi in outside:
+                for j in range(max(a, lo), min(b + 1, hi)):
+                    previous[j] = level
+        for blk in found:
+            for leaf in blk.leaves:
+                previous[leaf.first] = _level_at(carried, leaf.first)
     total = budget.input_tokens
     allowance = min(budget.max_tokens, math.floor(total * (1 + cfg.over_budget_grace_ratio)))
     return Snapshot(
-        ids=[s.id for s in stored],
+        ids=_Ids(stored),
         tokens=win.tokens,
         tied=win.tied,
         head_end=win.head_end,
@@ -127,34 +132,191 @@ def snapshot(
         target=budget.fixed_tokens
         + math.floor(max(0, budget.history_tokens) * (1 - cfg.compression_slack_ratio)),
         fixed_tokens=budget.fixed_tokens,
-        chunks=chunks,
-        summaries=_summary_specs(st, ctx, position),
+        chunks=_chunks_in(st, ctx, stored, position, outside),
+        summaries=specs,
         pins=pins,
-        locks=sorted(position[x] for x in records.locks if x in position),
+        locks=locks,
         held_from=win.held_from,
         previous=previous,
         allowance=allowance,
+        blocks=found,
     )
 
 
-def _summary_specs(st: State, ctx: StrategyContext, position: dict[str, int]) -> list[SummarySpec]:
-    """The summaries that can be shown, priced as their recall pairs, L1 first."""
-    signature = (ctx.version(), len(st.summaries))
-    kept = st.cache.get(("specs",))
-    if kept is not None and kept[0] == signature:
-        return list(kept[1])
-    specs = []
-    for entry in sorted(st.summaries.values(), key=lambda x: (x.level, x.id)):
-        first, last = position.get(entry.first), position.get(entry.last)
-        if first is None or last is None:
-            continue  # a covered message is gone: this summary cannot be shown
-        if last - first + 1 != st.span_size(entry):
-            continue  # a message inside was removed (the log only appends)
-        children = () if entry.level == 1 else tuple(entry.source_ids)
-        tokens = st.recall_tokens(ctx, entry)
-        specs.append(SummarySpec(entry.id, entry.level, tokens, first, last, children))
-    st.cache[("specs",)] = (signature, specs)
-    return list(specs)
+UNFOLD_LEVELS = 1
+"""How many levels below the finest memory the last frontier showed in a block one
+compile may unfold (the next compile may unfold as many again)."""
+
+
+def blocks(
+    memories: Tree,
+    win: Windows,
+    carried: Sequence[tuple[int, int, int]],
+    pins: Sequence[PinSpec],
+    locks: Sequence[int],
+) -> list[Block]:
+    """The tops stated as blocks, in order.
+
+    A top becomes a block when the last frontier (``carried``: runs ``(first, last,
+    level)`` of positions) showed every message under it through a memory of level
+    ``L`` or more with ``L > UNFOLD_LEVELS``, it lies in the middle, no pin or lock
+    touches it and no tool pair crosses the edge of a memory it is cut into. Its
+    leaves are then its memories at level ``L - UNFOLD_LEVELS``.
+    """
+    tied = win.tied
+    out: list[Block] = []
+    protected = sorted([(p.first, p.last) for p in pins] + [(j, j) for j in locks])
+    starts = [a for a, _, _ in carried]
+    for top in memories.tops:
+        if top.first < win.head_end or top.last >= win.tail_start:
+            continue
+        if top.id in memories.overlapping:
+            continue
+        if any(a <= top.last and top.first <= b for a, b in protected):
+            continue
+        finest = _finest(carried, starts, top.first, top.last)
+        offset = finest - UNFOLD_LEVELS
+        if offset < 1:
+            continue
+        leaves = memories.below(top, offset)
+        if not leaves or any(
+            (leaf.first and tied[leaf.first - 1]) or tied[leaf.last] for leaf in leaves
+        ):
+            continue
+        out.append(
+            Block(
+                offset,
+                tuple(_spec(x) for x in leaves),
+                tuple(_spec(x) for x in memories.above(top, offset)),
+            )
+        )
+    return out
+
+
+def _finest(carried: Sequence[tuple[int, int, int]], starts: list[int], a: int, b: int) -> int:
+    """The lowest level the runs show over positions ``a..b`` (0 where none covers one)."""
+    k = bisect.bisect_right(starts, a) - 1
+    at, finest = a, None
+    while at <= b:
+        if k < 0 or k >= len(carried) or not carried[k][0] <= at <= carried[k][1]:
+            return 0
+        level = carried[k][2]
+        finest = level if finest is None else min(finest, level)
+        at = carried[k][1] + 1
+        k += 1
+    return finest or 0
+
+
+def _level_at(carried: Sequence[tuple[int, int, int]], j: int) -> int:
+    k = bisect.bisect_right([a for a, _, _ in carried], j) - 1
+    if k >= 0 and carried[k][0] <= j <= carried[k][1]:
+        return carried[k][2]
+    return 0
+
+
+def _spec(x: Node) -> SummarySpec:
+    return SummarySpec(x.id, x.level, x.tokens, x.first, x.last, tuple(x.children))
+
+
+def _outside(found: Sequence[Block], n: int) -> list[tuple[int, int]]:
+    """The ranges ``[lo, hi)`` of positions stated message by message."""
+    out, at = [], 0
+    for blk in found:
+        if blk.first > at:
+            out.append((at, blk.first))
+        at = blk.last + 1
+    if at < n:
+        out.append((at, n))
+    return out
+
+
+def _carried(
+    st: State, ctx: StrategyContext, position: dict[str, int]
+) -> list[tuple[int, int, int]]:
+    """The committed frontier as position runs ``(first, last, level)``, in order."""
+    runs = st.records.runs
+    kept = st.cache.get(("carried",))
+    key = (ctx.version(), len(position))
+    if kept is not None and kept[0] is runs and kept[1] == key:
+        return kept[2]  # type: ignore[no-any-return]
+    out = []
+    for first_id, last_id, level in runs:
+        a, b = position.get(first_id), position.get(last_id)
+        if a is not None and b is not None and a <= b:
+            out.append((a, b, level))
+    out.sort()
+    merged: list[tuple[int, int, int]] = []
+    for a, b, level in out:  # overlapping runs (a stale record): the later start wins
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], a - 1, merged[-1][2])
+            if merged[-1][1] < merged[-1][0]:
+                merged.pop()
+        merged.append((a, b, level))
+    st.cache[("carried",)] = (runs, key, merged)
+    return merged
+
+
+def _chunks_in(
+    st: State,
+    ctx: StrategyContext,
+    stored: Sequence[StoredMessage],
+    position: dict[str, int],
+    ranges: Sequence[tuple[int, int]],
+) -> list[tuple[str, int, int]]:
+    """Closed chunks whose messages are all live and lie in ``ranges``, in order."""
+    spans = _chunk_spans(st, ctx, stored, position)
+    starts = [a for a, _, _ in spans]
+    out = []
+    for lo, hi in ranges:
+        k = bisect.bisect_left(starts, lo)
+        while k < len(spans) and spans[k][1] <= hi:
+            a, b, cid = spans[k]
+            out.append((cid, a, b))
+            k += 1
+    return out
+
+
+def _chunk_spans(
+    st: State, ctx: StrategyContext, stored: Sequence[StoredMessage], position: dict[str, int]
+) -> list[tuple[int, int, str]]:
+    """``(start, end, chunk id)`` of every closed chunk whose messages are all live, by
+    start. Appends never move a closed chunk, so new records only extend the list;
+    an edit, a removal, a branch switch or a changed record rebuilds it."""
+    chunks = st.records.chunks
+    key = (ctx.version(), st.records.revision)
+    kept = st.cache.get(("chunk-spans",))
+    if kept is None or kept[0] != key or kept[1] > len(chunks):
+        kept = (key, 0, [])
+    _, done, spans = kept
+    n = len(stored)
+    for chunk in chunks[done:]:
+        first = position.get(chunk.source_ids[0])
+        if first is None:
+            continue
+        end = first + len(chunk.source_ids)
+        if end <= n and [s.id for s in stored[first:end]] == chunk.source_ids:
+            bisect.insort(spans, (first, end, chunk.id))
+    st.cache[("chunk-spans",)] = (key, len(chunks), spans)
+    return spans
+
+
+class _Ids(Sequence[str]):
+    """The message ids of ``stored``, read in place."""
+
+    def __init__(self, stored: Sequence[StoredMessage]) -> None:
+        self._stored = stored
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [s.id for s in self._stored[i]]
+        return self._stored[i].id
 
 
 def _cache_breakpoints(st: State, entries: Sequence[Entry], head: set[str]) -> tuple[int, ...]:
@@ -176,17 +338,18 @@ def _covers_all(
     ctx: StrategyContext,
     stored: Sequence[StoredMessage],
     entries: Sequence[Entry],
-    forms: Sequence[Any],
 ) -> bool:
     """Every stored message is an entry, inside the span of an entry's memory, or
     sends nothing (:func:`~context_manager.pairing.send_form`: a result whose call
-    is gone, or a call not answered yet).
+    is gone, or a call not answered yet: zero tokens as sent).
 
     A memory's messages are a contiguous run (the adapter shows no other), so the
-    spans are intervals of positions and the check is one sweep over the entries.
+    spans are intervals of positions and the check is one sweep over the entries;
+    only the gaps between them are read message by message.
     """
     position = st.positions(ctx, stored)
-    spans = [(i, i) for i, f in enumerate(forms) if not f.messages]
+    tokens, _ = ctx.sent()
+    spans = []
     for e in entries:
         if e.summary_id is not None:
             s = st.summaries[e.summary_id]
@@ -196,7 +359,7 @@ def _covers_all(
             spans.append((p, p))
     reach = -1
     for a, b in sorted(spans):
-        if a > reach + 1:
+        if a > reach + 1 and any(tokens[j] for j in range(reach + 1, a)):
             return False
         reach = max(reach, b)
-    return reach == len(stored) - 1
+    return not any(tokens[j] for j in range(reach + 1, len(stored)))

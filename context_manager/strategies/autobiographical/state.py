@@ -157,8 +157,13 @@ class State:
 
     def recall_tokens(self, ctx: StrategyContext, summary: SummaryEntry) -> int:
         """The one price of a recall pair: used by the solver and the renderer alike."""
-        q, a = self.recall_pair(summary)
-        return ctx.counter.count_message(q.to_message()) + ctx.counter.count_message(a.to_message())
+        key = ("recall-tokens", summary.id, summary.content)
+        tokens = self.cache.get(key)
+        if tokens is None:
+            q, a = self.recall_pair(summary)
+            count = ctx.counter.count_message
+            tokens = self.cache[key] = count(q.to_message()) + count(a.to_message())
+        return int(tokens)
 
     def ask_pair(self, summary: SummaryEntry) -> tuple[Message, Message]:
         """A memory as it appears in a summariser request (cached per content)."""

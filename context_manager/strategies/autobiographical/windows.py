@@ -22,9 +22,9 @@ class Windows:
 
     head_end: int
     tail_start: int
-    tokens: list[int]
+    tokens: Sequence[int]
     """What each message costs as sent (its :func:`~context_manager.pairing.send_form`)."""
-    tied: list[bool]
+    tied: Sequence[bool]
     """Message ``i`` is sent together with message ``i + 1`` (a call and its answer)."""
     held_from: int | None = None
     """The first message under a hold (the tail starts there at the latest)."""
@@ -33,8 +33,7 @@ class Windows:
 def windows(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> Windows:
     """Head end and tail start (indices) for the current messages."""
     cfg = st.config
-    forms, tokens = ctx.forms()
-    tied = [f.tied for f in forms]
+    tokens, tied = ctx.sent()
     n = len(stored)
     head_end = 0
     if cfg.head_window_tokens:
@@ -52,8 +51,10 @@ def windows(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) ->
     while head_end < tail_start < n and tied[tail_start - 1]:
         tail_start -= 1  # keep an answer with its call
     held = ctx.held_ids()
-    if held:
-        first_held = min(i for i, s in enumerate(stored) if s.id in held)
+    position = st.positions(ctx, stored) if held else {}
+    spots = [position[x] for x in held if x in position]
+    if spots:
+        first_held = min(spots)
         while first_held > head_end and tied[first_held - 1]:
             first_held -= 1
         tail_start = max(head_end, min(tail_start, first_held))

@@ -1,0 +1,127 @@
+"""The memory tree in message positions, kept across compiles.
+
+A compile states only what can change: the memories near the frontier and the
+messages below them. :class:`Tree` is what that choice reads: every memory that
+can be shown (all of its messages live, in one run), where it starts and ends,
+its children that can be shown, and the *tops* (shown memories with no showable
+parent) in message order. It is rebuilt only when a memory is added or dropped, a
+chunk record changes, or a message is edited or removed; appends leave it as is
+(memories cover closed chunks only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..base import StrategyContext
+from .state import State
+
+__all__ = ["Node", "Tree", "tree"]
+
+
+@dataclass
+class Node:
+    """A showable memory: its message span ``first..last`` (positions, inclusive)."""
+
+    id: str
+    level: int
+    tokens: int
+    first: int
+    last: int
+    children: list[str] = field(default_factory=list)
+    """Showable child memories in message order (empty for an L1)."""
+
+
+@dataclass
+class Tree:
+    """The showable memories and the tops, in message order."""
+
+    nodes: dict[str, Node]
+    tops: list[Node]
+    """Showable memories whose parent is missing or cannot be shown, by first position."""
+    overlapping: set[str] = field(default_factory=set)
+    """Tops whose span overlaps another top's (re-written memories over one run)."""
+
+    def below(self, node: Node, level: int) -> list[Node]:
+        """The memories at ``level`` under ``node`` in message order (``node`` itself
+        at its own level); empty when some branch of it stops above ``level``."""
+        out: list[Node] = []
+        stack = [node]
+        while stack:
+            x = stack.pop()
+            if x.level == level:
+                out.append(x)
+                continue
+            if x.level < level or not x.children:
+                return []
+            stack.extend(self.nodes[c] for c in reversed(x.children))
+        return out
+
+    def above(self, node: Node, level: int) -> list[Node]:
+        """``node`` and the memories under it with a level above ``level``, parents first."""
+        out: list[Node] = []
+        stack = [node]
+        while stack:
+            x = stack.pop()
+            if x.level <= level:
+                continue
+            out.append(x)
+            stack.extend(self.nodes[c] for c in reversed(x.children))
+        return out
+
+
+def tree(st: State, ctx: StrategyContext, position: dict[str, int]) -> Tree:
+    """The tree of the current records (cached until a memory or a chunk record
+    changes, or a message is edited or removed)."""
+    records = st.records
+    key = (ctx.version(), records.revision, len(records.summaries))
+    kept = st.cache.get(("tree",))
+    if kept is not None and kept[0] == key:
+        return kept[1]  # type: ignore[no-any-return]
+    nodes: dict[str, Node] = {}
+    summaries = records.summaries
+    for entry in sorted(summaries.values(), key=lambda x: (x.level, x.id)):
+        first, last = position.get(entry.first), position.get(entry.last)
+        if first is None or last is None or last - first + 1 != st.span_size(entry):
+            continue  # a covered message is gone: it cannot be shown
+        children: list[str] = []
+        if entry.level > 1:
+            children = [c for c in entry.source_ids if c in nodes]
+            if len(children) != len(entry.source_ids) or not _tiles(nodes, children, first, last):
+                continue
+        nodes[entry.id] = Node(
+            entry.id, entry.level, st.recall_tokens(ctx, entry), first, last, children
+        )
+    tops = [
+        x
+        for x in nodes.values()
+        if (parent := summaries[x.id].parent_id) is None or parent not in nodes
+    ]
+    tops.sort(key=lambda x: (x.first, -x.level, x.id))
+    result = Tree(nodes, tops, _overlapping(tops))
+    st.cache[("tree",)] = (key, result)
+    return result
+
+
+def _tiles(nodes: dict[str, Node], children: Sequence[str], first: int, last: int) -> bool:
+    """The children's spans follow each other from ``first`` to ``last``."""
+    at = first
+    for c in children:
+        node = nodes[c]
+        if node.first != at:
+            return False
+        at = node.last + 1
+    return at == last + 1
+
+
+def _overlapping(tops: list[Node]) -> set[str]:
+    """Ids of the tops (sorted by first position) whose span overlaps another's."""
+    out: set[str] = set()
+    reach, owner = -1, None
+    for x in tops:
+        if x.first <= reach and owner is not None:
+            out.update((x.id, owner.id))
+        if x.last > reach:
+            reach, owner = x.last, x
+    return out
