@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 
+from context_manager import ContextManager
+from context_manager.errors import OverBudgetError
+from context_manager.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from context_manager.peers.ours import FoldingPolicy
+from context_manager.strategies.autobiographical import AutobiographicalStrategy
+from context_manager.summarizer import ExtractiveSummarizer
 from folding import FoldProblem, chronicle, random_problem
 
 SEED = 0xDEADC0DE
@@ -65,3 +80,195 @@ def warm(problem: FoldProblem, frontier: dict[str, int], budget: int) -> FoldPro
     data["previous"] = frontier
     data["budget"] = {"total": budget}
     return FoldProblem.model_validate(data)
+
+
+# ------------------------------------------------------------------ the agent loop
+# What a running agent does on every model call: append one message, one tick (the
+# strategy may write one memory), compile at a 32k budget. A store of ``n`` messages is
+# fast-forwarded to that point first; ``benchmarks/scale.py`` and ``bench_scale`` share it.
+
+LOOP_BUDGET = 32_000
+LOOP_TOOLS = [
+    {"name": "lookup", "description": "Look a record up.", "input_schema": {"type": "object"}}
+]
+_WORDS = [
+    "flight",
+    "booking",
+    "passenger",
+    "seat",
+    "upgrade",
+    "refund",
+    "policy",
+    "airport",
+    "delay",
+    "baggage",
+    "reservation",
+    "cabin",
+    "economy",
+    "business",
+    "change",
+    "cancel",
+    "status",
+    "insurance",
+    "payment",
+    "certificate",
+    "voucher",
+    "itinerary",
+    "layover",
+    "origin",
+    "destination",
+    "date",
+    "nonstop",
+]
+_EPOCH = 1_700_000_000.0
+_SOURCES = ("context_manager", "folding", "solvers")
+
+
+def loop_content(i: int) -> tuple[str, str | list[ContentBlock]]:
+    """Message ``i`` of a deterministic agent loop (participant, content): a user turn, a
+    tool call, its result, an answer, over and over; 20 to 90 words each."""
+    rng = random.Random(i)
+    text = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(20, 90)))
+    step = i % 4
+    if step == 0:
+        return "User", text
+    if step == 1:
+        return "Claude", [
+            TextBlock(text=text[:80]),
+            ToolUseBlock(id=f"t{i}", name="lookup", input={"q": text[:40], "n": i}),
+        ]
+    if step == 2:
+        return "User", [ToolResultBlock(tool_use_id=f"t{i - 1}", content=text)]
+    return "Claude", text
+
+
+def loop_message(i: int) -> Message:
+    """Message ``i`` of the agent loop as a :class:`Message` (what a peer is handed)."""
+    participant, content = loop_content(i)
+    blocks = (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
+    return Message(participant=participant, content=blocks, timestamp=_EPOCH + i)
+
+
+def loop_strategy(method: str) -> AutobiographicalStrategy:
+    """The autobiographical strategy with ``method``, sized for the loop's budget as the
+    policy benchmark sizes it."""
+    return AutobiographicalStrategy(**FoldingPolicy.config_for(LOOP_BUDGET, method))
+
+
+def open_loop(path: str | Path, method: str) -> ContextManager:
+    """A manager on the store at ``path`` solving with ``method``."""
+    cm = ContextManager.open(
+        path=str(path), strategy=loop_strategy(method), summarizer=ExtractiveSummarizer()
+    )
+    cm.set_tool_definitions(LOOP_TOOLS)
+    return cm
+
+
+def loop_compile(cm: ContextManager) -> None:
+    """Compile at the loop's budget; on a refusal let the strategy write what the solver
+    asked for and compile again, as a host does."""
+    try:
+        cm.compile(max_tokens=LOOP_BUDGET, reserve_for_response=0)
+    except OverBudgetError:
+        cm.drain(max_ticks=10_000)
+        cm.compile(max_tokens=LOOP_BUDGET, reserve_for_response=0)
+
+
+def loop_call(cm: ContextManager, i: int) -> None:
+    """One model call of the loop: append message ``i``, one tick, compile."""
+    participant, content = loop_content(i)
+    cm.add_message(participant, content, timestamp=_EPOCH + i)
+    cm.tick()
+    loop_compile(cm)
+
+
+def fast_forward(
+    path: str | Path,
+    n: int,
+    method: str,
+    every: int = 40,
+    progress: Callable[[int, float], None] | None = None,
+) -> float:
+    """Bring the store at ``path`` to ``n`` messages of the loop; returns the seconds.
+
+    Every message is appended; every ``every`` messages (and at the end) the strategy
+    writes all the memories it has work for and one compile records the frontier and
+    the solver's demands, so the store holds what the strategy wrote, with ``every``
+    calls folded into one. A store already holding some messages is extended.
+    """
+    started = time.perf_counter()
+    with open_loop(path, method) as cm:
+        for i in range(len(cm.get_messages()), n):
+            participant, content = loop_content(i)
+            cm.add_message(participant, content, timestamp=_EPOCH + i)
+            if (i + 1) % every == 0 or i == n - 1:
+                cm.drain(max_ticks=100_000)
+                loop_compile(cm)
+            if progress is not None and (i + 1) % 10_000 == 0:
+                progress(i + 1, time.perf_counter() - started)
+    return time.perf_counter() - started
+
+
+@cache
+def source_key() -> str:
+    """A digest of the library's sources: stores built by other code are not reused."""
+    root = Path(__file__).resolve().parents[2]
+    digest = hashlib.sha1()
+    for package in _SOURCES:
+        for file in sorted((root / package).rglob("*.py")):
+            digest.update(str(file.relative_to(root)).encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def default_cache() -> Path:
+    """Where built stores are kept between runs (``CTXFOLD_SCALE_CACHE`` or the temp dir)."""
+    env = os.environ.get("CTXFOLD_SCALE_CACHE")
+    return Path(env) if env else Path(tempfile.gettempdir()) / "ctxfold-scale"
+
+
+def loop_store(
+    n: int,
+    method: str = "kv-stable",
+    every: int = 40,
+    cache_dir: Path | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> tuple[Path, float | None]:
+    """The fast-forwarded store of ``n`` messages built with ``method``, built when missing.
+
+    Returns its path (never to be written: measure on :func:`work_copy`) and the seconds
+    its build took (None when it was built by an earlier run and its record is lost).
+    """
+    folder = (cache_dir or default_cache()) / source_key()
+    folder.mkdir(parents=True, exist_ok=True)
+    base = folder / f"{method}-{n}-every{every}.db"
+    record = base.with_suffix(".json")
+    if not base.exists():
+        partial = base.with_suffix(".partial")
+        for stale in _store_files(partial):
+            stale.unlink(missing_ok=True)
+        seconds = fast_forward(partial, n, method, every, progress)
+        partial.rename(base)
+        record.write_text(json.dumps({"build_s": seconds, "every": every}))
+    if record.exists():
+        return base, float(json.loads(record.read_text())["build_s"])
+    return base, None
+
+
+def _store_files(path: Path) -> list[Path]:
+    return [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
+
+
+def work_copy(base: Path, folder: Path | None = None) -> Path:
+    """A fresh copy of the store ``base`` to measure on (the calls append to it)."""
+    target = (folder or base.parent) / f"work-{os.getpid()}-{base.name}"
+    for stale in _store_files(target):
+        stale.unlink(missing_ok=True)
+    shutil.copyfile(base, target)
+    return target
+
+
+def drop_store(path: Path) -> None:
+    """Delete a store file and its journals."""
+    for file in _store_files(path):
+        file.unlink(missing_ok=True)
