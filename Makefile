@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint schema bench soak clean
+.PHONY: demo test lint schema bench soak scale clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
@@ -39,6 +39,15 @@ schema: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/asv machine --yes > /dev/null && $(BIN)/asv run --python=same --quick --show-stderr
+
+# the agent loop's per-call cost against history length, ours and the peers:
+# out/scale.json, out/scale.md and out/scale.png (SCALE_ARGS=--million adds 1M messages)
+SCALE_SIZES ?= 1000 10000 100000
+SCALE_UNIFIED_SIZES ?= 1000 5000 20000
+SCALE_ARGS ?=
+scale: $(STAMP)
+	$(BIN)/python benchmarks/scale.py --fresh --method kv-stable --sizes $(SCALE_SIZES) --solve 75000 $(SCALE_ARGS)
+	$(BIN)/python benchmarks/scale.py --method kv-unified --sizes $(SCALE_UNIFIED_SIZES) --peers none --plot out/scale.png
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
