@@ -236,20 +236,34 @@ def loop_store(
 ) -> tuple[Path, float | None]:
     """The fast-forwarded store of ``n`` messages built with ``method``, built when missing.
 
+    Stores are kept under ``cache_dir`` (:func:`default_cache`) in a folder named by
+    :func:`source_key`, or by ``CTXFOLD_SCALE_KEY`` when set (to keep using stores built
+    by code whose store format is known not to have changed).
+
     Returns its path (never to be written: measure on :func:`work_copy`) and the seconds
     its build took (None when it was built by an earlier run and its record is lost).
     """
-    folder = (cache_dir or default_cache()) / source_key()
+    folder = (cache_dir or default_cache()) / (os.environ.get("CTXFOLD_SCALE_KEY") or source_key())
     folder.mkdir(parents=True, exist_ok=True)
     base = folder / f"{method}-{n}-every{every}.db"
     record = base.with_suffix(".json")
     if not base.exists():
+        # an interrupted build is resumed: the partial store and the seconds it took so far
         partial = base.with_suffix(".partial")
-        for stale in _store_files(partial):
-            stale.unlink(missing_ok=True)
-        seconds = fast_forward(partial, n, method, every, progress)
-        partial.rename(base)
+        so_far = partial.with_suffix(".partial.json")
+        before = float(json.loads(so_far.read_text())["build_s"]) if so_far.exists() else 0.0
+
+        def note(done: int, seconds: float) -> None:
+            so_far.write_text(json.dumps({"build_s": before + seconds, "messages": done}))
+            if progress is not None:
+                progress(done, before + seconds)
+
+        seconds = before + fast_forward(partial, n, method, every, note)
+        for built, kept in zip(_store_files(partial), _store_files(base), strict=True):
+            if built.exists():
+                built.rename(kept)
         record.write_text(json.dumps({"build_s": seconds, "every": every}))
+        so_far.unlink(missing_ok=True)
     if record.exists():
         return base, float(json.loads(record.read_text())["build_s"])
     return base, None
