@@ -26,7 +26,7 @@ from .exceptions import (
     ZoneError,
 )
 from .frontiers import BoundaryGraph, cheapest_frontier, enumerate_frontiers, finest_frontier
-from .generators import chronicle, chunked_history, random_problem
+from .generators import agent_history, chronicle, chunked_history, random_problem
 from .hierarchy import Hierarchy
 from .kv import CachePrices, CacheRequest, CacheSimulator, CacheTotals, divergence_index, kv_cost
 from .model import (
@@ -96,6 +96,7 @@ __all__ = [
     "UnknownIdError",
     "Violation",
     "ZoneError",
+    "agent_history",
     "cheapest_frontier",
     "check_plan",
     "chronicle",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from .model import FoldProblem
 
-__all__ = ["chronicle", "chunked_history", "random_problem", "summaries_over"]
+__all__ = ["agent_history", "chronicle", "chunked_history", "random_problem", "summaries_over"]
 
 
 def summaries_over(
@@ -243,3 +244,98 @@ def chunked_history(
             "budget": {"total": total if total is not None else max(1, raw)},
         }
     )
+
+
+def agent_history(
+    n_leaves: int,
+    *,
+    seed: int = 0,
+    leaf_tokens: tuple[int, int] = (50, 200),
+    chunk_range: tuple[int, int] = (24, 36),
+    summary_tokens: tuple[int, int] = (400, 600),
+    merge: int = 6,
+    head: int = 2,
+    tail_tokens: int = 8_000,
+    total: int = 32_000,
+    target_ratio: float = 0.85,
+    previous: Mapping[str, int] | None = None,
+) -> FoldProblem:
+    """A long agent history shaped like a live store: the scale benchmarks' problem.
+
+    Leaf tokens are uniform in ``leaf_tokens``; chunks of ``chunk_range`` leaves tile
+    the middle from the oldest, each with an L1 summary; parentless summaries merge
+    ``merge`` at a time, level by level, with no fixed top (a remainder smaller than
+    ``merge`` waits). Summaries cost uniform ``summary_tokens``. The newest leaves
+    holding about ``tail_tokens`` form the raw tail (a chunk reaching into it is not
+    summarised yet); the first ``head`` leaves are the head. The wall is ``total``,
+    the target ``target_ratio`` of it.
+
+    Every draw is made per position, so ``agent_history(n - k, seed=s)`` is the same
+    history minus its last ``k`` leaves (and the summaries those leaves complete):
+    solve that one and pass its frontier as ``previous`` to carry it.
+
+    Examples
+    --------
+    >>> p = agent_history(2_000)
+    >>> p.n_leaves, p.budget.total, p.budget.target, p.hierarchy.depth
+    (2000, 32000, 27200, 3)
+    >>> q = agent_history(1_995)
+    >>> [leaf.tokens for leaf in q.leaves] == [leaf.tokens for leaf in p.leaves[:1_995]]
+    True
+    """
+    if merge < 2:
+        raise ValueError(f"merge must be >= 2, got {merge}")
+    if not 0.0 <= target_ratio <= 1.0:
+        raise ValueError(f"target_ratio must lie in [0, 1], got {target_ratio}")
+    # independent streams, each drawn in order of position: prefixes agree
+    tokens = np.random.default_rng([seed, 0]).integers(leaf_tokens[0], leaf_tokens[1] + 1, n_leaves)
+    most_chunks = n_leaves // max(1, chunk_range[0]) + 1
+    sizes = np.random.default_rng([seed, 1]).integers(
+        chunk_range[0], chunk_range[1] + 1, most_chunks
+    )
+    head = min(head, n_leaves)
+    newer = np.cumsum(tokens[::-1])[::-1]  # tokens at and after each leaf
+    tail_start = max(head, int(np.searchsorted(-newer, -tail_tokens, side="right")))
+    ids = [f"m{i}" for i in range(n_leaves)]
+    zones = ["head"] * head + ["middle"] * (tail_start - head) + ["tail"] * (n_leaves - tail_start)
+    leaves = [
+        {"id": i, "tokens": int(t), "zone": z} for i, t, z in zip(ids, tokens, zones, strict=True)
+    ]
+    ends = head + np.cumsum(sizes)
+    n_chunks = int(np.searchsorted(ends, tail_start, side="right"))
+    price_rng = np.random.default_rng([seed, 2])
+    summaries: list[dict[str, Any]] = []
+    level_ids: list[str] = []
+    prices = price_rng.integers(summary_tokens[0], summary_tokens[1] + 1, most_chunks)
+    start = head
+    for c in range(n_chunks):
+        stop = int(ends[c])
+        sid = f"L1-{c}"
+        summaries.append(
+            {"id": sid, "level": 1, "tokens": int(prices[c]), "children": ids[start:stop]}
+        )
+        level_ids.append(sid)
+        start = stop
+    level = 1
+    while len(level_ids) >= merge:
+        level += 1
+        prices = np.random.default_rng([seed, 2, level]).integers(
+            summary_tokens[0], summary_tokens[1] + 1, len(level_ids) // merge
+        )
+        nxt: list[str] = []
+        for g in range(len(level_ids) // merge):
+            sid = f"L{level}-{g}"
+            children = level_ids[g * merge : (g + 1) * merge]
+            summaries.append(
+                {"id": sid, "level": level, "tokens": int(prices[g]), "children": children}
+            )
+            nxt.append(sid)
+        level_ids = nxt
+    data: dict[str, Any] = {
+        "leaves": leaves,
+        "summaries": summaries,
+        "budget": {"total": total, "target": int(total * target_ratio)},
+    }
+    if previous is not None:
+        data["previous"] = dict(previous)
+    return FoldProblem.model_validate(data)
