@@ -344,6 +344,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "every": every,
                 "build_s": build_s,
                 **row,
+                "load": os.getloadavg()[0],
                 **stamp,
             }
             rows.append(row)
@@ -354,7 +355,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 continue
             print(f"{peer} at {n:,} messages", flush=True)
             row = isolated(measure_peer, peer, n, args.calls, args.max_seconds)
-            row = {"policy": peer, "kind": "peer", "messages": n, **row, **stamp}
+            row = {"policy": peer, "kind": "peer", "messages": n, **row, "load": os.getloadavg()[0]}
+            row |= stamp
             rows.append(row)
             print(f"  {_line(row)}", flush=True)
     for leaves in args.solve:
@@ -540,7 +542,12 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         + ", ".join(f"{s} (commit {c})" for s, c in sources)
         + ". One call: append one message, one tick, compile at a 32k budget (a peer: "
         "append one message, one `request` with the whole history). p50 / p99 of the wall "
-        "time per call.",
+        "time per call. The load average after each measurement (other work on the "
+        "machine stretches wall times past CPU times): "
+        + ", ".join(
+            f"{r['policy']} at {_k(r['messages'])} {r['load']:.1f}" for r in looped if "load" in r
+        )
+        + ".",
         "",
         "## Goal",
         "",
@@ -579,7 +586,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "",
         "## The stores",
         "",
-        "| policy | messages | built (compile every) | store file | per message | "
+        "| policy | messages | built with, in (compile every) | store file | per message | "
         "open → first request (CPU) | RSS added (in all) | peak RSS | decisions |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
@@ -589,7 +596,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         built = _NA if r.get("build_s") is None else f"{r['build_s']:,.0f} s"
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(r["decisions"].items()))
         lines.append(
-            f"| {r['policy']} | {r['messages']:,} | {built} ({r['every']}) | "
+            f"| {r['policy']} | {r['messages']:,} | {r['build_method']}, {built} ({r['every']}) | "
             f"{r['store_bytes'] / 1e6:,.1f} MB | {r['bytes_per_message']:,.0f} B | "
             f"{r['open_s']:.2f} s ({r['open_cpu_s']:.2f} s) | "
             f"{r['open_rss_added_mib']:,.0f} MiB ({r['open_rss_mib']:,.0f} MiB) | "
