@@ -317,6 +317,11 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
         "tail": {"messages": len(snap.ids) - snap.tail_start, "tokens": tail},
         "decision": result.decision,
         "solver_kv_cost": result.kv_cost,
+        "stated": {
+            "leaves": len(problem.leaves),
+            "summaries": len(problem.summaries),
+            "blocks": len(snap.blocks),
+        },
     }
     if stated.dropped_summaries:
         base["unshowable_summaries"] = stated.dropped_summaries

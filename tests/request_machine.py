@@ -418,6 +418,8 @@ class RequestMachine(RuleBasedStateMachine):
             "injections": notes,
             "overhead": overhead,
         }
+        if not dry_run:
+            self._check_from_scratch(kwargs)
         TALLY["compiles"] += 1
         try:
             result = self.manager.compile(**kwargs, dry_run=dry_run)
@@ -483,6 +485,27 @@ class RequestMachine(RuleBasedStateMachine):
     compile_now = rule(**COMPILE_ARGS)(compile)
     compile_next = rule(**COMPILE_ARGS)(compile)
     compile_later = rule(**COMPILE_ARGS)(compile)
+
+    def _check_from_scratch(self, kwargs: dict[str, Any]) -> None:
+        """The compile the strategy makes from what it kept between calls is the one a
+        strategy that just read the store makes: the same messages, tokens, stats."""
+        if self.method == "passthrough":
+            return
+        cm = self.manager
+        live = cm._strategy
+        fresh = _strategy(self.method)
+        with cm._lock:
+            fresh.initialize(cm._ctx)
+            cm._strategy = fresh
+            try:
+                outcome = _outcome(lambda: cm.compile(**kwargs, dry_run=True))
+            finally:
+                cm._strategy = live
+        kept = _outcome(lambda: cm.compile(**kwargs, dry_run=True))
+        assert kept == outcome, (kept, outcome)
+        TALLY["from_scratch"] += 1
+        if kept[0] == "sent" and kept[3].get("blocks"):
+            TALLY["windowed"] += 1
 
     def _check_conflict(self, exc: ConstraintConflictError) -> None:
         stored = set(self.ids())
@@ -578,6 +601,24 @@ class RequestMachine(RuleBasedStateMachine):
         for memory in strategy.summaries.values():
             assert run(strategy.leaves_of(memory)), f"memory {memory.id} lost a message"
             assert memory.parent_id is None or memory.parent_id in strategy.summaries
+
+
+def _outcome(compile: Any) -> tuple[Any, ...]:
+    """What a compile sends, or the refusal it raises, in comparable terms."""
+    try:
+        result = compile()
+    except (OverBudgetError, ConstraintConflictError) as exc:
+        return (type(exc).__name__, str(exc))
+    stats = result.render_stats
+    if stats.get("fits") is False:
+        return ("refused", stats.get("tokens"))
+    return (
+        "sent",
+        result.messages,
+        stats["tokens"],
+        stats.get("stated", {}),
+        stats.get("decision"),
+    )
 
 
 def _marker(message: Message) -> str:

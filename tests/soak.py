@@ -39,7 +39,8 @@ def main(goal: int) -> int:
         print(
             f"round {rounds}: {TALLY['compiles']:,} compiles, {TALLY['sent']:,} sent, "
             f"{TALLY['over_budget']:,} over budget, {TALLY['conflicts']:,} conflicts, "
-            f"{TALLY['with_memories']:,} showing memories, {TALLY['healed']:,} heals "
+            f"{TALLY['with_memories']:,} showing memories, {TALLY['healed']:,} heals, "
+            f"{TALLY['from_scratch']:,} from-scratch twins ({TALLY['windowed']:,} windowed) "
             f"({time.monotonic() - start:.0f} s)",
             flush=True,
         )
@@ -50,7 +51,8 @@ def main(goal: int) -> int:
         f"(each with actual > budget), {TALLY['conflicts']:,} constraint conflicts; "
         f"{TALLY['healed']:,} heals after summariser faults, each ending with every chunk "
         "no hold keeps back remembered (0 stalls); records agreeing with the messages after "
-        "every step; 0 violations"
+        f"every step; {TALLY['from_scratch']:,} compiles equal to a from-scratch strategy's "
+        f"({TALLY['windowed']:,} of them windowed); 0 violations"
     )
     return 0
 

@@ -93,4 +93,5 @@ class AutobiographicalConfig(BaseModel):
     its memories one level below the finest shown, not message by message, so a compile
     costs about the same at 1,000 messages and at 1,000,000. A compile may then unfold a
     region by one level below what the last one showed (the next, one more). False
-    states every message on every compile: the solver sees the whole history."""
+    states every message on every compile: the solver sees the whole history. Solvers
+    that prove optimality over the whole history (``exact``) always see all of it."""

@@ -101,7 +101,9 @@ def snapshot(
     locks = sorted(position[x] for x in records.locks if x in position)
     carried = _carried(st, ctx, position) if records.compiled else None
     memories = tree(st, ctx, position)
-    found = blocks(memories, win, carried, pins, locks) if cfg.fold_window and carried else []
+    found: list[Block] = []
+    if cfg.fold_window and carried and _windowed(cfg.folding_strategy):
+        found = blocks(memories, win, carried, pins, locks)
     collapsed = {b.first for b in found}
     specs: list[SummarySpec] = []
     for top in memories.tops:
@@ -141,6 +143,13 @@ def snapshot(
         allowance=allowance,
         blocks=found,
     )
+
+
+def _windowed(method: str) -> bool:
+    """A solver that proves optimality over the whole history (``exact``, the oracles)
+    is always given the whole history: a window would change what it proves."""
+    caps = solvers.capabilities(method)
+    return not (caps.exact or caps.oracle)
 
 
 UNFOLD_LEVELS = 1

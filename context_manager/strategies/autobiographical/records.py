@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ...store import Store
 
-__all__ = ["ChunkRecord", "Pin", "Records", "SummaryEntry", "frontier_runs", "read_records"]
+__all__ = [
+    "FRONTIER_CHAIN",
+    "ChunkRecord",
+    "Pin",
+    "Records",
+    "SummaryEntry",
+    "frontier_runs",
+    "is_frontier_delta",
+    "read_frontier",
+    "read_records",
+]
 
 
 @dataclass
@@ -85,14 +95,17 @@ class Pin:
 
 
 def frontier_runs(saved: Any, chunks: dict[str, list[str]]) -> list[tuple[str, str, int]]:
-    """The runs ``(first id, last id, level)`` of a saved frontier.
+    """The runs ``(first id, last id, level)`` of a whole saved frontier.
 
-    The saved form is ``{"runs": [[first, last, level], ...]}``; the older form, keyed
+    The whole form is ``{"runs": [[first, last, level], ...]}``; the older form, keyed
     by leaf id (a message, or a chunk id standing for the chunk's messages, given in
-    ``chunks``), is read too.
+    ``chunks``), is read too. A change saved as a delta (:func:`is_frontier_delta`)
+    needs the frontier before it: :func:`read_frontier` reads both.
     """
     if not saved:
         return []
+    if is_frontier_delta(saved):
+        raise ValueError("a frontier delta is read with read_frontier, not frontier_runs")
     if isinstance(saved, dict) and "runs" in saved:
         return [(str(f), str(t), int(v)) for f, t, v in saved["runs"]]
     out = []
@@ -101,6 +114,53 @@ def frontier_runs(saved: Any, chunks: dict[str, list[str]]) -> list[tuple[str, s
         if level and ids:
             out.append((ids[0], ids[-1], int(level)))
     return out
+
+
+def is_frontier_delta(saved: Any) -> bool:
+    """True for a frontier saved as a change of the one before it:
+    ``{"keep": k, "tail": [[first, last, level], ...]}`` is the first ``k`` runs of the
+    previous frontier followed by ``tail``."""
+    return isinstance(saved, dict) and "keep" in saved and "tail" in saved
+
+
+FRONTIER_CHAIN = 16
+"""At most this many saved frontiers are read to rebuild the current one: every
+16th change at the latest is saved whole, and sooner once the deltas since the last
+whole one hold as many runs as it does."""
+
+
+def read_frontier(
+    store: Store, slot: str, chunks: dict[str, list[str]]
+) -> tuple[list[tuple[str, str, int]] | None, int, int]:
+    """The current frontier of ``slot`` as this branch sees it, from the newest whole
+    snapshot and the deltas after it (at most :data:`FRONTIER_CHAIN` records read).
+
+    Returns
+    -------
+    runs : list of (str, str, int) or None
+        None when no frontier was ever committed.
+    depth : int
+        Deltas after the whole snapshot.
+    delta_runs : int
+        Runs those deltas carry.
+    """
+    limit = FRONTIER_CHAIN
+    while True:
+        saved = store.history(slot, limit)
+        if not saved:
+            return None, 0, 0
+        base = next((k for k, (_, v) in enumerate(saved) if not is_frontier_delta(v)), None)
+        if base is not None or len(saved) < limit:
+            break
+        limit *= 4  # a chain longer than this store writes (an older writer): read on
+    deltas = saved[:base] if base is not None else saved
+    runs = frontier_runs(saved[base][1], chunks) if base is not None else []
+    carried = 0
+    for _, delta in reversed(deltas):
+        tail = [(str(f), str(t), int(v)) for f, t, v in delta["tail"]]
+        runs = runs[: int(delta["keep"])] + tail
+        carried += len(tail)
+    return runs, len(deltas), carried
 
 
 _CHUNKS = "autobio:chunks"
@@ -143,6 +203,10 @@ class Records:
     """The number the next chunk id takes (ids are never reused, removals included)."""
     revision: int = 0
     """Bumped whenever a chunk record changes or goes (appends do not bump it)."""
+    frontier_depth: int = 0
+    """Frontier deltas saved since the last whole frontier (:func:`read_frontier`)."""
+    frontier_delta_runs: int = 0
+    """Runs those deltas carry."""
     store: Store | None = field(default=None, repr=False, compare=False)
     slot: Callable[[str], str] = field(default=str, repr=False, compare=False)
 
@@ -365,11 +429,42 @@ class Records:
 
     # --------------------------------------------------------------- frontier
     def commit_frontier(self, runs: list[tuple[str, str, int]]) -> None:
-        """The frontier a live compile sent (written only when it changed)."""
+        """The frontier a live compile sent (written only when it changed).
+
+        A change is saved as a delta (the runs kept from the previous frontier, then
+        the new tail), so what a commit writes grows with what changed; the frontier is
+        saved whole again every :data:`FRONTIER_CHAIN` changes, or sooner once the
+        deltas since the last whole one carry as many runs as it has, so reading it
+        back takes a bounded number of records."""
         if runs == self.runs and self.compiled:
             return
-        self._store().set(self.slot(_FRONTIER), {"runs": [list(r) for r in runs]})
+        keep = 0
+        if self.compiled:
+            limit = min(len(runs), len(self.runs))
+            while keep < limit and runs[keep] == self.runs[keep]:
+                keep += 1
+        tail = runs[keep:]
+        carried = self.frontier_delta_runs + len(tail)
+        whole = (
+            not self.compiled
+            or keep == 0
+            or self.frontier_depth + 1 >= FRONTIER_CHAIN
+            or carried >= len(runs)
+        )
+        if whole:
+            body: dict[str, Any] = {"runs": [list(r) for r in runs]}
+        else:
+            body = {"keep": keep, "tail": [list(r) for r in tail]}
+        self._store().set(self.slot(_FRONTIER), body)
         self.runs, self.compiled = runs, True
+        self.frontier_depth, self.frontier_delta_runs = (
+            (0, 0)
+            if whole
+            else (
+                self.frontier_depth + 1,
+                carried,
+            )
+        )
 
 
 def read_records(store: Store, slot: Callable[[str], str]) -> Records:
@@ -382,7 +477,9 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
             summaries[body["id"]] = SummaryEntry(item=it.id, **body)
     chunks = [ChunkRecord(item=it.id, **it.body) for it in store.items(slot(_CHUNKS))]
     pins = store.get(slot(_PINS), {"pins": [], "counter": 0})
-    saved = store.get(slot(_FRONTIER))
+    runs, depth, carried = read_frontier(
+        store, slot(_FRONTIER), {c.id: c.source_ids for c in chunks}
+    )
     exhausted: dict[str, set[str]] = {}
     for it in store.items(slot(_LEDGER)):
         exhausted.setdefault(it.body["chunk"], set()).add(it.body["shape"])
@@ -392,12 +489,14 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
         pins=[Pin(**p) for p in pins["pins"]],
         pin_counter=int(pins["counter"]),
         locks=set(store.get(slot(_LOCKS), [])),
-        runs=frontier_runs(saved, {c.id: c.source_ids for c in chunks}),
-        compiled=saved is not None,
+        runs=runs or [],
+        compiled=runs is not None,
         merge_attempts=dict(store.get(slot(_MERGE_ATTEMPTS), {})),
         chunk_attempts=dict(store.get(slot(_CHUNK_ATTEMPTS), {})),
         exhausted=exhausted,
         chunk_counter=int(store.get(slot(_CHUNK_COUNTER), _next_chunk_number(chunks))),
+        frontier_depth=depth,
+        frontier_delta_runs=carried,
         store=store,
         slot=slot,
     )
