@@ -7,17 +7,18 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError, ContextManagerError, OverBudgetError
 from .messages import MAX_CACHE_BREAKPOINTS, ContentBlock, Message, TextBlock
 from .pairing import SendForm, send_form, tool_pair_problems
-from .store import Branch, Store
+from .store import Branch, Store, StoreError
 from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
 from .strategies.passthrough import PassthroughStrategy
 from .summarizer import Summarizer
@@ -253,6 +254,142 @@ class CompileResult:
     """The tool definitions this request was priced with."""
 
 
+def counter_key(counter: TokenCounter) -> str:
+    """What saved token counts are keyed by: the counter's ``cache_key`` when it has one,
+    else its class and :attr:`~.tokens.TokenCounter.name`. Counts saved under one key are
+    never read under another, so a store opened with a different counter counts again.
+
+    Examples
+    --------
+    >>> from context_manager import CharsCounter
+    >>> counter_key(CharsCounter())
+    'context_manager.tokens.CharsCounter/chars/4'
+    """
+    key = getattr(counter, "cache_key", None)
+    if isinstance(key, str) and key:
+        return key
+    kind = type(counter)
+    return f"{kind.__module__}.{kind.__qualname__}/{counter.name}"
+
+
+class _Derived:
+    """Per-message values of the live messages, aligned with them: tokens as sent, the
+    tied flag, the raw count (-1 when not known) and the send form (None until built).
+
+    ``stale`` holds the positions to compute again; ``unsaved`` those computed since
+    the last save."""
+
+    __slots__ = ("forms", "loaded", "raw", "stale", "tied", "tokens", "unsaved")
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.tied: list[bool] = []
+        self.raw: list[int] = []
+        self.forms: list[SendForm | None] = []
+        self.stale: set[int] = set()
+        self.unsaved: set[int] = set()
+        self.loaded = False
+
+    def load(
+        self,
+        stored: Sequence[StoredMessage],
+        saved: dict[int, tuple[int, int, int, int, int, int]],
+        raw_counts: dict[str, int],
+    ) -> None:
+        """Take the saved values whose message and neighbours are the versions they
+        were computed from; every other position is stale."""
+        n = len(stored)
+        self.tokens = [0] * n
+        self.tied = [False] * n
+        self.raw = [-1] * n
+        self.forms = [None] * n
+        self.stale = set()
+        self.unsaved = set()
+        revs = [s.rev for s in stored]
+        get = saved.get
+        for i, s in enumerate(stored):
+            row = get(int(s.id))
+            if row is None or row[0] != revs[i]:
+                self.stale.add(i)
+                continue
+            if row[1] != (revs[i - 1] if i else 0) or row[2] != (revs[i + 1] if i + 1 < n else 0):
+                self.stale.add(i)
+            else:
+                self.tokens[i], self.tied[i] = row[3], bool(row[5])
+            if row[4] >= 0:
+                self.raw[i] = row[4]
+                raw_counts[s.id] = row[4]
+        self.loaded = True
+
+    def appended(self, n: int) -> None:
+        """A message was appended (``n`` live now): it, and the one before, are stale."""
+        if not self.loaded:
+            return
+        self.tokens.append(0)
+        self.tied.append(False)
+        self.raw.append(-1)
+        self.forms.append(None)
+        self.stale.add(n - 1)
+        if n > 1:
+            self._dirty(n - 2)
+
+    def edited(self, at: int, n: int) -> None:
+        """Message ``at`` changed: it and its neighbours are stale."""
+        if not self.loaded:
+            return
+        for i in (at - 1, at, at + 1):
+            if 0 <= i < n:
+                self._dirty(i)
+
+    def removed(self, at: int, n: int) -> None:
+        """Message ``at`` left (``n`` live now): later positions move down one, and
+        its old neighbours are stale."""
+        if not self.loaded:
+            return
+        for values in (self.tokens, self.tied, self.raw, self.forms):
+            del values[at]
+        self.stale = {i - (i > at) for i in self.stale if i != at}
+        self.unsaved = {i - (i > at) for i in self.unsaved if i != at}
+        for i in (at - 1, at):
+            if 0 <= i < n:
+                self._dirty(i)
+
+    def _dirty(self, i: int) -> None:
+        self.stale.add(i)
+        self.forms[i] = None
+        self.unsaved.discard(i)
+
+
+class _Forms(Sequence[SendForm]):
+    """The send forms of the live messages, each built when first read."""
+
+    def __init__(self, manager: ContextManager) -> None:
+        self._manager = manager
+        self._n = len(manager._messages())
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> SendForm: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[SendForm]: ...
+
+    def __getitem__(self, index: int | slice) -> SendForm | list[SendForm]:
+        if isinstance(index, slice):
+            return [self._manager._form(i) for i in range(*index.indices(self._n))]
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError(index)
+        return self._manager._form(index)
+
+    def __iter__(self) -> Iterator[SendForm]:
+        for i in range(self._n):
+            yield self._manager._form(i)
+
+
 class ContextManager:
     """Keeps every message and compiles the context of each model call.
 
@@ -293,9 +430,8 @@ class ContextManager:
         self._tools: list[dict[str, Any]] | None = None
         self._system_prompt: str | None = None
         self._cache: list[StoredMessage] | None = None
-        self._forms: list[SendForm] = []
-        self._form_tokens: list[int] = []
-        self._forms_valid = 0
+        self._derived_scope = f"sent\x1f{self._slot}\x1f{counter_key(counter)}"
+        self._derived = _Derived()
         self._tokens: dict[str, int] = {}
         self._last_request: tuple[object, list[Message]] | None = None
         self._version = 0
@@ -369,10 +505,16 @@ class ContextManager:
             raise
 
     def close(self) -> None:
-        """Close the manager (and the store when it owns it). Idempotent."""
+        """Close the manager (and the store when it owns it). Idempotent.
+
+        Per-message values computed since the last write are saved first (a failure
+        to save them loses nothing: they are computed again on the next open)."""
         with self._lock:
             if self._closed:
                 return
+            if not self._store.closed:
+                with suppress(StoreError):
+                    self._save_derived()
             self._closed = True
             if self._owns_store:
                 self._store.close()
@@ -433,10 +575,11 @@ class ContextManager:
         body = message.model_dump(mode="json")
         with self._store.transaction():
             item = self._store.append(self._slot, body)
-            stored = StoredMessage(item.id, item.seq, message)
+            stored = StoredMessage(item.id, item.seq, message, item.rev)
             if self._cache is not None:
                 self._cache.append(stored)
-                self._invalidate_forms(len(self._cache) - 2)  # the previous newest
+                self._derived.appended(len(self._cache))
+            self._save_derived()
             if hold:
                 self.hold_compression([item.id], timeout=None if hold is True else float(hold))
             self._strategy.on_new_message(self._ctx, stored)
@@ -449,18 +592,19 @@ class ContextManager:
         blocks = _blocks(content)
         new = old.model_copy(update={"content": blocks})
         with self._store.transaction():
-            self._store.edit(self._slot, message_id, new.model_dump(mode="json"))
+            item = self._store.edit(self._slot, message_id, new.model_dump(mode="json"))
             for entry in self._log_entries(message_id, "copy"):
                 body = {"source_id": message_id, "relation": "copy"}
                 self._store.edit(
                     self._log_slot, entry.id, {**body, "message": new.model_dump(mode="json")}
                 )
+            self._save_derived()
         self._tokens.pop(message_id, None)
         self._version += 1
         if self._cache is not None:
-            at = next(i for i, s in enumerate(self._cache) if s.id == message_id)
-            self._cache[at] = StoredMessage(self._cache[at].id, self._cache[at].seq, new)
-            self._invalidate_forms(at - 1)
+            at = self._position(message_id)
+            self._cache[at] = StoredMessage(item.id, item.seq, new, item.rev)
+            self._derived.edited(at, len(self._cache))
 
     @_operation(writes=True)
     def remove_message(self, message_id: str) -> None:
@@ -482,10 +626,12 @@ class ContextManager:
             self._holds.pop(message_id, None)
             self._tokens.pop(message_id, None)
             self._version += 1
+            self._save_derived()
+            self._store.drop_derived(self._derived_scope, [int(message_id)])
             if self._cache is not None:
-                at = next(i for i, s in enumerate(self._cache) if s.id == message_id)
+                at = self._position(message_id)
                 del self._cache[at]
-                self._invalidate_forms(at - 1)
+                self._derived.removed(at, len(self._cache))
             self._strategy.on_messages_removed(self._ctx, [message_id])
 
     @_operation(writes=True)
@@ -561,38 +707,91 @@ class ContextManager:
 
     def _messages(self) -> list[StoredMessage]:
         if self._cache is None:
-            self._cache = [
-                StoredMessage(i.id, i.seq, Message.model_validate(i.body))
-                for i in self._store.items(self._slot)
-            ]
+            self._cache = [StoredMessage.from_item(i) for i in self._store.items(self._slot)]
+            self._derived = _Derived()
         return self._cache
 
-    def _invalidate_forms(self, index: int) -> None:
-        """Forms from ``index`` on must be recomputed (a form depends on its neighbours)."""
-        self._forms_valid = max(0, min(self._forms_valid, index))
-
-    def _sent_forms(self) -> tuple[list[SendForm], list[int]]:
-        """What each live message is sent as when shown raw (:func:`~.pairing.send_form`)
-        and its tokens, aligned with the messages; recomputed only where they changed."""
+    def _position(self, message_id: str) -> int:
+        """Where a live message sits in the message list (recent ones are found first)."""
         stored = self._messages()
-        n, valid = len(stored), min(self._forms_valid, len(stored))
-        del self._forms[valid:], self._form_tokens[valid:]
-        count = self._counter.count_message
-        for i in range(valid, n):
-            form = send_form(
-                stored[i - 1].message if i else None,
-                stored[i].message,
-                stored[i + 1].message if i + 1 < n else None,
-            )
-            self._forms.append(form)
-            self._form_tokens.append(sum(count(m) for m in form.messages))
-        self._forms_valid = n
-        return self._forms, self._form_tokens
+        for at in range(len(stored) - 1, -1, -1):
+            if stored[at].id == message_id:
+                return at
+        raise KeyError(message_id)
 
     def _sent(self) -> tuple[Sequence[int], Sequence[bool]]:
-        """Tokens as sent and tied flags of the live messages (see ``StrategyContext.sent``)."""
-        forms, tokens = self._sent_forms()
-        return tokens, [f.tied for f in forms]
+        """Tokens as sent and tied flags of the live messages (``StrategyContext.sent``):
+        read from the store on first use, then computed only where messages changed."""
+        stored = self._messages()
+        derived = self._derived
+        if not derived.loaded:
+            derived.load(stored, self._store.derived_items(self._derived_scope), self._tokens)
+        if derived.stale:
+            count = self._counter.count_message
+            n = len(stored)
+            for i in sorted(derived.stale):
+                form = self._form_at(stored, i)
+                tokens = [count(m) for m in form.messages]
+                derived.tokens[i] = sum(tokens)
+                derived.tied[i] = form.tied
+                derived.forms[i] = form
+                raw = -1
+                if form.messages and form.messages[0] is stored[i].message:
+                    raw = tokens[0]
+                    self._tokens[stored[i].id] = raw
+                derived.raw[i] = raw
+                if i < n:
+                    derived.unsaved.add(i)
+            derived.stale.clear()
+        return derived.tokens, derived.tied
+
+    def _sent_forms(self) -> tuple[Sequence[SendForm], Sequence[int]]:
+        """What each live message is sent as when shown raw (:func:`~.pairing.send_form`)
+        and its tokens, aligned with the messages; the forms are built when read."""
+        tokens, _ = self._sent()
+        return _Forms(self), tokens
+
+    def _form(self, i: int) -> SendForm:
+        """The send form of live message ``i`` (built once, until it changes)."""
+        derived = self._derived
+        form = derived.forms[i]
+        if form is None:
+            form = derived.forms[i] = self._form_at(self._messages(), i)
+        return form
+
+    @staticmethod
+    def _form_at(stored: Sequence[StoredMessage], i: int) -> SendForm:
+        return send_form(
+            stored[i - 1].message if i else None,
+            stored[i].message,
+            stored[i + 1].message if i + 1 < len(stored) else None,
+        )
+
+    def _save_derived(self) -> None:
+        """Save the per-message values computed since the last save (part of the open
+        transaction), so a reopened store reads them instead of counting."""
+        derived = self._derived
+        stored = self._cache
+        if stored is None or not derived.unsaved:
+            return
+        n = len(stored)
+        rows = []
+        for i in sorted(derived.unsaved):
+            if i >= n or i in derived.stale:
+                continue
+            rows.append(
+                (
+                    int(stored[i].id),
+                    stored[i].rev,
+                    stored[i - 1].rev if i else 0,
+                    stored[i + 1].rev if i + 1 < n else 0,
+                    derived.tokens[i],
+                    derived.raw[i],
+                    int(derived.tied[i]),
+                )
+            )
+        self._store.save_derived(self._derived_scope, rows)
+        derived.unsaved.clear()
 
     def _count(self, stored: StoredMessage) -> int:
         tokens = self._tokens.get(stored.id)
@@ -980,7 +1179,7 @@ class ContextManager:
         wrote to it, or after a write of ours failed (the store rolled it back). Holds
         on messages that are no longer live go."""
         self._cache = None
-        self._forms_valid = 0
+        self._derived = _Derived()
         self._tokens.clear()
         self._version += 1
         self._last_request = None

@@ -638,8 +638,8 @@ class Store:
         return item
 
     @_guarded("editing an item")
-    def edit(self, slot: str, item_id: str, body: Any) -> None:
-        """Replace the body of a live item.
+    def edit(self, slot: str, item_id: str, body: Any) -> Item:
+        """Replace the body of a live item; returns the item as edited.
 
         Raises
         ------
@@ -651,8 +651,9 @@ class Store:
         with self.transaction():
             rowid, _, text = self._write(slot, "edit", item_id, body)
             self._changed(cached, "edit", at, cached[at])
-            cached[at] = Item(item_id, cached[at].seq, rev=rowid, text=text)
+            item = cached[at] = Item(item_id, cached[at].seq, rev=rowid, text=text)
             self._cache[slot] = cached
+        return item
 
     @_guarded("redacting an item")
     def redact(self, slot: str, item_id: str) -> None:

@@ -11,20 +11,66 @@ from ..messages import ContentBlock, Message
 from ..pairing import SendForm
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store import Item, Store
     from ..summarizer import Summarizer
     from ..tokens import TokenCounter
 
 __all__ = ["Entry", "RequestBudget", "Selection", "StoredMessage", "Strategy", "StrategyContext"]
 
 
-@dataclass(frozen=True)
 class StoredMessage:
-    """A message as stored: its id and sequence in the store."""
+    """A message as stored: its id and sequence in the store.
 
-    id: str
-    seq: int
-    message: Message
+    Built from a stored body (:meth:`lazy`), the :class:`Message` is validated on
+    first access of :attr:`message` and then kept, so opening a long history builds
+    only the messages something reads.
+
+    Parameters
+    ----------
+    id : str
+    seq : int
+    message : Message
+    rev : int
+        The store's version of the body (:attr:`~context_manager.store.Item.rev`).
+    """
+
+    __slots__ = ("_body", "_message", "id", "rev", "seq")
+
+    def __init__(self, id: str, seq: int, message: Message, rev: int = 0) -> None:
+        self.id = id
+        self.seq = seq
+        self.rev = rev
+        self._message: Message | None = message
+        self._body: Item | None = None
+
+    @classmethod
+    def from_item(cls, item: Item) -> StoredMessage:
+        """The stored message of a store item; its :class:`Message` is validated from
+        the item's body when first read."""
+        stored = cls.__new__(cls)
+        stored.id, stored.seq, stored.rev = item.id, item.seq, item.rev
+        stored._message, stored._body = None, item
+        return stored
+
+    @property
+    def message(self) -> Message:
+        """The message (validated on first access)."""
+        if self._message is None:
+            assert self._body is not None
+            self._message = Message.model_validate(self._body.body)
+            self._body = None
+        return self._message
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StoredMessage):
+            return NotImplemented
+        return (self.id, self.seq, self.message) == (other.id, other.seq, other.message)
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.seq))
+
+    def __repr__(self) -> str:
+        return f"StoredMessage(id={self.id!r}, seq={self.seq}, message={self.message!r})"
 
 
 @dataclass(frozen=True)
@@ -95,9 +141,11 @@ class StrategyContext:
     """Live messages, oldest first (do not mutate the list)."""
     count: Callable[[StoredMessage], int]
     """Tokens of a stored message (cached by id)."""
-    forms: Callable[[], tuple[list[SendForm], list[int]]]
+    forms: Callable[[], tuple[Sequence[SendForm], Sequence[int]]]
     """What each live message is sent as when shown raw, and its tokens, aligned with
-    :attr:`messages` (:func:`~context_manager.pairing.send_form`: the one pairing rule)."""
+    :attr:`messages` (:func:`~context_manager.pairing.send_form`: the one pairing rule).
+    The forms are built when read (an item, a slice or an iteration), so a strategy that
+    reads only the recent ones pays only for those; the tokens are :attr:`sent`'s."""
     sent: Callable[[], tuple[Sequence[int], Sequence[bool]]]
     """Per live message, aligned with :attr:`messages`: its tokens as sent and whether it
     is tied to the next message (the tokens and ``tied`` flags of :attr:`forms`, without
