@@ -1,0 +1,102 @@
+"""The windowed compile: what a compile states follows the frontier, not the history.
+
+A memory the last frontier showed through memories only is stated as a block of its
+memories (``fold_window``); these tests hold that the stated problem stays small as
+history grows, that a strategy with its kept state compiles exactly what one that just
+read the store compiles, and that without the window the whole history is stated.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_manager_stateful import strategy
+
+from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer, OverBudgetError
+
+COUNTER = CharsCounter()
+BUDGET = 1500
+
+
+def _open(path: Path, **extra: object) -> ContextManager:
+    cm = ContextManager.open(
+        path=path,
+        strategy=strategy(**extra),
+        summarizer=ExtractiveSummarizer(target_tokens=30),
+        counter=COUNTER,
+    )
+    cm.set_tool_definitions([{"name": "bash"}])
+    return cm
+
+
+def _compile(cm: ContextManager) -> dict[str, object]:
+    try:
+        result = cm.compile(max_tokens=BUDGET, reserve_for_response=0)
+    except OverBudgetError:
+        cm.drain()
+        result = cm.compile(max_tokens=BUDGET, reserve_for_response=0)
+    return result.render_stats
+
+
+def _grow(cm: ContextManager, start: int, count: int, every: int = 10) -> None:
+    for i in range(start, start + count):
+        cm.add_message("User" if i % 2 == 0 else "Claude", " ".join(f"m{i}w{j}" for j in range(12)))
+        if (i + 1) % every == 0:
+            cm.drain()
+            _compile(cm)
+
+
+def test_the_stated_problem_stays_small_as_history_grows(tmp_path: Path) -> None:
+    cm = _open(tmp_path / "s.db")
+    sizes = {}
+    at = 0
+    for n in (300, 1200, 2400):
+        _grow(cm, at, n - at)
+        at = n
+        stats = _compile(cm)
+        sizes[n] = stats["stated"]
+    assert sizes[2400]["blocks"] > 0
+    # eight times the history, about the same problem
+    assert max(x["leaves"] for x in sizes.values()) <= 2 * sizes[300]["leaves"]
+    assert sizes[2400]["leaves"] < 2400 / 20
+
+
+def test_without_the_window_every_message_is_stated(tmp_path: Path) -> None:
+    cm = _open(tmp_path / "s.db", fold_window=False)
+    _grow(cm, 0, 400)
+    stats = _compile(cm)
+    assert stats["stated"]["blocks"] == 0
+    assert stats["stated"]["leaves"] >= 400 / 12  # at most one leaf per chunk in the middle
+
+
+@pytest.mark.parametrize("window", [True, False])
+def test_a_reopened_strategy_compiles_the_same_request(tmp_path: Path, window: bool) -> None:
+    path = tmp_path / "s.db"
+    cm = _open(path, fold_window=window)
+    _grow(cm, 0, 500)
+    kept = []
+    for i in range(500, 540):  # the agent loop: append, tick, compile
+        cm.add_message("User" if i % 2 == 0 else "Claude", f"turn {i} " * 8)
+        cm.tick()
+        _compile(cm)
+    result = cm.compile(max_tokens=BUDGET, reserve_for_response=0, dry_run=True)
+    kept = [result.messages, result.render_stats["tokens"], result.render_stats["stated"]]
+    cm.close()
+    again = _open(path, fold_window=window)
+    fresh = again.compile(max_tokens=BUDGET, reserve_for_response=0, dry_run=True)
+    assert [fresh.messages, fresh.render_stats["tokens"], fresh.render_stats["stated"]] == kept
+    assert (fresh.render_stats["stated"]["blocks"] > 0) is window
+
+
+def test_a_window_never_hides_a_pinned_or_locked_message(tmp_path: Path) -> None:
+    cm = _open(tmp_path / "s.db")
+    _grow(cm, 0, 600)
+    ids = [m.id for m in cm.get_messages()]
+    before = _compile(cm)["stated"]
+    cm.pin_range(ids[40], ids[41])
+    cm.lock_message(ids[120])
+    result = cm.compile(max_tokens=BUDGET, reserve_for_response=0)
+    texts = " ".join(str(m.content) for m in result.messages)
+    assert "m40w0" in texts and "m41w0" in texts  # the pinned messages, raw
+    assert result.render_stats["stated"]["leaves"] > before["leaves"]
