@@ -118,8 +118,29 @@ class State:
         return int(size)
 
     def frontier_summaries(self) -> list[SummaryEntry]:
-        """Summaries with no parent."""
-        return [s for s in self.summaries.values() if s.parent_id is None]
+        """Summaries with no parent (kept until a memory is added or dropped)."""
+        key = (self.records.revision, len(self.summaries))
+        kept = self.cache.get(("parentless",))
+        if kept is None or kept[0] != key:
+            kept = self.cache[("parentless",)] = (
+                key,
+                [s for s in self.summaries.values() if s.parent_id is None],
+            )
+        return [s for s in kept[1] if s.parent_id is None]
+
+    def open_chunks(self, ctx: StrategyContext) -> list[Any]:
+        """Chunk records not compressed yet, in order (kept across calls: appends only
+        add records, and a compressed one stays compressed until a record changes)."""
+        chunks = self.records.chunks
+        key = (ctx.version(), self.records.revision)
+        kept = self.cache.get(("open-chunks",))
+        if kept is None or kept[0] != key or kept[1] > len(chunks):
+            kept = (key, 0, [])
+        _, done, pending = kept
+        pending = [c for c in pending if not c.compressed]
+        pending.extend(c for c in chunks[done:] if not c.compressed)
+        self.cache[("open-chunks",)] = (key, len(chunks), pending)
+        return list(pending)
 
     # ---------------------------------------------------------- recall pairs
     def recall_header(self, summary: SummaryEntry) -> str:

@@ -36,9 +36,7 @@ def queued_chunks(st: State, ctx: StrategyContext) -> list[ChunkRecord]:
     records = st.records
     live = st.positions(ctx, ctx.messages())
     held = ctx.held_ids()
-    closed = [
-        c for c in records.chunks if not c.compressed and all(i in live for i in c.source_ids)
-    ]
+    closed = [c for c in st.open_chunks(ctx) if all(i in live for i in c.source_ids)]
     hold_back = st.config.l1_holdback_chunks
     ready = closed[: len(closed) - hold_back] if hold_back else closed
     ready += [c for c in closed[len(ready) :] if c.id in st.demanded_chunks]
@@ -98,9 +96,10 @@ def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
             if newest and len(run) - len(take) == 1 and threshold > 2:
                 take = run[: threshold - 1]  # never strand a single memory
             ids = [s.id for s in take]
-            leaves = {leaf for s in take for leaf in st.leaves_of(s)}
             attempts = st.records.merge_attempts.get("+".join(ids), 0)
-            if held.intersection(leaves) or attempts >= cfg.merge_attempt_limit:
+            if attempts >= cfg.merge_attempt_limit:
+                continue
+            if held and not held.isdisjoint(leaf for s in take for leaf in st.leaves_of(s)):
                 continue
             if st.waiting(ctx, "+".join(ids)):
                 continue
@@ -142,9 +141,9 @@ def demand(
     index = st.positions(ctx, stored)
     for level, lo, hi in produce:
         if level == 1:
-            for chunk in st.records.chunks:
+            for chunk in st.open_chunks(ctx):
                 spots = [index[i] for i in chunk.source_ids if i in index]
-                if not chunk.compressed and spots and lo <= max(spots) and min(spots) <= hi:
+                if spots and lo <= max(spots) and min(spots) <= hi:
                     st.demanded_chunks.add(chunk.id)
             continue
         run = sorted(
@@ -202,13 +201,22 @@ def tick(st: State, ctx: StrategyContext) -> bool:
 
 
 def _expected_recall(st: State, ctx: StrategyContext, level: int) -> int:
-    costs = sorted(st.recall_tokens(ctx, s) for s in st.summaries.values() if s.level == level)
-    return costs[len(costs) // 2] if costs else st.config.summary_target_tokens
+    """The median recall price of the memories at ``level`` (kept until one is added)."""
+    key = ("expected-recall", level, len(st.summaries), st.records.revision)
+    kept = st.cache.get(key[:2])
+    if kept is None or kept[0] != key:
+        costs = sorted(st.recall_tokens(ctx, s) for s in st.summaries.values() if s.level == level)
+        kept = st.cache[key[:2]] = (
+            key,
+            costs[len(costs) // 2] if costs else st.config.summary_target_tokens,
+        )
+    return int(kept[1])
 
 
 def _chunk_saving(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> int:
-    by_id = {s.id: s for s in ctx.messages()}
-    raw = sum(ctx.count(by_id[i]) for i in chunk.source_ids if i in by_id)
+    stored = ctx.messages()
+    index = st.positions(ctx, stored)
+    raw = sum(ctx.count(stored[index[i]]) for i in chunk.source_ids if i in index)
     return raw - _expected_recall(st, ctx, 1)
 
 
@@ -222,8 +230,8 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     cfg = st.config
     records = st.records
     stored = ctx.messages()
-    by_id = {s.id: s for s in stored}
-    messages = [by_id[i].message for i in chunk.source_ids]
+    index = st.positions(ctx, stored)
+    messages = [stored[index[i]].message for i in chunk.source_ids]
     has_tools = any(
         isinstance(b, ToolUseBlock | ToolResultBlock) for m in messages for b in m.content
     )
@@ -235,7 +243,6 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         return True
     if has_tools and not ctx.tools():
         return False  # wait until the agent's tools are known
-    index = st.positions(ctx, stored)
     steps = ladder(st, ctx, index[chunk.source_ids[0]], index)
     request = l1_request(st, ctx, stored, chunk, steps)
     completion = _ask(st, ctx, request, chunk.id)  # queued_chunks held back refused shapes
