@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import threading
 import time
@@ -31,6 +32,8 @@ __all__ = [
     "ContextManager",
     "Injection",
     "Overhead",
+    "SavedCounts",
+    "counter_key",
     "place_injections",
 ]
 
@@ -272,6 +275,67 @@ def counter_key(counter: TokenCounter) -> str:
     return f"{kind.__module__}.{kind.__qualname__}/{counter.name}"
 
 
+class SavedCounts:
+    """A token counter whose counts are kept in the store, so a reopened store prices
+    what it priced before (memories, the request overhead) without tokenising.
+
+    Counts are keyed by the SHA-256 of what was counted (a message's
+    :meth:`~.messages.Message.digest`, a text's UTF-8 bytes) under the wrapped
+    counter's :func:`counter_key`; they are read on first use and new ones saved with
+    the manager's next write (or on close).
+
+    Parameters
+    ----------
+    counter : TokenCounter
+        The counter that counts what is not saved yet.
+    store : Store
+    scope : str
+        Where in the store the counts live.
+    """
+
+    def __init__(self, counter: TokenCounter, store: Store, scope: str) -> None:
+        self.counter = counter
+        self.name = counter.name
+        self._store = store
+        self._scope = scope
+        self._known: dict[bytes, int] | None = None
+        self._new: dict[bytes, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.counter, name)
+
+    def _lookup(self, key: bytes, count: Callable[[], int]) -> int:
+        known = self._known
+        if known is None:
+            known = self._known = self._store.derived_counts(self._scope)
+        value = known.get(key)
+        if value is None:
+            value = known[key] = count()
+            self._new[key] = value
+        return value
+
+    def count_text(self, text: str) -> int:
+        """Tokens of a string (saved)."""
+        key = b"t" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+        return self._lookup(key, lambda: self.counter.count_text(text))
+
+    def count_message(self, message: Message) -> int:
+        """Tokens of a message (saved)."""
+        key = b"m" + bytes.fromhex(message.digest())
+        return self._lookup(key, lambda: self.counter.count_message(message))
+
+    def save(self) -> None:
+        """Save the counts made since the last save (part of the open transaction)."""
+        if self._new:
+            self._store.save_counts(self._scope, self._new.items())
+            self._new = {}
+
+    def forget(self) -> None:
+        """Read the saved counts again on next use (a rolled-back save lost some)."""
+        self._known = None
+        self._new = {}
+
+
 class _Derived:
     """Per-message values of the live messages, aligned with them: tokens as sent, the
     tied flag, the raw count (-1 when not known) and the send form (None until built).
@@ -431,6 +495,7 @@ class ContextManager:
         self._system_prompt: str | None = None
         self._cache: list[StoredMessage] | None = None
         self._derived_scope = f"sent\x1f{self._slot}\x1f{counter_key(counter)}"
+        self._saved_counts = SavedCounts(counter, store, f"counts\x1f{counter_key(counter)}")
         self._derived = _Derived()
         self._tokens: dict[str, int] = {}
         self._last_request: tuple[object, list[Message]] | None = None
@@ -447,7 +512,7 @@ class ContextManager:
             forms=self._sent_forms,
             sent=self._sent,
             version=lambda: self._version,
-            counter=counter,
+            counter=self._saved_counts,
             summarizer=summarizer,
             is_held=self._is_held,
             held_ids=self._held_ids,
@@ -590,7 +655,10 @@ class ContextManager:
         """Replace a message's content (existing summaries keep their text)."""
         old = self.get_message(message_id)
         blocks = _blocks(content)
-        new = old.model_copy(update={"content": blocks})
+        # built anew, not model_copy'd: a copy would keep the old content's cached
+        # tool_use_ids / tool_result_ids, and the pairing rule reads those
+        fields = {name: getattr(old, name) for name in Message.model_fields}
+        new = Message(**{**fields, "content": blocks})
         with self._store.transaction():
             item = self._store.edit(self._slot, message_id, new.model_dump(mode="json"))
             for entry in self._log_entries(message_id, "copy"):
@@ -761,15 +829,24 @@ class ContextManager:
 
     @staticmethod
     def _form_at(stored: Sequence[StoredMessage], i: int) -> SendForm:
-        return send_form(
+        message = stored[i].message
+        form = send_form(
             stored[i - 1].message if i else None,
-            stored[i].message,
+            message,
             stored[i + 1].message if i + 1 < len(stored) else None,
         )
+        for sent in form.messages:
+            if sent is not message:
+                # a repaired copy (model_copy) may carry the stored message's cached
+                # call and result ids; they must be read from its own content
+                sent.__dict__.pop("tool_use_ids", None)
+                sent.__dict__.pop("tool_result_ids", None)
+        return form
 
     def _save_derived(self) -> None:
         """Save the per-message values computed since the last save (part of the open
         transaction), so a reopened store reads them instead of counting."""
+        self._saved_counts.save()
         derived = self._derived
         stored = self._cache
         if stored is None or not derived.unsaved:
@@ -858,7 +935,7 @@ class ContextManager:
                 m = Message(participant=f"{INJECTION_PREFIX}{inj.namespace}", content=inj.content)
                 (before if inj.position == "before_user" else after).append(m)
         count = self._counter.count_message
-        parts = overhead.price(self._counter, system)
+        parts = overhead.price(self._saved_counts, system)
         injected = sum(count(m) for m in before + after)
         fixed = parts["total"] + injected
         budget = RequestBudget(max_tokens, reserve_for_response, fixed)
@@ -1180,6 +1257,7 @@ class ContextManager:
         on messages that are no longer live go."""
         self._cache = None
         self._derived = _Derived()
+        self._saved_counts.forget()
         self._tokens.clear()
         self._version += 1
         self._last_request = None

@@ -108,6 +108,12 @@ CREATE TABLE IF NOT EXISTS derived_items (
     c INTEGER NOT NULL,
     PRIMARY KEY (scope, item)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS derived_counts (
+    scope INTEGER NOT NULL,
+    digest BLOB NOT NULL,
+    tokens INTEGER NOT NULL,
+    PRIMARY KEY (scope, digest)
+) WITHOUT ROWID;
 """
 
 # The next record id: what AUTOINCREMENT would pick, chosen before the insert so an
@@ -840,6 +846,38 @@ class Store:
             self._conn.executemany(
                 "DELETE FROM derived_items WHERE scope = ? AND item = ?",
                 ((scope_id, i) for i in items),
+            )
+
+    @_guarded("reading saved counts")
+    def derived_counts(self, scope: str) -> dict[bytes, int]:
+        """Counts saved by :meth:`save_counts` under ``scope``: digest -> count.
+
+        Like :meth:`derived_items` they are not records: a digest names what was
+        counted, so a count is right on every branch."""
+        scope_id = self._scope_id(scope, create=False)
+        if scope_id is None:
+            return {}
+        rows = self._conn.execute(
+            "SELECT digest, tokens FROM derived_counts WHERE scope = ?", (scope_id,)
+        ).fetchall()
+        return {bytes(d): int(t) for d, t in rows}
+
+    @_guarded("saving counts")
+    def save_counts(self, scope: str, rows: Iterable[tuple[bytes, int]]) -> None:
+        """Save ``(digest, count)`` pairs under ``scope``; part of the open transaction.
+
+        Raises
+        ------
+        StoreFullError
+            When the disk is full; nothing is saved.
+        """
+        self._check_open()
+        self._check_not_aborted()
+        with self.transaction():
+            scope_id = self._scope_id(scope, create=True)
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO derived_counts VALUES (?, ?, ?)",
+                ((scope_id, d, t) for d, t in rows),
             )
 
     def _scope_id(self, scope: str, *, create: bool) -> int | None:

@@ -341,3 +341,41 @@ def test_frontiers_in_the_older_forms_still_read(tmp_path: Path) -> None:
         assert records.runs == [("1", "3", 2)]
         records.commit_frontier([("1", "3", 2), ("4", "4", 1)])
         assert read_records(store, slot).runs == [("1", "3", 2), ("4", "4", 1)]
+
+
+def test_a_store_with_memories_reopens_without_tokenising(tmp_path: Path) -> None:
+    from context_manager.strategies.autobiographical import AutobiographicalStrategy
+    from context_manager.summarizer import ExtractiveSummarizer
+
+    path = tmp_path / "s.db"
+    tools = [{"name": "ls", "description": "List files.", "input_schema": {"type": "object"}}]
+
+    def open_it(counter: Any) -> ContextManager:
+        cm = ContextManager.open(
+            path=path,
+            counter=counter,
+            strategy=AutobiographicalStrategy(
+                compression_model="test-model",
+                target_chunk_tokens=60,
+                recent_window_tokens=0,
+                l1_holdback_chunks=0,
+                min_chunk_chars_for_llm=0,
+            ),
+            summarizer=ExtractiveSummarizer(),
+        )
+        cm.set_system_prompt("You are a careful assistant.")
+        cm.set_tool_definitions(tools)
+        return cm
+
+    with open_it(CountingChars()) as cm:
+        for k in range(8):
+            add_turns(cm, k * 20, 20)
+            cm.drain()
+            first = cm.compile(max_tokens=600, reserve_for_response=0)
+        assert first.render_stats.get("summaries")
+    counter = CountingChars()
+    with open_it(counter) as cm:
+        again = cm.compile(max_tokens=600, reserve_for_response=0)
+        assert counter.messages == 0 and counter.texts == 0
+        assert again.messages == first.messages
+        assert again.render_stats["tokens"] == first.render_stats["tokens"]
