@@ -33,6 +33,7 @@ defaults. Pass a :class:`KvUnifiedPolicy` or the name of a shipped preset
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from folding import FoldProblem, Layout, Status, fidelity_weights, previous_layout, render_levels
 from folding.render import resolve_units
 
-from ._atoms import AtomModel, build_atoms
+from ._atoms import AtomModel, Choices, build_atoms, open_choices, path_bounds, summary_atoms
 from ._base import Capabilities, Plan, Solver, SolverConfig, register
 from ._common import carried_levels, cheapest_levels
 from ._cpsat import MAX_SEED, MAX_WORKERS, import_cp_model, make_solver, translate_status
@@ -144,6 +145,10 @@ class KvUnifiedConfig(SolverConfig):
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     presolve: bool = False
     """Run CP-SAT's presolve (slower on these models)."""
+    cuts: bool = False
+    """Let CP-SAT generate cutting planes. Off: on these models the tangent rows'
+    large coefficients make cut generation most of the solve (a 75k-leaf history's
+    main solve: 0.45 s with cuts, 0.09 s without, the same optimum)."""
     floor_time_limit: float = Field(default=0.5, gt=0.0)
     """Seconds for each floor solve (least churn, least change). A floor found within
     the limit but not proven is an upper bound; ``diagnostics["floors_proven"]`` says."""
@@ -259,61 +264,221 @@ def _exact_score(
     return _Score(total, fidelity, band, churn, change, r)
 
 
-class _Model:
-    """The CP-SAT model over atoms with the score's linear pieces as expressions."""
+@dataclass(frozen=True)
+class _Epigraph:
+    """``q * t >= a * x + b`` for every line, ``t`` in ``[0, bound]``: the tangents of
+    one quadratic penalty (see :func:`_tangents`)."""
 
-    def __init__(self, problem: FoldProblem, cfg: KvUnifiedConfig, terms: _Terms) -> None:
-        cp_model = import_cp_model()
-        self.cp_model = cp_model
-        self.limit_hit = False
-        self.problem = problem
-        self.cfg = cfg
+    bound: int
+    q: int
+    lines: tuple[tuple[int, int], ...]
+    error: float
+
+    def least(self, x: int) -> int:
+        """The least integer ``t`` the lines allow at ``x`` (may exceed ``bound``)."""
+        t = 0
+        for a, b in self.lines:
+            t = max(t, -((-(a * x + b)) // self.q))
+        return t
+
+
+def _tangents(upper: float, weight: float, scale_x: float, pieces: int, name: str) -> _Epigraph:
+    """Tangents of ``weight * (x / scale_x)**2`` on ``x`` in ``[0, upper]``, in score
+    units x SCORE, and the worst under-estimate in score units."""
+    peak = weight * (upper / scale_x) ** 2 * SCORE
+    _check_magnitude(peak, f"the penalty {name}")
+    bound = math.ceil(peak) + 1
+    if upper <= 0 or weight == 0:
+        return _Epigraph(max(1, bound), 1, (), 0.0)
+    step = upper / pieces
+    max_slope = 2.0 * weight * upper / scale_x**2
+    # q * t >= q * SCORE * (f(x0) + f'(x0) * (x - x0)); q keeps the slopes integral
+    q = int(min(1e9, max(1.0, 1e4 / (SCORE * max_slope))))
+    # rounding a slope moves a tangent by up to upper / (2 q) at the far end: t's
+    # bound leaves room for it, or the largest excess would have no feasible t
+    bound += math.ceil(upper / (2 * q)) + 1
+    _check_magnitude(q * (bound + SCORE * max_slope * upper + peak), f"the tangents of {name}")
+    lines = []
+    for p in range(pieces + 1):
+        x0 = p * step
+        slope = 2.0 * weight * x0 / scale_x**2
+        value = weight * (x0 / scale_x) ** 2
+        lines.append((round(q * SCORE * slope), round(q * SCORE * (value - slope * x0))))
+    return _Epigraph(bound, q, tuple(lines), weight * (step / scale_x) ** 2 / 4.0)
+
+
+@dataclass(frozen=True)
+class _Penalty:
+    """One penalised quantity of the main objective: ``excess >= expr - offset`` in
+    ``[0, top]``, priced by the tangents ``epi``."""
+
+    name: str
+    offset: int
+    top: int
+    epi: _Epigraph
+
+
+class _Space:
+    """The choices of a problem: atoms, their edges and every coefficient of the score.
+
+    Edges are the selectable summaries (``z``, in ``AtomModel.selectable`` order) and
+    the raw atoms (``r``). The coefficients are those of the original model over
+    every edge, so the scaled terms and their ranges do not depend on which edges a
+    bound closes.
+    """
+
+    def __init__(self, problem: FoldProblem, terms: _Terms) -> None:
         h = problem.hierarchy
         idx = problem.index
         atoms: AtomModel = build_atoms(problem)
+        self.problem = problem
+        self.atoms = atoms
+        sel = atoms.selectable
+        self.sel = sel
+        self.z_start, self.z_end = summary_atoms(atoms, problem)
+        self.z_tokens = h.summary_tokens[sel]
+        self.z_level = h.summary_level[sel]
+        self.r_tokens = atoms.raw_tokens
+        first = h.span_first[sel]
+        stop = h.span_last[sel] + 1
+        # coefficients, summed exactly as over each span's non-protected members (a
+        # span without holes sums its slice: the same values in the same order)
+        free = ~idx.protected
+        holes = np.concatenate([[0], np.cumsum(idx.protected)])
+        whole = (holes[stop] - holes[first] == 0).tolist()
+        weights = terms.weights
+        spans = list(zip(first.tolist(), stop.tolist(), whole, strict=True))
+        levels = self.z_level.tolist()
+        self.fidelity = [
+            float(lv) * float((weights[a:b] if w else weights[a:b][free[a:b]]).sum())
+            for lv, (a, b, w) in zip(levels, spans, strict=True)
+        ]
+        self.change_z: list[float] = []
+        self.change_r: list[float] = []
+        if terms.change is not None:
+            prev = terms.previous
+            change = terms.change
+            # per level: where the previous level equals it (prefix counts), and the
+            # products change x max(1, |level - previous|) the sums take
+            same: dict[int, IntArray] = {}
+            product: dict[int, FloatArray] = {}
+            for lv in sorted(set(levels)):
+                same[lv] = np.concatenate([[0], np.cumsum(prev == lv)])
+                product[lv] = change * np.maximum(1, np.abs(lv - prev))
+            out = []
+            for lv, (a, b, w) in zip(levels, spans, strict=True):
+                if w:
+                    kept = int(same[lv][b] - same[lv][a])
+                    if kept == b - a:
+                        out.append(0.0)
+                        continue
+                    if kept == 0:
+                        out.append(float(product[lv][a:b].sum()))
+                        continue
+                seg = slice(a, b)
+                p = prev[seg] if w else prev[seg][free[seg]]
+                c = change[seg] if w else change[seg][free[seg]]
+                moved = p != lv
+                factor = np.maximum(1, np.abs(lv - p))
+                out.append(float((c * factor)[moved].sum()))
+            self.change_z = out
+            raw_changed = np.concatenate([[0], np.cumsum(prev != 0)])
+            moved_product = change * prev
+            r = [0.0] * atoms.n_atoms
+            starts, stops = atoms.atom_start.tolist(), atoms.atom_stop.tolist()
+            for a in np.flatnonzero(atoms.raw_ok).tolist():
+                lo, hi = starts[a], stops[a]
+                moved_count = int(raw_changed[hi] - raw_changed[lo])
+                if moved_count == 0:
+                    continue
+                if moved_count == hi - lo:
+                    r[a] = float(moved_product[lo:hi].sum())
+                    continue
+                p = prev[lo:hi]
+                r[a] = float((change[lo:hi] * p)[p != 0].sum())
+            self.change_r = r
+        self.budget = open_choices(
+            atoms, self.z_start, self.z_end, self.z_tokens, problem.budget.total
+        )
+
+    def edges(self) -> tuple[IntArray, IntArray]:
+        """Start and end boundaries of every edge: summaries, then raw atoms."""
+        raw = np.arange(self.atoms.n_atoms, dtype=np.int64)
+        return np.concatenate([self.z_start, raw]), np.concatenate([self.z_end, raw + 1])
+
+    def assignment(self, levels: IntArray) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """The edges a frontier chooses (summaries in ``sel`` order, raw atoms)."""
+        nodes, _ = resolve_units(self.problem, levels)
+        n = self.problem.index.n
+        shown = np.zeros(self.problem.index.n_summaries, dtype=np.bool_)
+        shown[nodes[nodes >= n] - n] = True
+        first_leaf = self.atoms.atom_start
+        raw = (levels[first_leaf] == 0) if first_leaf.size else np.zeros(0, dtype=np.bool_)
+        return shown[self.sel], raw & self.atoms.raw_ok
+
+
+class _Model:
+    """The CP-SAT model over the open choices, with the score's pieces as expressions.
+
+    Only edges still to decide become variables; forced edges are constants and
+    closed ones are absent (their literal is false), so the model's solutions and
+    objective values are those of the model over every atom.
+    """
+
+    def __init__(
+        self, space: _Space, cfg: KvUnifiedConfig, terms: _Terms, choices: Choices
+    ) -> None:
+        cp_model = import_cp_model()
+        self.cp_model = cp_model
+        self.limit_hit = False
+        self.space = space
+        self.problem = problem = space.problem
+        self.cfg = cfg
+        self.choices = choices
+        atoms = space.atoms
         self.atoms = atoms
         m = cp_model.CpModel()
         self.m = m
         wall = problem.budget.total
-        self.z = {j: m.new_bool_var(f"z{j}") for j in atoms.selectable.tolist()}
-        self.raw = {a: m.new_bool_var(f"r{a}") for a in np.flatnonzero(atoms.raw_ok).tolist()}
-        for a, cover in enumerate(atoms.covers):
-            terms_ = [self.z[j] for j in cover]
-            if a in self.raw:
-                terms_.append(self.raw[a])
-            m.add_exactly_one(terms_)
+        z_ids = np.flatnonzero(choices.free_z())
+        r_ids = np.flatnonzero(choices.free_r())
+        self.z_ids, self.r_ids = z_ids, r_ids
+        self.zv = [m.new_bool_var(f"z{int(space.sel[k])}") for k in z_ids.tolist()]
+        self.rv = [m.new_bool_var(f"r{a}") for a in r_ids.tolist()]
+        self.z = dict(zip(z_ids.tolist(), self.zv, strict=True))
+        self.raw = dict(zip(r_ids.tolist(), self.rv, strict=True))
+        # exactly one option per atom not settled by a forced edge
+        rows: list[list[Any]] = [[] for _ in range(atoms.n_atoms)]
+        starts, ends = space.z_start.tolist(), space.z_end.tolist()
+        for k, v in zip(z_ids.tolist(), self.zv, strict=True):
+            for a in range(starts[k], ends[k]):
+                rows[a].append(v)
+        for a, v in zip(r_ids.tolist(), self.rv, strict=True):
+            rows[a].append(v)
+        # atoms whose open options are the same share one row (closing edges merges atoms)
+        seen: set[tuple[int, ...]] = set()
+        for a in np.flatnonzero(~choices.settled).tolist():
+            key = tuple(v.index for v in rows[a])
+            if key not in seen:
+                seen.add(key)
+                m.add_exactly_one(rows[a])
+        forced_z = np.flatnonzero(choices.z_forced)
+        forced_r = np.flatnonzero(choices.r_forced)
+        self.forced_z = forced_z
+        constant = (
+            atoms.constant_tokens
+            + int(space.z_tokens[forced_z].sum())
+            + int(space.r_tokens[forced_r].sum())
+        )
         self.tokens = m.new_int_var(0, wall, "R")
         m.add(
             self.tokens
-            == atoms.constant_tokens
-            + sum(int(atoms.raw_tokens[a]) * v for a, v in self.raw.items())
-            + sum(int(h.summary_tokens[j]) * v for j, v in self.z.items())
+            == cp_model.LinearExpr.weighted_sum(
+                self.zv + self.rv,
+                space.z_tokens[z_ids].tolist() + space.r_tokens[r_ids].tolist(),
+            )
+            + constant
         )
-        free = ~idx.protected
-        members = {}
-        for j in self.z:
-            a, b = int(h.span_first[j]), int(h.span_last[j]) + 1
-            members[j] = np.arange(a, b)[free[a:b]]
-        self.members = members
-        # fidelity, as float coefficients on z
-        self.fidelity = {
-            j: float(h.summary_level[j]) * float(terms.weights[members[j]].sum()) for j in self.z
-        }
-        # continuity, as float coefficients on z and raw atoms
-        self.change_z: dict[int, float] = {}
-        self.change_raw: dict[int, float] = {}
-        if terms.change is not None:
-            prev = terms.previous
-            for j in self.z:
-                lv = int(h.summary_level[j])
-                mem = members[j]
-                moved = prev[mem] != lv
-                factor = np.maximum(1, np.abs(lv - prev[mem]))
-                self.change_z[j] = float((terms.change[mem] * factor)[moved].sum())
-            for a in self.raw:
-                leaves = atoms.atom_leaves[a]
-                moved = prev[leaves] != 0
-                self.change_raw[a] = float((terms.change[leaves] * prev[leaves])[moved].sum())
         # cache: prefix booleans over the previous layout's markers
         self.cached_expr: Any = 0
         if terms.before is not None:
@@ -322,61 +487,56 @@ class _Model:
     def _cache_prefix(self, terms: _Terms) -> None:
         """cached = tokens up to the last breakpoint whose whole prefix is still shown.
 
-        One boolean per run of breakpoints needing the same new literals: protected
-        raw units are always intact and add no variable; a unit that can no longer
-        be shown ends the cacheable prefix.
+        One boolean per run of breakpoints needing the same new literals (see
+        :func:`_cache_plan`): protected raw units and forced units are always intact
+        and add no variable; a unit that can no longer be shown ends the prefix.
         """
         m = self.m
-        before = terms.before
-        assert before is not None
-        idx = self.problem.index
-        n = idx.n
-        atom_of = np.full(n, -1, dtype=np.int64)
-        for a, leaves in enumerate(self.atoms.atom_leaves):
-            atom_of[leaves] = a
-        ends = np.append(before.offsets, before.total)
-        current: Any = None  # None: the prefix so far is intact in every frontier
-        constant = 0
-        expr: list[Any] = []
-        start = 0
-        for count in terms.markers:
-            literals: list[Any] = []
-            broken = False
-            for node in before.nodes[start:count].tolist():
-                if node < n:
-                    if idx.protected[node]:
-                        continue
-                    var = self.raw.get(int(atom_of[node]))
-                else:
-                    var = self.z.get(node - n)
-                if var is None:
-                    broken = True
-                    break
-                literals.append(var)
-            if broken:
-                break
-            if literals:
-                k = m.new_bool_var(f"k{count}")
-                for var in dict.fromkeys(literals):
-                    m.add_implication(k, var)
-                if current is not None:
-                    m.add_implication(k, current)
-                current = k
-            segment = int(ends[count]) - (int(ends[start]) if start else 0)
-            if current is None:
-                constant += segment
-            else:
-                expr.append(segment * current)
-            start = count
-        self.cached_expr = constant + sum(expr)
+        groups, literal_groups, _ = _cache_plan(self.space, terms, self.choices)
+        ks: list[Any] = []
+        current: Any = None
+        for g, literals in enumerate(literal_groups):
+            var = m.new_bool_var(f"k{g}")
+            for kind, key in literals:
+                m.add_implication(var, self.z[key] if kind == "z" else self.raw[key])
+            if current is not None:
+                m.add_implication(var, current)
+            current = var
+            ks.append(var)
+        constant = sum(seg for seg, g in groups if g < 0)
+        used = [(seg, g) for seg, g in groups if g >= 0]
+        self.cached_expr = cp_model_sum(
+            self.cp_model, [ks[g] for _, g in used], [seg for seg, _ in used], constant
+        )
 
     # ----------------------------------------------------------- expressions
-    def scaled(
-        self, coefficients: dict[int, float], variables: dict[int, Any], scale: float
-    ) -> Any:
-        coefs = {key: round(c * scale) for key, c in coefficients.items() if c}
-        _check_magnitude(sum(abs(c) for c in coefs.values()), "a scaled objective term")
-        return sum(c * variables[key] for key, c in coefs.items())
+    def scaled(self, z_coefs: list[float], r_coefs: list[float], scale: float) -> Any:
+        """The expression sum(round(c * scale) x) over every edge, closed ones false."""
+        zc = [round(c * scale) for c in z_coefs]
+        rc = [round(c * scale) for c in r_coefs]
+        _check_magnitude(
+            sum(abs(c) for c in zc) + sum(abs(c) for c in rc), "a scaled objective term"
+        )
+        return self._linear(zc, rc)
+
+    def _linear(self, zc: list[int], rc: list[int]) -> Any:
+        ch = self.choices
+        constant = sum(zc[k] for k in self.forced_z.tolist())
+        if rc:
+            constant += sum(rc[a] for a in np.flatnonzero(ch.r_forced).tolist())
+        variables = list(self.zv)
+        coefs = [zc[k] for k in self.z_ids.tolist()]
+        if rc:
+            variables += self.rv
+            coefs += [rc[a] for a in self.r_ids.tolist()]
+        keep = [i for i, c in enumerate(coefs) if c]
+        return cp_model_sum(
+            self.cp_model, [variables[i] for i in keep], [coefs[i] for i in keep], constant
+        )
+
+    def fidelity_expr(self, scale: float) -> Any:
+        """Integer expression ~ scale x fidelity loss."""
+        return self.scaled(self.space.fidelity, [], scale)
 
     def churn_expr(self, scale: float) -> Any:
         """Integer expression ~ scale x churn (cache price x re-read tokens)."""
@@ -386,9 +546,8 @@ class _Model:
         return factor * (self.tokens - self.cached_expr)
 
     def change_expr(self, scale: float) -> Any:
-        return self.scaled(self.change_z, self.z, scale) + self.scaled(
-            self.change_raw, self.raw, scale
-        )
+        """Integer expression ~ scale x continuity change."""
+        return self.scaled(self.space.change_z, self.space.change_r, scale)
 
     def solve(self, objective: Any, time_limit: float) -> tuple[Status | None, Any]:
         self.m.minimize(objective)
@@ -402,6 +561,7 @@ class _Model:
             workers=self.cfg.workers,
             seed=self.cfg.seed,
             presolve=self.cfg.presolve,
+            cuts=self.cfg.cuts,
         )
         code = solver.solve(self.m)
         self.m.clear_objective()
@@ -411,51 +571,61 @@ class _Model:
         return translate_status(code, self.cp_model), solver
 
     def levels(self, solver: Any) -> IntArray:
-        chosen = [j for j, v in self.z.items() if solver.value(v)]
+        chosen = [int(self.space.sel[k]) for k, v in self.z.items() if solver.value(v)]
+        chosen += self.space.sel[self.forced_z].tolist()
         return self.atoms.levels(self.problem, [], chosen)
 
-    def hint(self, levels: IntArray) -> None:
-        nodes, _ = resolve_units(self.problem, levels)
-        n = self.problem.index.n
-        shown = {int(x) - n for x in nodes[nodes >= n]}
-        self.m.clear_hints()
-        for j, v in self.z.items():
-            self.m.add_hint(v, 1 if j in shown else 0)
+    def chosen(self, solver: Any) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """The edges of a solution (summaries in ``sel`` order, raw atoms)."""
+        z = self.choices.z_forced.copy()
+        r = self.choices.r_forced.copy()
+        for k, v in self.z.items():
+            z[k] |= bool(solver.value(v))
         for a, v in self.raw.items():
-            self.m.add_hint(v, 1 if levels[self.atoms.atom_leaves[a][0]] == 0 else 0)
+            r[a] |= bool(solver.value(v))
+        return z, r
+
+    def hint(self, z_on: npt.NDArray[np.bool_], r_on: npt.NDArray[np.bool_]) -> None:
+        """Hint the assignment choosing exactly the given edges."""
+        self.m.clear_hints()
+        for k, v in self.z.items():
+            self.m.add_hint(v, bool(z_on[k]))
+        for a, v in self.raw.items():
+            self.m.add_hint(v, bool(r_on[a]))
+
+    # ------------------------------------------------------------ evaluation
+    def feasible(self, z_on: npt.NDArray[np.bool_], r_on: npt.NDArray[np.bool_]) -> bool:
+        """The edges are a solution of this model (every atom covered once, open edges
+        only, forced edges chosen, the wall kept)."""
+        ch = self.choices
+        if (z_on & ~ch.z_live).any() or (r_on & ~ch.r_live).any():
+            return False
+        if (ch.z_forced & ~z_on).any() or (ch.r_forced & ~r_on).any():
+            return False
+        n_atoms = self.atoms.n_atoms
+        mark = np.zeros(n_atoms + 1, dtype=np.int64)
+        on = np.flatnonzero(z_on)
+        np.add.at(mark, self.space.z_start[on], 1)
+        np.add.at(mark, self.space.z_end[on], -1)
+        if not (np.cumsum(mark)[:n_atoms] + r_on == 1).all():
+            return False
+        return self.tokens_of(z_on, r_on) <= self.problem.budget.total
+
+    def tokens_of(self, z_on: npt.NDArray[np.bool_], r_on: npt.NDArray[np.bool_]) -> int:
+        """R of an assignment."""
+        space = self.space
+        return (
+            self.atoms.constant_tokens
+            + int(space.z_tokens[z_on].sum())
+            + int(space.r_tokens[r_on].sum())
+        )
 
 
-def _quadratic_epigraph(
-    model: _Model, excess: Any, upper: float, weight: float, scale_x: float, pieces: int, name: str
-) -> tuple[Any, float]:
-    """t >= weight * (x / scale_x)**2 for x = excess in [0, upper], by tangents.
-
-    Returns the epigraph variable (in score units x SCORE) and the worst
-    under-estimate in score units.
-    """
-    m = model.m
-    peak = weight * (upper / scale_x) ** 2 * SCORE
-    _check_magnitude(peak, f"the penalty {name}")
-    bound = math.ceil(peak) + 1
-    if upper <= 0 or weight == 0:
-        return m.new_int_var(0, max(1, bound), name), 0.0
-    step = upper / pieces
-    max_slope = 2.0 * weight * upper / scale_x**2
-    # q * t >= q * SCORE * (f(x0) + f'(x0) * (x - x0)); q keeps the slopes integral
-    q = int(min(1e9, max(1.0, 1e4 / (SCORE * max_slope))))
-    # rounding a slope moves a tangent by up to upper / (2 q) at the far end: t's
-    # bound leaves room for it, or the largest excess would have no feasible t
-    bound += math.ceil(upper / (2 * q)) + 1
-    _check_magnitude(q * (bound + SCORE * max_slope * upper + peak), f"the tangents of {name}")
-    t = m.new_int_var(0, bound, name)
-    for p in range(pieces + 1):
-        x0 = p * step
-        slope = 2.0 * weight * x0 / scale_x**2
-        value = weight * (x0 / scale_x) ** 2
-        a = round(q * SCORE * slope)
-        b = round(q * SCORE * (value - slope * x0))
-        m.add(q * t >= a * excess + b)
-    return t, weight * (step / scale_x) ** 2 / 4.0
+def cp_model_sum(cp_model: Any, variables: list[Any], coefs: list[int], constant: int) -> Any:
+    """``sum(c * v) + constant`` as one CP-SAT linear expression."""
+    if not variables:
+        return constant
+    return cp_model.LinearExpr.weighted_sum(variables, coefs) + constant
 
 
 SCORE = 1000  # score units are multiplied by this in the integer model
@@ -475,109 +645,489 @@ def _check_magnitude(value: float, what: str) -> None:
         raise _ScaleError(f"{what} reaches {value:.3g}, beyond 64-bit integer arithmetic")
 
 
-def _search(
-    problem: FoldProblem,
-    cfg: KvUnifiedConfig,
-    terms: _Terms,
-    model: _Model,
-    deadline: Deadline,
-    carried_fits: bool,
-    diag: dict[str, Any],
-    stats: dict[str, Any],
-) -> tuple[Status | None, Any, float, float]:
-    """The CP-SAT solves: the churn and change floors, then the score.
+def _cache_plan(
+    space: _Space, terms: _Terms, choices: Choices
+) -> tuple[list[tuple[int, int]], list[list[tuple[str, int]]], int]:
+    """The cacheable prefix of the previous layout as groups of literals.
 
-    Returns the main solve's status and solver, and the two floors. Raises
-    :class:`_ScaleError` when the numbers of the integer model would not fit.
+    Returns one ``(segment tokens, group)`` per breakpoint reached (group -1: intact
+    in every frontier), the literal groups (a group holds when its literals and
+    every earlier group's hold), and the segments' total.
     """
+    before = terms.before
+    assert before is not None
+    idx = space.problem.index
+    n = idx.n
+    atom_of = space.atoms.atom_of(n)
+    z_pos = np.full(idx.n_summaries, -1, dtype=np.int64)
+    z_pos[space.sel] = np.arange(space.sel.size)
+    ends = np.append(before.offsets, before.total).tolist()
+    nodes = before.nodes.tolist()
+    protected = idx.protected.tolist()
+    r_live, r_forced = choices.r_live.tolist(), choices.r_forced.tolist()
+    z_live, z_forced = choices.z_live.tolist(), choices.z_forced.tolist()
+    atom_list, z_list = atom_of.tolist(), z_pos.tolist()
+    groups: list[tuple[int, int]] = []
+    literal_groups: list[list[tuple[str, int]]] = []
+    current = -1
+    start = 0
+    total = 0
+    for count in terms.markers:
+        literals: list[tuple[str, int]] = []
+        broken = False
+        for node in nodes[start:count]:
+            if node < n:
+                if protected[node]:
+                    continue
+                a = atom_list[node]
+                if a < 0 or not r_live[a]:
+                    broken = True
+                    break
+                if not r_forced[a]:
+                    literals.append(("r", a))
+            else:
+                k = z_list[node - n]
+                if k < 0 or not z_live[k]:
+                    broken = True
+                    break
+                if not z_forced[k]:
+                    literals.append(("z", k))
+        if broken:
+            break
+        if literals:
+            literal_groups.append(list(dict.fromkeys(literals)))
+            current = len(literal_groups) - 1
+        segment = ends[count] - (ends[start] if start else 0)
+        groups.append((segment, current))
+        total += segment
+        start = count
+    return groups, literal_groups, total
+
+
+@dataclass(frozen=True)
+class _Objective:
+    """The main objective's integer pieces, independent of the model they go into."""
+
+    fidelity_z: list[int]  # round(SCORE x fidelity) per summary edge
+    change_z: list[int]
+    change_r: list[int]
+    under_offset: int  # under >= under_offset - SCORE * R
+    under_top: int
+    under: _Epigraph
+    over_offset: int  # over >= SCORE * R - over_offset
+    over_top: int
+    over: _Epigraph
+    churn_factor: int
+    penalties: tuple[_Penalty, ...]
+
+
+def _objective(
+    space: _Space, cfg: KvUnifiedConfig, terms: _Terms, floors: tuple[float, float]
+) -> _Objective:
+    """The tangents and offsets of the main solve (raises :class:`_ScaleError`)."""
     policy = cfg.policy
-    wall = problem.budget.total
-    # floors of avoidable churn and change: zero when the carried frontier fits,
-    # since it re-reads nothing and changes nothing
-    k_floor = c_floor = 0.0
-    floors_proven = True
-    budget = deadline.remaining(cfg.time_limit)
-    floor_limit = min(cfg.floor_time_limit, budget * 0.2)
-    if terms.before is not None and not carried_fits:
-        status, solver = model.solve(model.churn_expr(SCORE), floor_limit)
-        floors_proven &= status is Status.OPTIMAL
-        if status is not None:
-            k_floor = solver.objective_value / SCORE
-    if terms.change is not None and not carried_fits:
-        status, solver = model.solve(model.change_expr(SCORE), floor_limit)
-        floors_proven &= status is Status.OPTIMAL
-        if status is not None:
-            c_floor = solver.objective_value / SCORE
-    diag["churn_floor"], diag["change_floor"] = k_floor, c_floor
-    diag["floors_proven"] = floors_proven
-    # main solve: F + B + K + C with tangent epigraphs
-    m = model.m
-    r = model.tokens
+    wall = space.problem.budget.total
     low, high = policy.budget_low_ratio * wall, policy.budget_high_ratio * wall
-    errors = []
-    under = m.new_int_var(0, math.ceil(low) * SCORE + SCORE, "under")
-    m.add(under >= round(low * SCORE) - SCORE * r)
-    t_under, e1 = _quadratic_epigraph(
-        model,
-        under,
-        low * SCORE,
-        policy.budget_under_lambda,
-        max(low, 1e-9) * SCORE,
-        cfg.pieces,
-        "t_under",
+    under = _tangents(
+        low * SCORE, policy.budget_under_lambda, max(low, 1e-9) * SCORE, cfg.pieces, "t_under"
     )
-    over = m.new_int_var(0, math.ceil(wall - high) * SCORE + SCORE, "over")
-    m.add(over >= SCORE * r - round(high * SCORE))
-    t_over, e2 = _quadratic_epigraph(
-        model,
-        over,
+    over = _tangents(
         (wall - high) * SCORE,
         policy.budget_over_lambda,
         max(wall - high, 1e-9) * SCORE,
         cfg.pieces,
         "t_over",
     )
-    errors += [e1, e2]
-    objective = [model.scaled(model.fidelity, model.z, SCORE), t_under, t_over]
+    fidelity = [round(c * SCORE) for c in space.fidelity]
+    _check_magnitude(sum(abs(c) for c in fidelity), "a scaled objective term")
+    change_z = [round(c * SCORE) for c in space.change_z]
+    change_r = [round(c * SCORE) for c in space.change_r]
+    price = max(0.0, policy.cache_write_price - policy.cache_read_price)
     penalties = []
     if terms.before is not None and policy.cache_lambda > 0:
-        price = max(0.0, policy.cache_write_price - policy.cache_read_price)
         penalties.append(
-            (
-                "churn",
-                model.churn_expr(SCORE),
-                k_floor,
-                price * wall,
-                policy.cache_lambda,
-                policy.cache_scale,
-            )
+            ("churn", floors[0], price * wall, policy.cache_lambda, policy.cache_scale)
         )
     if terms.change is not None and policy.continuity_lambda > 0:
-        most = sum(model.change_z.values()) + sum(model.change_raw.values())
-        penalties.append(
-            (
-                "change",
-                model.change_expr(SCORE),
-                c_floor,
-                most,
-                policy.continuity_lambda,
-                policy.continuity_scale,
-            )
+        _check_magnitude(
+            sum(abs(c) for c in change_z) + sum(abs(c) for c in change_r),
+            "a scaled objective term",
         )
-    for name, expr, floor_value, most, weight, scale in penalties:
+        most = sum(space.change_z) + sum(space.change_r)
+        penalties.append(
+            ("change", floors[1], most, policy.continuity_lambda, policy.continuity_scale)
+        )
+    specs = []
+    for name, floor_value, most, weight, scale in penalties:
         # weight * (max(0, value - floor) / scale)**2, by tangents of the excess
         _check_magnitude(most * SCORE, f"the {name} penalty's range")
-        excess = m.new_int_var(0, int(most * SCORE) + SCORE, f"excess_{name}")
-        m.add(excess >= expr - round(floor_value * SCORE))
-        t, err = _quadratic_epigraph(
-            model, excess, most * SCORE, weight, scale * SCORE, cfg.pieces, f"t_{name}"
+        epi = _tangents(most * SCORE, weight, scale * SCORE, cfg.pieces, f"t_{name}")
+        specs.append(_Penalty(name, round(floor_value * SCORE), int(most * SCORE) + SCORE, epi))
+    return _Objective(
+        fidelity,
+        change_z,
+        change_r,
+        round(low * SCORE),
+        math.ceil(low) * SCORE + SCORE,
+        under,
+        round(high * SCORE),
+        math.ceil(wall - high) * SCORE + SCORE,
+        over,
+        round(price * SCORE),
+        tuple(specs),
+    )
+
+
+def _value(
+    space: _Space,
+    obj: _Objective,
+    cache: tuple[list[tuple[int, int]], list[list[tuple[str, int]]], int] | None,
+    z_on: npt.NDArray[np.bool_],
+    r_on: npt.NDArray[np.bool_],
+) -> tuple[float, dict[str, int]]:
+    """The least objective value the main model allows for an assignment (inf when
+    one of its integer variables would leave its domain), and the excess of each
+    penalised quantity."""
+    tokens = (
+        space.atoms.constant_tokens
+        + int(space.z_tokens[z_on].sum())
+        + int(space.r_tokens[r_on].sum())
+    )
+    zs, rs = np.flatnonzero(z_on).tolist(), np.flatnonzero(r_on).tolist()
+    total = sum(obj.fidelity_z[k] for k in zs)
+    xs: dict[str, int] = {
+        "under": max(0, obj.under_offset - SCORE * tokens),
+        "over": max(0, SCORE * tokens - obj.over_offset),
+    }
+    tops = {"under": obj.under_top, "over": obj.over_top}
+    epis = {"under": obj.under, "over": obj.over}
+    for pen in obj.penalties:
+        if pen.name == "churn":
+            cached = 0
+            if cache is not None:
+                groups, literal_groups, _ = cache
+                ok: list[bool] = []
+                alive = True
+                for literals in literal_groups:
+                    alive = alive and all(
+                        bool(z_on[key]) if kind == "z" else bool(r_on[key])
+                        for kind, key in literals
+                    )
+                    ok.append(alive)
+                cached = sum(seg for seg, g in groups if g < 0 or ok[g])
+            expr = obj.churn_factor * (tokens - cached)
+        else:
+            expr = sum(obj.change_z[k] for k in zs) + (
+                sum(obj.change_r[a] for a in rs) if obj.change_r else 0
+            )
+        xs[pen.name] = max(0, expr - pen.offset)
+        tops[pen.name] = pen.top
+        epis[pen.name] = pen.epi
+    for name, x in xs.items():
+        if x > tops[name]:
+            return math.inf, xs
+        t = epis[name].least(x)
+        if t > epis[name].bound:
+            return math.inf, xs
+        total += t
+    return float(total), xs
+
+
+def _bound_kills(
+    space: _Space,
+    obj: _Objective,
+    choices: Choices,
+    cache_total: int,
+    incumbent: float,
+    xs: dict[str, int],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Edges no solution within ``incumbent`` can use (reduced-cost fixing).
+
+    Every tangent line under-estimates its penalty, and each penalised quantity is at
+    least a linear function of the edges (the band and churn of R, the change of
+    the edges' coefficients), so for a choice of one line per penalty the objective
+    is at least a sum of edge weights plus a constant. The least such sum over the
+    frontiers through an edge (:func:`path_bounds`) bounds every solution using it;
+    an edge whose bound exceeds the incumbent's value is in no optimum. Lines are
+    tried around the ones active at the incumbent; the best bound counts.
+    """
+    live_z = np.flatnonzero(choices.z_live)
+    live_r = np.flatnonzero(choices.r_live)
+    z_dead = np.zeros(space.sel.size, dtype=np.bool_)
+    r_dead = np.zeros(space.atoms.n_atoms, dtype=np.bool_)
+    if not live_z.size + live_r.size:
+        return z_dead, r_dead
+    start = np.concatenate([space.z_start[live_z], live_r])
+    end = np.concatenate([space.z_end[live_z], live_r + 1])
+    tokens = np.concatenate([space.z_tokens[live_z], space.r_tokens[live_r]]).astype(np.float64)
+    fid = np.concatenate(
+        [np.asarray(obj.fidelity_z, dtype=np.float64)[live_z], np.zeros(live_r.size)]
+    )
+    change = np.zeros(start.size)
+    if any(p.name == "change" for p in obj.penalties):
+        zc = np.asarray(obj.change_z, dtype=np.float64)[live_z]
+        rc = (
+            np.asarray(obj.change_r, dtype=np.float64)[live_r]
+            if obj.change_r
+            else np.zeros(live_r.size)
         )
+        change = np.concatenate([zc, rc])
+    names = ["under", "over"] + [p.name for p in obj.penalties]
+    epis = {"under": obj.under, "over": obj.over} | {p.name: p.epi for p in obj.penalties}
+
+    def active(name: str) -> int:
+        lines = epis[name].lines
+        x = xs[name]
+        return max(range(len(lines)), key=lambda i: lines[i][0] * x + lines[i][1])
+
+    picks = [{name: active(name) for name in names if epis[name].lines}]
+    for name in list(picks[0]):
+        for step in (-1, 1):
+            p = picks[0][name] + step
+            if 0 <= p < len(epis[name].lines):
+                picks.append({**picks[0], name: p})
+    best = np.full(start.size, -math.inf)
+    offsets = {p.name: p.offset for p in obj.penalties}
+    wall = space.problem.budget.total
+    # the multiplier's range: a token is worth at most the dearest fidelity per token
+    scale = max(
+        1.0, float(fid.max(initial=0.0)) / max(1.0, float(tokens[tokens > 0].min(initial=1.0)))
+    )
+    for pick in picks:
+        slope_r = 0.0  # per token of R
+        slope_c = 0.0  # per unit of scaled change
+        constant = 0.0
+        for name, p in pick.items():
+            a, b = epis[name].lines[p]
+            q = epis[name].q
+            if name == "under":  # under >= offset - SCORE R
+                slope_r -= a * SCORE / q
+                constant += (a * obj.under_offset + b) / q
+            elif name == "over":  # over >= SCORE R - offset
+                slope_r += a * SCORE / q
+                constant += (b - a * obj.over_offset) / q
+            elif name == "churn":  # excess >= factor (R - cached) - offset, cached <= all
+                slope_r += a * obj.churn_factor / q
+                constant += (b - a * (obj.churn_factor * cache_total + offsets[name])) / q
+            else:  # excess >= sum(change) - offset
+                slope_c += a / q
+                constant += (b - a * offsets[name]) / q
+        base_weight = fid + slope_r * tokens + slope_c * change
+        constant += slope_r * space.atoms.constant_tokens
+
+        def bounds(
+            lam: float, base: FloatArray = base_weight, lift0: float = constant
+        ) -> FloatArray:
+            # the wall's multiplier: lam * (R - W) <= 0 on every solution
+            weight = base + lam * tokens
+            lift = lift0 + lam * (space.atoms.constant_tokens - wall)
+            return path_bounds(space.atoms.n_atoms, start, end, weight) + lift
+
+        lam = _best_multiplier(lambda x: float(bounds(x).min()), scale)
+        np.maximum(best, bounds(lam), out=best)
+    dead = best > incumbent + 1.0 + 1e-9 * abs(incumbent)
+    z_dead[live_z] = dead[: live_z.size]
+    r_dead[live_r] = dead[live_z.size :]
+    return z_dead, r_dead
+
+
+def _ranges(
+    space: _Space,
+    obj: _Objective,
+    choices: Choices,
+    cache: tuple[list[tuple[int, int]], list[list[tuple[str, int]]], int] | None,
+) -> dict[str, tuple[int, int]]:
+    """For each penalised quantity, bounds ``[lo, hi]`` on its least value (the
+    excess at the lower bound of its constraint) over every solution of ``choices``."""
+    live_z = np.flatnonzero(choices.z_live)
+    live_r = np.flatnonzero(choices.r_live)
+    start = np.concatenate([space.z_start[live_z], live_r])
+    end = np.concatenate([space.z_end[live_z], live_r + 1])
+    n_atoms = space.atoms.n_atoms
+
+    def extremes(weight: npt.NDArray[np.float64]) -> tuple[int, int]:
+        low = path_bounds(n_atoms, start, end, weight).min(initial=0.0)
+        high = -path_bounds(n_atoms, start, end, -weight).min(initial=0.0)
+        return math.floor(low), math.ceil(high)
+
+    tokens = np.concatenate([space.z_tokens[live_z], space.r_tokens[live_r]]).astype(np.float64)
+    r_lo, r_hi = extremes(tokens)
+    base = space.atoms.constant_tokens
+    r_lo, r_hi = r_lo + base, min(r_hi + base, space.problem.budget.total)
+    out = {
+        "under": (max(0, obj.under_offset - SCORE * r_hi), max(0, obj.under_offset - SCORE * r_lo)),
+        "over": (max(0, SCORE * r_lo - obj.over_offset), max(0, SCORE * r_hi - obj.over_offset)),
+    }
+    for pen in obj.penalties:
+        if pen.name == "churn":
+            least_cached = sum(seg for seg, g in cache[0] if g < 0) if cache else 0
+            most_cached = cache[2] if cache else 0
+            e_lo = obj.churn_factor * (r_lo - most_cached)
+            e_hi = obj.churn_factor * (r_hi - least_cached)
+        else:
+            zc = np.asarray(obj.change_z, dtype=np.float64)[live_z]
+            rc = np.asarray(obj.change_r, dtype=np.float64)[live_r] if obj.change_r else None
+            change = np.concatenate([zc, rc if rc is not None else np.zeros(live_r.size)])
+            e_lo, e_hi = extremes(change)
+        out[pen.name] = (max(0, e_lo - pen.offset), max(0, e_hi - pen.offset))
+    return out
+
+
+def _envelope(lines: tuple[tuple[int, int], ...], lo: int, hi: int) -> list[tuple[int, int]]:
+    """The tangent lines not dominated on ``[lo, hi]``: a line another one meets or
+    exceeds at both ends (so everywhere between) adds nothing there. Exact in
+    integers; ties keep the first line."""
+    kept: list[tuple[int, int]] = []
+    for j, (a, b) in enumerate(lines):
+        at_lo, at_hi = a * lo + b, a * hi + b
+        dominated = False
+        for i, (c, d) in enumerate(lines):
+            if i == j:
+                continue
+            o_lo, o_hi = c * lo + d, c * hi + d
+            if o_lo >= at_lo and o_hi >= at_hi and (o_lo > at_lo or o_hi > at_hi or i < j):
+                dominated = True
+                break
+        if not dominated:
+            kept.append((a, b))
+    return kept
+
+
+def _best_multiplier(dual: Callable[[float], float], top: float, steps: int = 24) -> float:
+    """The multiplier in ``[0, top]`` maximising a concave ``dual`` (golden section;
+    0 when the dual does not grow from there)."""
+    if dual(top * 1e-6) <= dual(0.0):
+        return 0.0
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    lo, hi = 0.0, top
+    x1, x2 = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    f1, f2 = dual(x1), dual(x2)
+    for _ in range(steps):
+        if f1 < f2:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + ratio * (hi - lo)
+            f2 = dual(x2)
+        else:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - ratio * (hi - lo)
+            f1 = dual(x1)
+    return x1 if f1 >= f2 else x2
+
+
+def _search(
+    problem: FoldProblem,
+    cfg: KvUnifiedConfig,
+    terms: _Terms,
+    space: _Space,
+    hints: list[tuple[str, IntArray]],
+    deadline: Deadline,
+    carried_fits: bool,
+    diag: dict[str, Any],
+    stats: dict[str, Any],
+) -> tuple[Status | None, Any, _Model | None, float, float]:
+    """The CP-SAT solves: the churn and change floors, then the score.
+
+    ``hints`` are valid frontiers under the wall; the best of them by the main
+    objective warm-starts the solves and bounds the main model. Returns the main
+    solve's status, solver and model, and the two floors. Raises :class:`_ScaleError`
+    when the numbers of the integer model would not fit.
+    """
+    # floors of avoidable churn and change: zero when the carried frontier fits,
+    # since it re-reads nothing and changes nothing
+    k_floor = c_floor = 0.0
+    floors_proven = True
+    budget = deadline.remaining(cfg.time_limit)
+    floor_limit = min(cfg.floor_time_limit, budget * 0.2)
+    assigned = [(label, *space.assignment(levels)) for label, levels in hints]
+    open_ = space.budget
+    if not carried_fits and (terms.before is not None or terms.change is not None):
+        base = _Model(space, cfg, terms, open_)
+        usable = [(z, r) for _, z, r in assigned if base.feasible(z, r)]
+        if usable:
+            base.hint(*usable[0])
+        if terms.before is not None:
+            status, solver = base.solve(base.churn_expr(SCORE), floor_limit)
+            stats["time_limit_hit"] |= base.limit_hit
+            floors_proven &= status is Status.OPTIMAL
+            if status is not None:
+                k_floor = solver.objective_value / SCORE
+        if terms.change is not None:
+            status, solver = base.solve(base.change_expr(SCORE), floor_limit)
+            stats["time_limit_hit"] |= base.limit_hit
+            floors_proven &= status is Status.OPTIMAL
+            if status is not None:
+                c_floor = solver.objective_value / SCORE
+    diag["churn_floor"], diag["change_floor"] = k_floor, c_floor
+    diag["floors_proven"] = floors_proven
+    obj = _objective(space, cfg, terms, (k_floor, c_floor))
+    cache = _cache_plan(space, terms, open_) if terms.before is not None else None
+    # the incumbent: the best hint by the main objective
+    incumbent = math.inf
+    chosen: tuple[str, npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | None = None
+    excess: dict[str, int] = {}
+    for label, z_on, r_on in assigned:
+        ok = not ((z_on & ~open_.z_live).any() or (r_on & ~open_.r_live).any())
+        if not ok:
+            continue
+        value, xs = _value(space, obj, cache, z_on, r_on)
+        if value < incumbent:
+            incumbent, chosen, excess = value, (label, z_on, r_on), xs
+    choices = open_
+    if chosen is not None and math.isfinite(incumbent):
+        z_dead, r_dead = _bound_kills(
+            space, obj, open_, cache[2] if cache else 0, incumbent, excess
+        )
+        z_dead &= ~chosen[1]
+        r_dead &= ~chosen[2]
+        choices = open_.copy()
+        choices.kill(z_dead, r_dead)
+    model = _Model(space, cfg, terms, choices)
+    if chosen is not None and not model.feasible(chosen[1], chosen[2]):
+        choices = open_  # never expected: the bound keeps the incumbent's edges
+        model = _Model(space, cfg, terms, choices)
+    stats["variables"] = len(model.z) + len(model.raw)
+    stats["fixed"] = int(choices.z_forced.sum() + choices.r_forced.sum())
+    stats["hint"] = chosen[0] if chosen is not None else None
+    if chosen is not None:
+        model.hint(chosen[1], chosen[2])
+    m = model.m
+    r = model.tokens
+    objective: list[Any] = [model.fidelity_expr(SCORE)]
+    # the range each penalised quantity can reach over the open choices: tight domains
+    # and only the tangents that matter there (the same feasible values, a smaller LP)
+    reach = _ranges(space, obj, choices, cache)
+    under = m.new_int_var(0, min(obj.under_top, reach["under"][1]), "under")
+    m.add(under >= obj.under_offset - SCORE * r)
+    over = m.new_int_var(0, min(obj.over_top, reach["over"][1]), "over")
+    m.add(over >= SCORE * r - obj.over_offset)
+    exprs: dict[str, Any] = {"under": under, "over": over}
+    for pen in obj.penalties:
+        expr = model.churn_expr(SCORE) if pen.name == "churn" else model.change_expr(SCORE)
+        excess_var = m.new_int_var(0, min(pen.top, reach[pen.name][1]), f"excess_{pen.name}")
+        m.add(excess_var >= expr - pen.offset)
+        exprs[pen.name] = excess_var
+    epis = [("under", obj.under), ("over", obj.over)] + [(p.name, p.epi) for p in obj.penalties]
+    for name, epi in epis:
+        lo, hi = reach[name]
+        lines = _envelope(epi.lines, lo, hi)
+        top = min(epi.bound, epi.least(hi)) if lines else epi.bound
+        t = m.new_int_var(0, top, f"t_{name}")
+        for a, b in lines:
+            m.add(epi.q * t >= a * exprs[name] + b)
         objective.append(t)
-        errors.append(err)
-    status, solver = model.solve(sum(objective), min(budget * 0.6, deadline.remaining(budget)))
+    status, solver = model.solve(
+        cp_model_sum(model.cp_model, objective, [1] * len(objective), 0),
+        min(budget * 0.6, deadline.remaining(budget)),
+    )
     stats["cpsat_status"] = model.last_status
-    diag["pwl_error_bound"] = sum(errors)
-    return status, solver, k_floor, c_floor
+    stats["time_limit_hit"] |= model.limit_hit
+    if chosen is not None and status is not None:
+        z_on, r_on = model.chosen(solver)
+        stats["hint_kept"] = bool(
+            np.array_equal(z_on, chosen[1]) and np.array_equal(r_on, chosen[2])
+        )
+    diag["pwl_error_bound"] = sum(epi.error for _, epi in epis)
+    return status, solver, model, k_floor, c_floor
 
 
 @register
@@ -633,29 +1183,31 @@ class KvUnified(Solver):
             return Plan(None, Status.OVER_BUDGET)
         deadline = Deadline.after(time_limit if time_limit is not None else cfg.time_limit)
         terms = _terms(problem, cfg)
-        model = _Model(problem, cfg, terms)
+        space = _Space(problem, terms)
         # the kv-stable ideal cut is a strong, valid incumbent for every solve
         ideal = ideal_cut(problem, Forest(problem), deadline=deadline).levels
         if render_levels(problem, ideal).total > wall:
             ideal = floor
-        model.hint(ideal)
         diag: dict[str, Any] = {"floor_tokens": floor_tokens}
-        stats: dict[str, Any] = {
-            "atoms": model.atoms.n_atoms,
-            "variables": len(model.z) + len(model.raw),
-        }
+        stats: dict[str, Any] = {"atoms": space.atoms.n_atoms, "time_limit_hit": False}
         proven = True
         carried = carried_levels(problem)
         carried_fits = carried is not None and render_levels(problem, carried).total <= wall
+        # warm start: the carried frontier when it fits, else the ideal cut
+        hints: list[tuple[str, IntArray]] = [("ideal", ideal)]
+        if carried_fits:
+            assert carried is not None
+            hints.insert(0, ("carried", carried))
         status: Status | None
+        model: _Model | None
         try:
-            status, solver, k_floor, c_floor = _search(
-                problem, cfg, terms, model, deadline, carried_fits, diag, stats
+            status, solver, model, k_floor, c_floor = _search(
+                problem, cfg, terms, space, hints, deadline, carried_fits, diag, stats
             )
         except _ScaleError as exc:
             # Beyond 64-bit integer arithmetic (walls near the model's limit with a
             # steep policy): the exact score still ranks the other candidates.
-            status, solver, k_floor, c_floor = None, None, 0.0, 0.0
+            status, solver, model, k_floor, c_floor = None, None, None, 0.0, 0.0
             diag["fallback"] = (
                 f"no integer search ({exc}); the best of the floor, the ideal cut and the "
                 "carried frontier by the exact score"
@@ -666,6 +1218,7 @@ class KvUnified(Solver):
         floors = (k_floor, c_floor)
         candidates: list[tuple[str, IntArray]] = [("floor", floor), ("ideal", ideal)]
         if status is not None:
+            assert model is not None
             candidates.insert(0, ("optimum", model.levels(solver)))
         scored = []
         for label, levels in candidates:
@@ -690,5 +1243,4 @@ class KvUnified(Solver):
             change=score.change,
         )
         final_status = Status.OPTIMAL if proven and choice[3] == "optimum" else Status.FEASIBLE
-        stats["time_limit_hit"] = model.limit_hit
         return Plan(choice[4], final_status, diagnostics=diag, stats=stats)
