@@ -55,7 +55,7 @@ from .render import (
 )
 from .result import ProduceRequest, SolveResult, Status
 from .schema import fold_problem_schema
-from .validate import check_plan, is_valid
+from .validate import check_levels, check_plan, is_valid
 
 __all__ = [
     "MAX_GRACE",
@@ -98,6 +98,7 @@ __all__ = [
     "ZoneError",
     "agent_history",
     "cheapest_frontier",
+    "check_levels",
     "check_plan",
     "chronicle",
     "chunked_history",

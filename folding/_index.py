@@ -76,6 +76,13 @@ class ProblemIndex:
     hierarchy: Hierarchy = field(repr=False)
 
     @cached_property
+    def leaf_id_array(self) -> ObjArray:
+        """The leaf ids as an object array, for vectorised lookups."""
+        ids = np.empty(self.n, dtype=object)
+        ids[:] = self.hierarchy.leaf_ids
+        return ids
+
+    @cached_property
     def selectable(self) -> BoolArray:
         """Summaries with a non-protected member, every such member allowing the level.
 

@@ -165,6 +165,12 @@ def floor_levels(problem: FoldProblem) -> IntArray | None:
 
     Minimises (tokens, level x raw tokens) lexicographically over boundary-graph
     paths; raw edges are implicit. None when no valid frontier exists.
+
+    The sweep visits only the boundaries where a summary starts or ends: between
+    two of them a path can only run raw, so a run of raw edges is one step. The
+    candidates reach each boundary in the order of the position-by-position sweep
+    (by source; at one source the raw edge first, then summaries in input order),
+    so ties resolve as there.
     """
     idx = problem.index
     if bool((idx.lo > idx.hi).any()):
@@ -174,30 +180,42 @@ def floor_levels(problem: FoldProblem) -> IntArray | None:
     m = int(leaves.size)
     prefix = np.concatenate([[0], np.cumsum(free)])
     raw_pos = idx.leaf_tokens[leaves]
-    raw_ok = (idx.lo[leaves] == 0).tolist()
-    raw_list = raw_pos.tolist()
     raw_prefix = np.concatenate([[0], np.cumsum(raw_pos)]).tolist()
+    blocked = np.concatenate([[0], np.cumsum(idx.lo[leaves] != 0)]).tolist()
     starting: dict[int, list[Edge]] = {}
     for e in summary_edges(problem, prefix):
         starting.setdefault(e.start, []).append(e)
+    events = sorted({0, m} | set(starting) | {e.end for es in starting.values() for e in es})
     inf = float("inf")
-    best_t = [inf] * (m + 1)
-    best_d = [inf] * (m + 1)
-    back: list[Edge | None] = [None] * (m + 1)
+    best_t: dict[int, float] = dict.fromkeys(events, inf)
+    best_d: dict[int, float] = dict.fromkeys(events, inf)
+    back: dict[int, Edge | None] = dict.fromkeys(events)
+    back_from: dict[int, int] = {}
     best_t[0] = best_d[0] = 0.0
-    for p in range(m):
+
+    def run_raw(p: int, q: int, t: float, d: float) -> None:
+        # the raw edges p -> q: allowed when every leaf in between may be raw
+        if blocked[q] - blocked[p]:
+            return
+        ct = t + (raw_prefix[q] - raw_prefix[p])
+        if (ct, d) < (best_t[q], best_d[q]) or best_t[q] == inf:
+            best_t[q], best_d[q], back[q] = ct, d, None
+            back_from[q] = p
+
+    for k, p in enumerate(events[:-1]):
         t, d = best_t[p], best_d[p]
         if t == inf:
             continue
-        if raw_ok[p]:
-            ct = t + raw_list[p]
-            if (ct, d) < (best_t[p + 1], best_d[p + 1]) or best_t[p + 1] == inf:
-                best_t[p + 1], best_d[p + 1], back[p + 1] = ct, d, None
+        q = events[k + 1]
+        if q == p + 1:
+            run_raw(p, q, t, d)
         for e in starting.get(p, ()):
             ct = t + e.tokens
             cd = d + e.level * (raw_prefix[e.end] - raw_prefix[e.start])
             if best_t[e.end] == inf or (ct, cd) < (best_t[e.end], best_d[e.end]):
                 best_t[e.end], best_d[e.end], back[e.end] = ct, cd, e
+        if q != p + 1:
+            run_raw(p, q, t, d)
     if best_t[m] == inf:
         return None
     levels = np.zeros(idx.n, dtype=np.int64)
@@ -205,7 +223,7 @@ def floor_levels(problem: FoldProblem) -> IntArray | None:
     while p:
         step = back[p]
         if step is None:
-            p -= 1
+            p = back_from[p]
             continue
         levels[leaves[step.start : step.end]] = step.level
         p = step.start

@@ -25,6 +25,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from ._arrays import unique_sorted
 from .exceptions import PlanViolation, Violation
 from .hierarchy import AMBIGUOUS, NONE
 from .model import FoldProblem, Frontier
@@ -179,8 +180,8 @@ def frontier_from_levels(problem: FoldProblem, levels: npt.ArrayLike) -> dict[st
     """The canonical frontier dict of a level array: non-zero entries only, in leaf order."""
     arr = np.asarray(levels, dtype=np.int64)
     nonzero = np.flatnonzero(arr)
-    ids = problem.index.unit_keys  # "raw:<id>": strip the prefix
-    return dict(zip((k[4:] for k in ids[nonzero].tolist()), arr[nonzero].tolist(), strict=True))
+    ids = problem.index.leaf_id_array
+    return dict(zip(ids[nonzero].tolist(), arr[nonzero].tolist(), strict=True))
 
 
 def render(problem: FoldProblem, frontier: Frontier) -> Layout:
@@ -351,7 +352,7 @@ def _tile_general(
     nonhole_prefix = np.concatenate([[0], np.cumsum(~hole)])
     chosen: list[int] = []
     violations: list[Violation] = []
-    for k in np.unique(red_levels[red_levels > 0]).tolist():
+    for k in unique_sorted(red_levels[red_levels > 0]).tolist():
         at_k = red_levels == k
         at_k_prefix = np.concatenate([[0], np.cumsum(at_k)])
         edges: dict[int, list[tuple[int, int]]] = {}

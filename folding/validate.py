@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from .exceptions import PlanViolation, Violation
 from .model import FoldProblem, Frontier
 from .render import Layout, _layout, _levels, resolve_units
 
-__all__ = ["check_plan", "is_valid"]
+__all__ = ["check_levels", "check_plan", "is_valid"]
 
 
 def check_plan(problem: FoldProblem, frontier: Frontier, *, enforce_budget: bool = True) -> Layout:
@@ -57,6 +58,50 @@ def check_plan(problem: FoldProblem, frontier: Frontier, *, enforce_budget: bool
     levels, early = _levels(problem, frontier)
     if early:
         raise PlanViolation(early)
+    return _check(problem, levels, enforce_budget)
+
+
+def check_levels(
+    problem: FoldProblem, levels: npt.ArrayLike, *, enforce_budget: bool = True
+) -> Layout:
+    """:func:`check_plan` on a level array (``levels[i]``: the level of leaf ``i``).
+
+    The same rules and the same violations as ``check_plan(problem,
+    frontier_from_levels(problem, levels))``, without building the frontier dict.
+
+    Parameters
+    ----------
+    problem : FoldProblem
+    levels : array_like of int, shape (n_leaves,)
+    enforce_budget : bool, default True
+
+    Returns
+    -------
+    Layout
+
+    Raises
+    ------
+    PlanViolation
+        As :func:`check_plan` (``bad-level`` for a negative level).
+    ValueError
+        If ``levels`` does not have one entry per leaf.
+    """
+    arr = np.asarray(levels, dtype=np.int64)
+    if arr.shape != (problem.index.n,):
+        raise ValueError(f"levels must have shape ({problem.index.n},), got {arr.shape}")
+    negative = np.flatnonzero(arr < 0)
+    if negative.size:
+        ids = problem.hierarchy.leaf_ids
+        raise PlanViolation(
+            [
+                Violation("bad-level", ids[i], f"leaf {ids[i]!r} has negative level {int(arr[i])}")
+                for i in negative.tolist()
+            ]
+        )
+    return _check(problem, arr, enforce_budget)
+
+
+def _check(problem: FoldProblem, levels: np.ndarray, enforce_budget: bool) -> Layout:
     violations = _constraint_violations(problem, levels)
     nodes, representation = resolve_units(problem, levels)
     violations.extend(representation)
