@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from folding import FoldProblem
+from folding._arrays import unique_sorted
 from folding.frontiers import selectable_summaries
 from folding.render import resolve_units
 
@@ -224,7 +225,7 @@ class FrontierState:
         free = ~self.idx.protected[a:b]
         if (self.levels[a:b][free] >= k).any():
             return None
-        units = np.unique(self.unit[a:b][free])
+        units = unique_sorted(self.unit[a:b][free])
         summaries = units[units >= self.idx.n] - self.idx.n
         if summaries.size and ((f.first[summaries] < a).any() or (f.last[summaries] >= b).any()):
             return None
@@ -295,5 +296,5 @@ class FrontierState:
     def shown_summaries(self) -> list[int]:
         """Summary indices currently shown, in chronological order."""
         units = self.unit[~self.idx.protected]
-        shown = np.unique(units[units >= self.idx.n]) - self.idx.n
+        shown = unique_sorted(units[units >= self.idx.n]) - self.idx.n
         return sorted(shown.tolist(), key=lambda j: int(self.forest.first[j]))

@@ -39,6 +39,7 @@ from folding import (
     previous_layout,
     render_levels,
 )
+from folding._arrays import unique_sorted
 
 from ._base import Capabilities, Plan, Solver, SolverConfig, register
 from ._common import (
@@ -149,7 +150,8 @@ def ideal_cut(
                 hidden[c] = True
                 below.extend(children[c])
 
-    for node in np.unique(state.unit[~idx.protected]).tolist():
+    units = state.unit[~idx.protected]
+    for node in unique_sorted(units[units >= idx.n]).tolist():
         if node >= idx.n:
             show(node - idx.n)
 
