@@ -1121,6 +1121,8 @@ def _search(
     )
     stats["cpsat_status"] = model.last_status
     stats["time_limit_hit"] |= model.limit_hit
+    if status is not None:
+        stats["model_objective"] = int(round(solver.objective_value))
     if chosen is not None and status is not None:
         z_on, r_on = model.chosen(solver)
         stats["hint_kept"] = bool(
