@@ -186,6 +186,20 @@ def path_bounds(n_atoms: int, start: IntArray, end: IntArray, weight: npt.ArrayL
     return out
 
 
+def path_min(
+    n_atoms: int, order: list[int], start: list[int], end: list[int], weight: list[float]
+) -> float:
+    """The least summed weight of a path from boundary 0 to ``n_atoms`` (one forward
+    sweep of :func:`path_bounds`; ``order`` sorts the edges by start)."""
+    ahead = [_UNREACHABLE] * (n_atoms + 1)
+    ahead[0] = 0.0
+    for k in order:
+        v = ahead[start[k]] + weight[k]
+        if v < ahead[end[k]]:
+            ahead[end[k]] = v
+    return ahead[n_atoms]
+
+
 @dataclass
 class Choices:
     """Which ways of showing atoms remain open, and which the constraints force.

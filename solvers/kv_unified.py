@@ -44,7 +44,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from folding import FoldProblem, Layout, Status, fidelity_weights, previous_layout, render_levels
 from folding.render import resolve_units
 
-from ._atoms import AtomModel, Choices, build_atoms, open_choices, path_bounds, summary_atoms
+from ._atoms import (
+    AtomModel,
+    Choices,
+    build_atoms,
+    open_choices,
+    path_bounds,
+    path_min,
+    summary_atoms,
+)
 from ._base import Capabilities, Plan, Solver, SolverConfig, register
 from ._common import carried_levels, cheapest_levels
 from ._cpsat import MAX_SEED, MAX_WORKERS, import_cp_model, make_solver, translate_status
@@ -887,6 +895,9 @@ def _bound_kills(
             if 0 <= p < len(epis[name].lines):
                 picks.append({**picks[0], name: p})
     best = np.full(start.size, -math.inf)
+    n_atoms = space.atoms.n_atoms
+    order = np.argsort(start, kind="stable").tolist()
+    starts, ends = start.tolist(), end.tolist()
     offsets = {p.name: p.offset for p in obj.penalties}
     wall = space.problem.budget.total
     # the multiplier's range: a token is worth at most the dearest fidelity per token
@@ -923,7 +934,12 @@ def _bound_kills(
             lift = lift0 + lam * (space.atoms.constant_tokens - wall)
             return path_bounds(space.atoms.n_atoms, start, end, weight) + lift
 
-        lam = _best_multiplier(lambda x: float(bounds(x).min()), scale)
+        def dual(lam: float, base: FloatArray = base_weight, lift0: float = constant) -> float:
+            weight = (base + lam * tokens).tolist()
+            lift = lift0 + lam * (space.atoms.constant_tokens - wall)
+            return path_min(n_atoms, order, starts, ends, weight) + lift
+
+        lam = _best_multiplier(dual, scale)
         np.maximum(best, bounds(lam), out=best)
     dead = best > incumbent + 1.0 + 1e-9 * abs(incumbent)
     z_dead[live_z] = dead[: live_z.size]
@@ -1122,7 +1138,7 @@ def _search(
     stats["cpsat_status"] = model.last_status
     stats["time_limit_hit"] |= model.limit_hit
     if status is not None:
-        stats["model_objective"] = int(round(solver.objective_value))
+        stats["model_objective"] = round(solver.objective_value)
     if chosen is not None and status is not None:
         z_on, r_on = model.chosen(solver)
         stats["hint_kept"] = bool(
