@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 import threading
 import time
 import weakref
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
@@ -385,6 +388,25 @@ class _Derived:
                 raw_counts[s.id] = row[4]
         self.loaded = True
 
+    def take(
+        self,
+        stored: Sequence[StoredMessage],
+        saved: dict[int, tuple[int, int, int, int, int, int]],
+        positions: Iterable[int],
+    ) -> None:
+        """Take the saved values of ``positions`` that are still valid (see :meth:`load`)."""
+        n = len(stored)
+        for i in positions:
+            row = saved.get(int(stored[i].id))
+            if row is None or row[0] != stored[i].rev:
+                continue
+            if row[1] != (stored[i - 1].rev if i else 0):
+                continue
+            if row[2] != (stored[i + 1].rev if i + 1 < n else 0):
+                continue
+            self.tokens[i], self.raw[i], self.tied[i] = row[3], row[4], bool(row[5])
+            self.stale.discard(i)
+
     def appended(self, n: int) -> None:
         """A message was appended (``n`` live now): it, and the one before, are stale."""
         if not self.loaded:
@@ -498,6 +520,9 @@ class ContextManager:
         self._saved_counts = SavedCounts(counter, store, f"counts\x1f{counter_key(counter)}")
         self._derived = _Derived()
         self._tokens: dict[str, int] = {}
+        self._tokens_filled = False
+        self._index_writes = 0
+        self._index_current = False
         self._last_request: tuple[object, list[Message]] | None = None
         self._version = 0
         self._render_stats: dict[str, Any] | None = None
@@ -580,6 +605,8 @@ class ContextManager:
             if not self._store.closed:
                 with suppress(StoreError):
                     self._save_derived()
+                    if self._cache is not None and (self._index_writes or not self._index_current):
+                        self._save_index()
             self._closed = True
             if self._owns_store:
                 self._store.close()
@@ -775,9 +802,104 @@ class ContextManager:
 
     def _messages(self) -> list[StoredMessage]:
         if self._cache is None:
-            self._cache = [StoredMessage.from_item(i) for i in self._store.items(self._slot)]
-            self._derived = _Derived()
+            self._tokens_filled = False
+            self._index_current = self._load_index()
+            if not self._index_current:
+                self._cache = [StoredMessage.from_item(i) for i in self._store.items(self._slot)]
+                self._derived = _Derived()
+        assert self._cache is not None
         return self._cache
+
+    # A saved view of the message list: ids, sequences and body versions with the
+    # per-message values, as of a sequence of this branch; opening reads it and the
+    # records after it, not the whole log. Bodies are read from the store when first used.
+    _INDEX_EVERY = 2048
+    """Writes after which the view is saved again (also saved on close)."""
+
+    def _index_key(self) -> str:
+        return f"index\x1f{self._derived_scope}\x1f{self._store.branch_id}"
+
+    def _load_index(self) -> bool:
+        """Build the message list from the saved view and the records after it; False
+        when there is no view for this branch and counter."""
+        blob = self._store.derived_blob(self._index_key())
+        if blob is None:
+            return False
+        try:
+            head, packed = blob.split(b"\n", 1)
+            meta = json.loads(head)
+            upto, n = int(meta["upto"]), int(meta["n"])
+            columns = []
+            for k in range(5):
+                column = array("q")
+                column.frombytes(packed[k * 8 * n : (k + 1) * 8 * n])
+                columns.append(column)
+            flags = packed[40 * n : 41 * n]
+            if len(flags) != n or upto > self._store.sequence:
+                return False
+        except (ValueError, KeyError, TypeError):
+            return False  # not a view this code wrote: read the log
+        ids, seqs, revs, tokens, raw = columns
+        store = self._store
+        make = StoredMessage.from_store
+        stored = list(
+            map(StoredMessage, map(str, ids), seqs, repeat(None, n), revs, repeat(store, n))
+        )
+        derived = _Derived()
+        derived.tokens, derived.raw = tokens.tolist(), raw.tolist()
+        derived.tied = [bool(f & 2) for f in flags]
+        derived.forms = [None] * n
+        derived.stale = {i for i, f in enumerate(flags) if not f & 1}
+        derived.loaded = True
+        self._cache, self._derived = stored, derived
+        for op, item, seq, rev in store.records_after(self._slot, upto):
+            if op == "append":
+                stored.append(make(store, item, seq, rev))
+                derived.appended(len(stored))
+                continue
+            at = next((k for k in range(len(stored) - 1, -1, -1) if stored[k].id == item), -1)
+            if at < 0:
+                continue
+            if op == "edit":
+                stored[at] = make(store, item, stored[at].seq, rev)
+                derived.edited(at, len(stored))
+            elif op == "redact":
+                del stored[at]
+                derived.removed(at, len(stored))
+        if derived.stale:  # changed after the view: their saved rows, where still valid
+            ids_wanted = [int(stored[i].id) for i in derived.stale]
+            rows = store.derived_items(self._derived_scope, ids_wanted)
+            derived.take(stored, rows, sorted(derived.stale))
+        self._index_writes = 0
+        return True
+
+    def _save_index(self) -> None:
+        """Save the view of the message list (part of the open transaction)."""
+        stored = self._cache
+        if stored is None:
+            return
+        derived = self._derived
+        if not derived.loaded:
+            derived.load(stored, self._store.derived_items(self._derived_scope), {})
+        n = len(stored)
+        stale = derived.stale
+        flags = bytes(
+            (0 if i in stale else 1) | (2 if tied else 0) for i, tied in enumerate(derived.tied)
+        )
+        packed = b"".join(
+            array("q", column).tobytes()
+            for column in (
+                [int(x.id) for x in stored],
+                [x.seq for x in stored],
+                [x.rev for x in stored],
+                derived.tokens,
+                derived.raw,
+            )
+        )
+        head = json.dumps({"upto": self._store.sequence, "n": n}).encode()
+        self._store.save_derived_blob(self._index_key(), head + b"\n" + packed + flags)
+        self._index_writes = 0
+        self._index_current = True
 
     def _position(self, message_id: str) -> int:
         """Where a live message sits in the message list (recent ones are found first)."""
@@ -849,7 +971,12 @@ class ContextManager:
         self._saved_counts.save()
         derived = self._derived
         stored = self._cache
-        if stored is None or not derived.unsaved:
+        if stored is None:
+            return
+        self._index_writes += 1
+        if self._index_writes >= self._INDEX_EVERY:
+            self._save_index()
+        if not derived.unsaved:
             return
         n = len(stored)
         rows = []
@@ -871,6 +998,13 @@ class ContextManager:
         derived.unsaved.clear()
 
     def _count(self, stored: StoredMessage) -> int:
+        if not self._tokens_filled:  # the raw counts the saved values hold
+            self._tokens_filled = True
+            derived = self._derived
+            if derived.loaded:
+                for s, raw in zip(self._messages(), derived.raw, strict=False):
+                    if raw >= 0:
+                        self._tokens.setdefault(s.id, raw)
         tokens = self._tokens.get(stored.id)
         if tokens is None:
             tokens = self._counter.count_message(stored.message)

@@ -59,7 +59,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +108,7 @@ CREATE TABLE IF NOT EXISTS derived_items (
     c INTEGER NOT NULL,
     PRIMARY KEY (scope, item)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS derived_blobs (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS derived_counts (
     scope INTEGER NOT NULL,
     digest BLOB NOT NULL,
@@ -786,7 +787,9 @@ class Store:
 
     # ----------------------------------------------------- derived item values
     @_guarded("reading derived values")
-    def derived_items(self, scope: str) -> dict[int, tuple[int, int, int, int, int, int]]:
+    def derived_items(
+        self, scope: str, items: Sequence[int] | None = None
+    ) -> dict[int, tuple[int, int, int, int, int, int]]:
         """Values derived from items and their neighbours, saved by :meth:`save_derived`.
 
         They are not records: not sequenced, not branched, and never part of what a
@@ -798,6 +801,8 @@ class Store:
         ----------
         scope : str
             Whose values (for instance a slot and the counter that derived them).
+        items : sequence of int, optional
+            Only these items' rows.
 
         Returns
         -------
@@ -807,10 +812,17 @@ class Store:
         scope_id = self._scope_id(scope, create=False)
         if scope_id is None:
             return {}
-        rows = self._conn.execute(
-            "SELECT item, rev, prev, next, a, b, c FROM derived_items WHERE scope = ?",
-            (scope_id,),
-        ).fetchall()
+        query = "SELECT item, rev, prev, next, a, b, c FROM derived_items WHERE scope = ?"
+        if items is None:
+            rows = self._conn.execute(query, (scope_id,)).fetchall()
+        else:
+            rows = []
+            for k in range(0, len(items), 500):
+                part = list(items[k : k + 500])
+                marks = ",".join("?" * len(part))
+                rows += self._conn.execute(
+                    f"{query} AND item IN ({marks})", (scope_id, *part)
+                ).fetchall()
         return {r[0]: r[1:] for r in rows}
 
     @_guarded("saving derived values")
@@ -847,6 +859,59 @@ class Store:
                 "DELETE FROM derived_items WHERE scope = ? AND item = ?",
                 ((scope_id, i) for i in items),
             )
+
+    @property
+    @_guarded("reading the branch id")
+    def branch_id(self) -> int:
+        """The current branch's id (what a view saved for one branch is keyed by)."""
+        return self._branch_id
+
+    @_guarded("reading records")
+    def records_after(self, slot: str, seq: int) -> list[tuple[str, str, int, int]]:
+        """Records of ``slot`` this branch sees after ``seq``, oldest first, without
+        their bodies: ``(op, item, seq, rev)`` (``rev`` is the record id)."""
+        clauses = " OR ".join("(branch = ? AND seq <= ? AND seq > ?)" for _ in self._lineage)
+        params: list[Any] = [slot]
+        for branch_id, limit in self._lineage:
+            params += [branch_id, limit, seq]
+        return self._conn.execute(
+            f"SELECT op, item, seq, id FROM records WHERE slot = ? AND ({clauses}) ORDER BY seq",
+            params,
+        ).fetchall()
+
+    @_guarded("reading a body")
+    def body_at(self, rev: int) -> Any:
+        """The body written by the record ``rev`` (an :attr:`Item.rev`).
+
+        Raises
+        ------
+        StoreError
+            When no record has that id.
+        """
+        row = self._conn.execute("SELECT body FROM records WHERE id = ?", (rev,)).fetchone()
+        if row is None:
+            raise StoreError(f"{self._path}: no record {rev}")
+        return None if row[0] is None else json.loads(row[0])
+
+    @_guarded("reading a derived blob")
+    def derived_blob(self, key: str) -> bytes | None:
+        """A blob saved by :meth:`save_derived_blob` (not a record: never branched)."""
+        row = self._conn.execute("SELECT data FROM derived_blobs WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    @_guarded("saving a derived blob")
+    def save_derived_blob(self, key: str, data: bytes) -> None:
+        """Save (replace) the blob ``key``; part of the open transaction, if any.
+
+        Raises
+        ------
+        StoreFullError
+            When the disk is full; nothing is saved.
+        """
+        self._check_open()
+        self._check_not_aborted()
+        with self.transaction():
+            self._conn.execute("INSERT OR REPLACE INTO derived_blobs VALUES (?, ?)", (key, data))
 
     @_guarded("reading saved counts")
     def derived_counts(self, scope: str) -> dict[bytes, int]:

@@ -149,8 +149,8 @@ def test_a_store_without_saved_values_opens_and_counts(tmp_path: Path) -> None:
         add_turns(cm, 0, 24)
         first = cm.compile(max_tokens=10_000, reserve_for_response=0)
     conn = sqlite3.connect(path)  # as a store written before the values were saved
-    conn.execute("DROP TABLE derived_items")
-    conn.execute("DROP TABLE derived_scopes")
+    for table in ("derived_items", "derived_scopes", "derived_blobs", "derived_counts"):
+        conn.execute(f"DROP TABLE {table}")
     conn.commit()
     conn.close()
     counter = CountingChars()

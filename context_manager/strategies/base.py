@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..messages import ContentBlock, Message
 from ..pairing import SendForm
+from ..store import Item, Store
 
 if TYPE_CHECKING:
-    from ..store import Item, Store
     from ..summarizer import Summarizer
     from ..tokens import TokenCounter
 
@@ -32,16 +32,26 @@ class StoredMessage:
     message : Message
     rev : int
         The store's version of the body (:attr:`~context_manager.store.Item.rev`).
+    source : Item or Store, optional
+        Where to read the body when ``message`` is None: the item, or the store that
+        holds the record ``rev``.
     """
 
     __slots__ = ("_body", "_message", "id", "rev", "seq")
 
-    def __init__(self, id: str, seq: int, message: Message, rev: int = 0) -> None:
+    def __init__(
+        self,
+        id: str,
+        seq: int,
+        message: Message | None,
+        rev: int = 0,
+        source: Item | Store | None = None,
+    ) -> None:
         self.id = id
         self.seq = seq
         self.rev = rev
-        self._message: Message | None = message
-        self._body: Item | None = None
+        self._message = message
+        self._body = source
 
     @classmethod
     def from_item(cls, item: Item) -> StoredMessage:
@@ -52,12 +62,23 @@ class StoredMessage:
         stored._message, stored._body = None, item
         return stored
 
+    @classmethod
+    def from_store(cls, store: Store, id: str, seq: int, rev: int) -> StoredMessage:
+        """A stored message whose body is read from ``store`` (the record ``rev``) and
+        validated when first read."""
+        stored = cls.__new__(cls)
+        stored.id, stored.seq, stored.rev = id, seq, rev
+        stored._message, stored._body = None, store
+        return stored
+
     @property
     def message(self) -> Message:
-        """The message (validated on first access)."""
+        """The message (read and validated on first access)."""
         if self._message is None:
-            assert self._body is not None
-            self._message = Message.model_validate(self._body.body)
+            source = self._body
+            assert source is not None
+            body = source.body if isinstance(source, Item) else source.body_at(self.rev)
+            self._message = Message.model_validate(body)
             self._body = None
         return self._message
 
