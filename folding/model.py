@@ -140,7 +140,11 @@ class Leaf(_Model):
     @model_validator(mode="before")
     @classmethod
     def _tokens(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and "tokens" in data:
+        if type(data) is dict:  # the common case, checked inline
+            tokens = data.get("tokens")
+            if type(tokens) is int and 0 <= tokens <= MAX_TOKENS:
+                return data
+        if (type(data) is dict or isinstance(data, Mapping)) and "tokens" in data:
             _check_tokens("leaf", data.get("id"), data["tokens"], "leaves")
         return data
 
@@ -164,7 +168,7 @@ class Summary(_Model):
     @model_validator(mode="before")
     @classmethod
     def _check(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
+        if type(data) is dict or isinstance(data, Mapping):
             node = data.get("id")
             if "tokens" in data:
                 _check_tokens("summary", node, data["tokens"], "summaries")
@@ -282,7 +286,7 @@ class Budget(_Model):
     @model_validator(mode="before")
     @classmethod
     def _default_target(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
+        if type(data) is dict or isinstance(data, Mapping):
             data = dict(data)
             total = data.get("total")
             for name in ("total", "target"):
@@ -385,7 +389,7 @@ class FoldProblem(_Model):
     @model_validator(mode="before")
     @classmethod
     def _fixed(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and "fixed_tokens" in data:
+        if (type(data) is dict or isinstance(data, Mapping)) and "fixed_tokens" in data:
             _check_tokens("problem", "fixed_tokens", data["fixed_tokens"], "fixed_tokens")
         return data
 
