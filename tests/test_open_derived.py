@@ -379,3 +379,50 @@ def test_a_store_with_memories_reopens_without_tokenising(tmp_path: Path) -> Non
         assert counter.messages == 0 and counter.texts == 0
         assert again.messages == first.messages
         assert again.render_stats["tokens"] == first.render_stats["tokens"]
+
+
+def test_writes_after_the_saved_view_are_replayed_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with ContextManager.open(path=path, counter=CountingChars()) as cm:
+        add_turns(cm, 0, 30)
+        cm.compile(max_tokens=10_000, reserve_for_response=0)
+    # a writer that stops without closing the manager: the view is older than the log
+    cm = ContextManager.open(path=path, counter=CountingChars())
+    ids = [s.id for s in cm.get_messages()]
+    add_turns(cm, 30, 5)
+    cm.edit_message(ids[3], "edited after the view")
+    cm.remove_message(ids[10])
+    cm.store.edit("messages", ids[20], {"participant": "User", "content": [], "metadata": {}})
+    cm.compile(max_tokens=10_000, reserve_for_response=0)
+    expected = [(s.id, s.message) for s in cm.get_messages()]
+    cm.store.close()
+    with Store.open(path) as store:
+        logged = [(i.id, Message.model_validate(i.body)) for i in store.items("messages")]
+    counter = CountingChars()
+    with ContextManager.open(path=path, counter=counter) as cm:
+        assert [(s.id, s.message) for s in cm.get_messages()] == logged
+        assert sent(cm) == expected_sent(cm, CharsCounter())
+        assert len(logged) == len(expected) and dict(logged)[ids[20]].content == ()
+        assert counter.messages <= 16  # only around what changed after the view, not all 34
+
+
+def test_each_branch_keeps_its_own_view(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with ContextManager.open(path=path, counter=CountingChars()) as cm:
+        add_turns(cm, 0, 20)
+        ids = [s.id for s in cm.get_messages()]
+        cm.branch_at(ids[7], "side")
+        cm.compile(max_tokens=10_000, reserve_for_response=0)
+    with ContextManager.open(path=path, counter=CountingChars()) as cm:
+        cm.switch_branch("side")
+        assert [s.id for s in cm.get_messages()] == ids[:8]
+        add_turns(cm, 50, 2)
+        side = [s.id for s in cm.get_messages()]
+        assert sent(cm) == expected_sent(cm, CharsCounter())
+    with ContextManager.open(path=path, counter=CountingChars()) as cm:
+        assert cm.current_branch == "side"
+        assert [s.id for s in cm.get_messages()] == side
+        assert sent(cm) == expected_sent(cm, CharsCounter())
+        cm.switch_branch("main")
+        assert [s.id for s in cm.get_messages()] == ids
+        assert sent(cm) == expected_sent(cm, CharsCounter())
