@@ -172,6 +172,18 @@ def state_problem(
     two to that.
     """
     cache = {} if cache is None else cache
+    # the objects of the last problem, and those of this one: what it no longer
+    # states is let go, so the cache stays the size of one problem
+    known: dict[Any, Any] = cache.get(("objects",), {})
+    objects: dict[Any, Any] = {}
+
+    def reuse(key: Any, make: Any, **fields: Any) -> Any:
+        found = known.get(key)
+        if found is None:
+            found = make(**fields)
+        objects[key] = found
+        return found
+
     if not reduce:
         snap = replace(snap, tied=[False] * len(snap.ids), chunks=())
     n = len(snap.ids)
@@ -199,10 +211,13 @@ def state_problem(
         blk = block_at.get(i)
         if blk is not None:
             for spec in blk.leaves:
-                key = ("leaf", spec.id, -1, spec.tokens, "middle")
-                leaf = cache.get(key)
-                if leaf is None:
-                    leaf = cache[key] = Leaf(id=spec.id, tokens=spec.tokens, zone="middle")
+                leaf = reuse(
+                    ("leaf", spec.id, -1, spec.tokens, "middle"),
+                    Leaf,
+                    id=spec.id,
+                    tokens=spec.tokens,
+                    zone="middle",
+                )
                 spans[spec.id] = (spec.first, spec.last + 1)
                 offsets[spec.id] = blk.offset
                 leaves.append(leaf)
@@ -219,10 +234,7 @@ def state_problem(
             lid = snap.ids[i]
             zone = "head" if i < snap.head_end else "tail" if i >= snap.tail_start else "middle"
         cost = sum(tokens[i:end]) if end - i > 1 else tokens[i]
-        key = ("leaf", lid, end - i, cost, zone)
-        leaf = cache.get(key)
-        if leaf is None:
-            leaf = cache[key] = Leaf(id=lid, tokens=cost, zone=zone)
+        leaf = reuse(("leaf", lid, end - i, cost, zone), Leaf, id=lid, tokens=cost, zone=zone)
         for j in range(i, end):
             leaf_at[j] = len(leaves)
         spans[lid] = (i, end)
@@ -234,12 +246,14 @@ def state_problem(
     dropped = 0
 
     def add(spec: SummarySpec, level: int, children: tuple[str, ...]) -> None:
-        skey = ("summary", spec.id, level, spec.tokens, children)
-        summary = cache.get(skey)
-        if summary is None:
-            summary = cache[skey] = Summary(
-                id=spec.id, level=level, tokens=spec.tokens, children=children
-            )
+        summary = reuse(
+            ("summary", spec.id, level, spec.tokens, children),
+            Summary,
+            id=spec.id,
+            level=level,
+            tokens=spec.tokens,
+            children=children,
+        )
         summaries.append(summary)
         stated.add(spec.id)
 
@@ -292,6 +306,7 @@ def state_problem(
     last = cache.get(("problem",))
     problem = FoldProblem.model_validate(fields, context={"extends": last} if last else None)
     cache[("problem",)] = problem
+    cache[("objects",)] = objects
     return StatedProblem(problem, spans, list(snap.pins), dropped, offsets)
 
 

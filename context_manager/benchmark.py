@@ -164,8 +164,14 @@ def check_available(policies: Sequence[str]) -> None:
         )
 
 
+FULL_HISTORY = "+full"
+"""Suffix of an ``ours:<solver>`` policy that states the whole history on every call
+(``fold_window=False``): the reference the windowed compile is measured against."""
+
+
 def make_policy(name: str, *, counter: TokenCounter | None = None) -> Policy:
-    """A fresh policy called ``name`` (see :func:`policy_names`).
+    """A fresh policy called ``name`` (see :func:`policy_names`; ``ours:<solver>+full``
+    is the solver over the whole history on every call).
 
     Raises
     ------
@@ -181,9 +187,13 @@ def make_policy(name: str, *, counter: TokenCounter | None = None) -> Policy:
         import solvers
 
         method = name.removeprefix("ours:")
+        options: dict[str, Any] = {}
+        if method.endswith(FULL_HISTORY):  # the solver over the whole history each call
+            method = method.removesuffix(FULL_HISTORY)
+            options["fold_window"] = False
         if method not in solvers.names():
             raise KeyError(f"unknown solver {method!r} in policy {name!r}")
-        return FoldingPolicy(method, counter=counter)
+        return FoldingPolicy(method, counter=counter, **options)
     if name not in _NAMED:
         known = policy_names(peers=True, exact=True)
         raise KeyError(f"unknown policy {name!r}; known policies: {', '.join(known)}")

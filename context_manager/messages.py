@@ -11,6 +11,7 @@ every other participant maps to ``user``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -332,14 +333,14 @@ class Message(BaseModel):
         """All text, tool input JSON and tool result text, joined by newlines."""
         return text_of(self.content)
 
-    @property
+    @functools.cached_property
     def tool_use_ids(self) -> tuple[str, ...]:
-        """Ids of the tool calls this message makes."""
+        """Ids of the tool calls this message makes (read once: a message is frozen)."""
         return tuple(b.id for b in self.content if isinstance(b, ToolUseBlock))
 
-    @property
+    @functools.cached_property
     def tool_result_ids(self) -> tuple[str, ...]:
-        """Ids of the tool calls this message answers."""
+        """Ids of the tool calls this message answers (read once)."""
         return tuple(b.tool_use_id for b in self.content if isinstance(b, ToolResultBlock))
 
     def canonical_json(self) -> str:

@@ -18,6 +18,7 @@ import solvers
 
 from ...adapter import Block, PinSpec, Snapshot, SummarySpec, read_plan, state_problem
 from ...errors import UncoveredDropError
+from ...pairing import SendForm
 from ..base import Entry, RequestBudget, Selection, StoredMessage, StrategyContext
 from .chunking import rebuild_chunks
 from .state import State
@@ -43,8 +44,17 @@ def select(
     stored = ctx.messages()
     forms, _ = ctx.forms()
     snap = snapshot(st, ctx, stored, budget)
-    stated = state_problem(snap, st.cache)
-    plan = read_plan(snap, stated, solver.solve(stated.problem))
+    for _ in range(MAX_REWINDOWS + 1):
+        stated = state_problem(snap, st.cache)
+        plan = read_plan(snap, stated, solver.solve(stated.problem))
+        if plan.error is not None or not _is_windowed(st, snap):
+            break
+        # the blocks the next compile would state from this answer: when they differ,
+        # solve over them now, so compiling again with nothing changed sends the same
+        again = snapshot(st, ctx, stored, budget, shape=[(a, b - 1, v) for a, b, v in plan.levels])
+        if again.blocks == snap.blocks:
+            break
+        snap = again
     if not dry_run:
         demand(st, ctx, plan.produce, stored)
     if plan.error is not None:
@@ -53,14 +63,12 @@ def select(
         raise plan.error
     assert plan.layout is not None
     entries: list[Entry] = []
+    shown_raw: dict[str, tuple[SendForm, tuple[Entry, ...]]] = {}
     for unit in plan.layout.units:
         if unit.kind == "raw" and unit.key not in stated.offsets:
             first, end = plan.spans[unit.key]
             for j in range(first, end):
-                sid = (stored[j].id,)
-                entries.extend(
-                    Entry(m.participant, m.content, sid, None, m) for m in forms[j].messages
-                )
+                entries.extend(_raw_entries(st, stored[j].id, forms[j], shown_raw))
         else:
             entries.extend(st.recall_pair(st.summaries[unit.key]))
     if not _covers_all(st, ctx, stored, entries):  # never silently lose a message
@@ -68,6 +76,7 @@ def select(
         dropped = [s.id for s in stored if s.id not in shown]
         raise UncoveredDropError(dropped, "adaptive render")
     stats = {**plan.stats, "fits": True}
+    st.cache[("raw",)] = shown_raw
     if not dry_run:
         st.records.commit_frontier([(stored[a].id, stored[b - 1].id, v) for a, b, v in plan.levels])
     marks: tuple[int, ...] = ()
@@ -77,8 +86,30 @@ def select(
     return Selection(entries, stats, marks, tokens=history)
 
 
+def _raw_entries(
+    st: State,
+    message_id: str,
+    form: SendForm,
+    shown: dict[str, tuple[SendForm, tuple[Entry, ...]]],
+) -> tuple[Entry, ...]:
+    """The entries of a message shown raw, kept from the last compile while its send
+    form stays the same; ``shown`` collects this compile's."""
+    last: dict[str, tuple[SendForm, tuple[Entry, ...]]] = st.cache.get(("raw",), {})
+    kept = last.get(message_id)
+    if kept is None or kept[0] is not form:
+        sid = (message_id,)
+        kept = (form, tuple(Entry(m.participant, m.content, sid, None, m) for m in form.messages))
+    shown[message_id] = kept
+    return kept[1]
+
+
 def snapshot(
-    st: State, ctx: StrategyContext, stored: Sequence[StoredMessage], budget: RequestBudget
+    st: State,
+    ctx: StrategyContext,
+    stored: Sequence[StoredMessage],
+    budget: RequestBudget,
+    *,
+    shape: Sequence[tuple[int, int, int]] | None = None,
 ) -> Snapshot:
     """The state of a compile in plain message terms, for :mod:`context_manager.adapter`.
 
@@ -87,6 +118,8 @@ def snapshot(
     :class:`~context_manager.adapter.Block` one level below the finest memory shown
     in it (see :func:`blocks`); the rest is stated message by message. The work of
     a compile then follows what the frontier can reach, not the length of history.
+    ``shape`` (runs ``(first, last, level)`` of positions) chooses the blocks in place
+    of the last frontier; the previous frontier the solver is given stays the last one.
     """
     cfg = st.config
     records = st.records
@@ -103,7 +136,7 @@ def snapshot(
     memories = tree(st, ctx, position)
     found: list[Block] = []
     if cfg.fold_window and carried and _windowed(cfg.folding_strategy):
-        found = blocks(memories, win, carried, pins, locks)
+        found = blocks(memories, win, carried if shape is None else shape, pins, locks)
     collapsed = {b.first for b in found}
     specs: list[SummarySpec] = []
     for top in memories.tops:
@@ -143,6 +176,15 @@ def snapshot(
         allowance=allowance,
         blocks=found,
     )
+
+
+MAX_REWINDOWS = 8
+"""Solves one compile may add to follow its own answer's blocks (see :func:`select`)."""
+
+
+def _is_windowed(st: State, snap: Snapshot) -> bool:
+    cfg = st.config
+    return cfg.fold_window and snap.previous is not None and _windowed(cfg.folding_strategy)
 
 
 def _windowed(method: str) -> bool:
