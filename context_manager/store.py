@@ -653,6 +653,10 @@ class Store:
         StoreError
             When ``item_id`` is not a live item of ``slot`` on this branch.
         """
+        if slot not in self._cache:  # not read yet: check the one item, read nothing else
+            seq = self._live_seq(slot, item_id)
+            rowid, _, text = self._write(slot, "edit", item_id, body)
+            return Item(item_id, seq, rev=rowid, text=text)
         at = self._index(slot, item_id)
         cached = self._live(slot)
         with self.transaction():
@@ -671,6 +675,10 @@ class Store:
         StoreError
             When ``item_id`` is not a live item of ``slot`` on this branch.
         """
+        if slot not in self._cache:
+            self._live_seq(slot, item_id)
+            self._write(slot, "redact", item_id, None)
+            return
         at = self._index(slot, item_id)
         cached = self._live(slot)
         with self.transaction():
@@ -699,6 +707,21 @@ class Store:
             if it.id == item_id:
                 return it
         return None
+
+    def _live_seq(self, slot: str, item_id: str) -> int:
+        """The append sequence of the live item ``item_id``, from its own records."""
+        clauses = " OR ".join("(branch = ? AND seq <= ?)" for _ in self._lineage)
+        params: list[Any] = [slot, item_id]
+        for branch_id, limit in self._lineage:
+            params += [branch_id, limit]
+        rows = self._conn.execute(
+            f"SELECT op, seq FROM records WHERE slot = ? AND item = ? AND ({clauses}) ORDER BY seq",
+            params,
+        ).fetchall()
+        appended = next((seq for op, seq in rows if op == "append"), None)
+        if appended is None or rows[-1][0] == "redact":
+            raise StoreError(f"{item_id!r} is not a live item of slot {slot!r} on this branch")
+        return int(appended)
 
     def _index(self, slot: str, item_id: str) -> int:
         """Where the live item ``item_id`` sits in the cached items of ``slot``."""

@@ -21,7 +21,7 @@ from context_manager import (
     ToolUseBlock,
 )
 from context_manager.pairing import send_forms
-from context_manager.store import Store
+from context_manager.store import Store, StoreError
 from context_manager.strategies.autobiographical.records import (
     FRONTIER_CHAIN,
     is_frontier_delta,
@@ -426,3 +426,24 @@ def test_each_branch_keeps_its_own_view(tmp_path: Path) -> None:
         cm.switch_branch("main")
         assert [s.id for s in cm.get_messages()] == ids
         assert sent(cm) == expected_sent(cm, CharsCounter())
+
+
+def test_edits_and_redactions_before_any_read_check_only_their_item(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with Store.open(path) as store:
+        ids = [store.append("m", {"n": n}).id for n in range(5)]
+        store.redact("m", ids[4])
+    with Store.open(path) as store:
+        edited = store.edit("m", ids[1], {"n": 10})
+        assert (edited.id, edited.body) == (ids[1], {"n": 10}) and edited.seq == 2
+        store.redact("m", ids[2])
+        with pytest.raises(StoreError, match="not a live item"):
+            store.edit("m", ids[4], {"n": 0})
+        with pytest.raises(StoreError, match="not a live item"):
+            store.redact("m", "999")
+        with pytest.raises(RuntimeError), store.transaction():
+            store.edit("m", ids[0], {"n": -1})
+            raise RuntimeError("abandon")
+        assert [i.body["n"] for i in store.items("m")] == [0, 10, 3]
+    with Store.open(path) as store:
+        assert [i.body["n"] for i in store.items("m")] == [0, 10, 3]
