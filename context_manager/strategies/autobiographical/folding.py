@@ -141,7 +141,7 @@ def snapshot(
     specs: list[SummarySpec] = []
     for top in memories.tops:
         if top.first not in collapsed:
-            specs.extend(_spec(x) for x in memories.above(top, 0))
+            specs.extend(_spec(memories, x) for x in memories.above(top, 0))
     specs.sort(key=lambda x: x.level)  # children before their parents
     outside = _outside(found, n)
     previous: dict[int, int] | None = None
@@ -237,8 +237,8 @@ def blocks(
         out.append(
             Block(
                 offset,
-                tuple(_spec(x) for x in leaves),
-                tuple(_spec(x) for x in memories.above(top, offset)),
+                tuple(_spec(memories, x) for x in leaves),
+                tuple(_spec(memories, x) for x in memories.above(top, offset)),
             )
         )
     return out
@@ -265,8 +265,8 @@ def _level_at(carried: Sequence[tuple[int, int, int]], j: int) -> int:
     return 0
 
 
-def _spec(x: Node) -> SummarySpec:
-    return SummarySpec(x.id, x.level, x.tokens, x.first, x.last, tuple(x.children))
+def _spec(memories: Tree, x: Node) -> SummarySpec:
+    return SummarySpec(x.id, x.level, memories.tokens(x), x.first, x.last, tuple(x.children))
 
 
 def _outside(found: Sequence[Block], n: int) -> list[tuple[int, int]]:

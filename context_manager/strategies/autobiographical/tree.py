@@ -11,7 +11,7 @@ chunk record changes, or a message is edited or removed; appends leave it as is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..base import StrategyContext
@@ -26,7 +26,6 @@ class Node:
 
     id: str
     level: int
-    tokens: int
     first: int
     last: int
     children: list[str] = field(default_factory=list)
@@ -42,6 +41,13 @@ class Tree:
     """Showable memories whose parent is missing or cannot be shown, by first position."""
     overlapping: set[str] = field(default_factory=set)
     """Tops whose span overlaps another top's (re-written memories over one run)."""
+    price: Callable[[str], int] = field(default=lambda _: 0, repr=False)
+    """Memory id -> the tokens of its recall pair (counted when first asked: only the
+    memories a compile states are ever counted)."""
+
+    def tokens(self, node: Node) -> int:
+        """What showing ``node`` costs: its recall pair."""
+        return self.price(node.id)
 
     def below(self, node: Node, level: int) -> list[Node]:
         """The memories at ``level`` under ``node`` in message order (``node`` itself
@@ -90,16 +96,14 @@ def tree(st: State, ctx: StrategyContext, position: dict[str, int]) -> Tree:
             children = [c for c in entry.source_ids if c in nodes]
             if len(children) != len(entry.source_ids) or not _tiles(nodes, children, first, last):
                 continue
-        nodes[entry.id] = Node(
-            entry.id, entry.level, st.recall_tokens(ctx, entry), first, last, children
-        )
+        nodes[entry.id] = Node(entry.id, entry.level, first, last, children)
     tops = [
         x
         for x in nodes.values()
         if (parent := summaries[x.id].parent_id) is None or parent not in nodes
     ]
     tops.sort(key=lambda x: (x.first, -x.level, x.id))
-    result = Tree(nodes, tops, _overlapping(tops))
+    result = Tree(nodes, tops, _overlapping(tops), lambda x: st.recall_tokens(ctx, summaries[x]))
     st.cache[("tree",)] = (key, result)
     return result
 
