@@ -283,7 +283,8 @@ def isolated(fn: Callable[..., _T], *args: Any) -> _T:
 
 # ------------------------------------------------------------------ the run
 def solver_names(asked: Sequence[str]) -> list[str]:
-    """``asked``, with ``all`` standing for every solver fit for a running agent."""
+    """``asked``, with ``all`` standing for every solver fit for a running agent (and
+    ``none`` for none)."""
     import solvers
 
     fit = [
@@ -293,6 +294,8 @@ def solver_names(asked: Sequence[str]) -> list[str]:
     ]
     out: list[str] = []
     for name in asked:
+        if name == "none":
+            continue
         for m in fit if name == "all" else [name]:
             if m not in solvers.names():
                 raise SystemExit(f"unknown solver {m!r}; known: {', '.join(solvers.names())}")
@@ -731,7 +734,7 @@ def parser() -> argparse.ArgumentParser:
         nargs="+",
         default=["kv-stable"],
         metavar="SOLVER",
-        help="our solvers ('all': every solver fit for a running agent)",
+        help="our solvers ('all': every solver fit for a running agent; 'none')",
     )
     what.add_argument(
         "--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000], metavar="N",
