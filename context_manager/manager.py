@@ -602,7 +602,10 @@ class ContextManager:
         with self._lock:
             if self._closed:
                 return
-            if not self._store.closed:
+            fresh = not self._store.closed and (
+                self._store.sequence == self._seen and self._store.branch == self._seen_branch
+            )  # what another manager wrote since is not in this one's view: save nothing
+            if fresh:
                 with suppress(StoreError):
                     self._save_derived()
                     if self._cache is not None and (self._index_writes or not self._index_current):

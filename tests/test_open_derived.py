@@ -447,3 +447,26 @@ def test_edits_and_redactions_before_any_read_check_only_their_item(tmp_path: Pa
         assert [i.body["n"] for i in store.items("m")] == [0, 10, 3]
     with Store.open(path) as store:
         assert [i.body["n"] for i in store.items("m")] == [0, 10, 3]
+
+
+def test_a_manager_that_missed_another_ones_writes_saves_no_view(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.db") as store:
+        first = ContextManager.open(store=store, counter=CountingChars())
+        second = ContextManager.open(store=store, counter=CountingChars())
+        add_turns(first, 0, 8)
+        first.compile(max_tokens=10_000, reserve_for_response=0)
+        add_turns(second, 8, 4)  # second reads the store first: it sees all twelve
+        second.close()
+        first.close()  # first has not seen the four: it must not save its view
+        with ContextManager.open(store=store, counter=CountingChars()) as again:
+            assert len(again.get_messages()) == 12
+            assert sent(again) == expected_sent(again, CharsCounter())
+        third = ContextManager.open(store=store, counter=CountingChars())
+        add_turns(third, 12, 2)
+        fourth = ContextManager.open(store=store, counter=CountingChars())
+        add_turns(fourth, 14, 2)
+        fourth.close()
+        third.close()
+        with ContextManager.open(store=store, counter=CountingChars()) as again:
+            assert len(again.get_messages()) == 16
+            assert sent(again) == expected_sent(again, CharsCounter())
