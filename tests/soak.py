@@ -2,8 +2,10 @@
 
 Runs :class:`request_machine.RequestMachine` with fresh random seeds until at least
 the given number of compiles (default 100,000) were driven through it, across every
-solver and the passthrough strategy, then prints the tally. Any failure stops it with
-hypothesis's shrunk reproduction (``--no-shrink``: the failing run as found, at once).
+solver and the passthrough strategy (every third round from a long past, where
+compiles are windowed: :class:`test_incremental.LongHistory`), then prints the tally.
+Any failure stops it with hypothesis's shrunk reproduction (``--no-shrink``: the
+failing run as found, at once).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from hypothesis.stateful import run_state_machine_as_test
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from request_machine import TALLY, RequestMachine
+from test_incremental import LongHistory
 
 
 def main(goal: int) -> int:
@@ -34,7 +37,9 @@ def main(goal: int) -> int:
         phases=[Phase.generate] if "--no-shrink" in sys.argv else list(Phase),
     )
     while TALLY["compiles"] < goal:
-        run_state_machine_as_test(RequestMachine, settings=config)
+        # every third round starts from a long past, where compiles are windowed
+        machine = LongHistory if rounds % 3 == 2 else RequestMachine
+        run_state_machine_as_test(machine, settings=config)
         rounds += 1
         print(
             f"round {rounds}: {TALLY['compiles']:,} compiles, {TALLY['sent']:,} sent, "

@@ -100,3 +100,73 @@ def test_a_window_never_hides_a_pinned_or_locked_message(tmp_path: Path) -> None
     texts = " ".join(str(m.content) for m in result.messages)
     assert "m40w0" in texts and "m41w0" in texts  # the pinned messages, raw
     assert result.render_stats["stated"]["leaves"] > before["leaves"]
+
+
+# ------------------------------------------------- the differential machine
+import contextlib  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+from hypothesis import settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import initialize  # noqa: E402
+from request_machine import COUNTER as MACHINE_COUNTER  # noqa: E402
+from request_machine import TALLY, FaultySummarizer, RequestMachine, _strategy  # noqa: E402
+
+import solvers  # noqa: E402
+
+WINDOWED = [m for m in solvers.names() if not (c := solvers.capabilities(m)).oracle and not c.exact]
+_TEMPLATES: dict[str, Path] = {}
+
+
+def _template(method: str) -> Path:
+    """A store of an agent with a long past (900 messages, every memory written, a
+    frontier committed every 40 messages), built once per solver and copied per run."""
+    if method not in _TEMPLATES:
+        path = Path(tempfile.mkdtemp()) / "long.db"
+        cm = ContextManager.open(
+            path=path,
+            strategy=_strategy(method),
+            summarizer=FaultySummarizer(),
+            counter=MACHINE_COUNTER,
+        )
+        cm.set_tool_definitions([{"name": "bash"}])
+        for i in range(900):
+            cm.add_message("User" if i % 2 == 0 else "Claude", f"turn {i} " + "word " * (i % 17))
+            if (i + 1) % 40 == 0:
+                cm.drain()
+                with contextlib.suppress(OverBudgetError):
+                    cm.compile(max_tokens=1200, reserve_for_response=0)
+        cm.close()
+        _TEMPLATES[method] = path
+    return _TEMPLATES[method]
+
+
+class LongHistory(RequestMachine):
+    """The request machine on an agent with a long past, where compiles are windowed:
+    every live compile is checked against a strategy that just read the store (the
+    machine's ``_check_from_scratch``), besides every invariant of the request edge."""
+
+    @initialize(method=st.sampled_from(WINDOWED))
+    def open(self, method: str) -> None:  # type: ignore[override]
+        self.method = method
+        shutil.copyfile(_template(method), self.path)
+        self._open()
+
+
+LongHistory.TestCase.settings = settings(
+    max_examples=12, stateful_step_count=25, derandomize=True, database=None, deadline=None
+)
+TestLongHistory = LongHistory.TestCase
+
+
+def test_the_long_machine_compiles_windowed() -> None:
+    """The differential machine above is not vacuous: its compiles state blocks."""
+    before = TALLY["windowed"]
+    machine = LongHistory()
+    try:
+        machine.open("kv-stable")
+        machine.compile(1200, 0, [], None, False)
+    finally:
+        machine.teardown()
+    assert TALLY["windowed"] > before
