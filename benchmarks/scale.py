@@ -331,8 +331,11 @@ def _commit() -> str:
         return "unknown"
 
 
-def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Measure what ``args`` asks for; the new rows."""
+def run(
+    args: argparse.Namespace, save: Callable[[list[dict[str, Any]]], None] = lambda rows: None
+) -> list[dict[str, Any]]:
+    """Measure what ``args`` asks for; the new rows (each also handed to ``save`` with the
+    rows before it, as soon as it is measured)."""
     stamp = {
         "source": source_key(),
         "commit": _commit(),
@@ -363,6 +366,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 **stamp,
             }
             rows.append(row)
+            save(rows)
             print(f"  {_line(row)}", flush=True)
     for peer in peer_names(args.peers):
         for n in sizes:
@@ -373,12 +377,14 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             row = {"policy": peer, "kind": "peer", "messages": n, **row, "load": os.getloadavg()[0]}
             row |= stamp
             rows.append(row)
+            save(rows)
             print(f"  {_line(row)}", flush=True)
     for leaves in args.solve:
         for method in SOLVE_METHODS:
             print(f"one-shot solve, {method}, {leaves:,} leaves", flush=True)
             row = {"kind": "solve", **isolated(measure_solve, leaves, method), **stamp}
             rows.append(row)
+            save(rows)
             print(f"  {row['seconds'] * 1000:,.0f} ms, peak +{row['peak_added_mib']:,.0f} MiB")
     return rows
 
@@ -798,11 +804,15 @@ def main(argv: list[str] | None = None) -> int:
     old: list[dict[str, Any]] = []
     if args.out.exists() and not args.fresh:
         old = json.loads(args.out.read_text())["rows"]
-    rows = old if args.report_only else merge(old, run(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"budget": LOOP_BUDGET, "rows": rows}, indent=1) + "\n")
-    args.md.parent.mkdir(parents=True, exist_ok=True)
-    args.md.write_text(markdown(rows))
+
+    def save(rows: list[dict[str, Any]]) -> None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"budget": LOOP_BUDGET, "rows": rows}, indent=1) + "\n")
+        args.md.parent.mkdir(parents=True, exist_ok=True)
+        args.md.write_text(markdown(rows))
+
+    rows = old if args.report_only else merge(old, run(args, lambda new: save(merge(old, new))))
+    save(rows)
     print(f"wrote {args.out} and {args.md}")
     if args.plot:
         plot(rows, args.plot)
