@@ -283,6 +283,20 @@ class Choices:
             self.r_live &= ~settled | self.r_forced
 
 
+def every_choice(atoms: AtomModel, z_start: IntArray, z_end: IntArray) -> Choices:
+    """Every edge open, nothing forced: the model over every atom."""
+    n_z, n_atoms = z_start.size, atoms.n_atoms
+    return Choices(
+        z_start,
+        z_end,
+        np.ones(n_z, dtype=np.bool_),
+        np.zeros(n_z, dtype=np.bool_),
+        atoms.raw_ok.copy(),
+        np.zeros(n_atoms, dtype=np.bool_),
+        np.zeros(n_atoms, dtype=np.bool_),
+    )
+
+
 def open_choices(
     atoms: AtomModel,
     z_start: IntArray,
@@ -301,15 +315,7 @@ def open_choices(
     through = path_bounds(n_atoms, start, end, tokens) + atoms.constant_tokens
     fits = through <= wall
     n_z = z_start.size
-    choices = Choices(
-        z_start,
-        z_end,
-        np.ones(n_z, dtype=np.bool_),
-        np.zeros(n_z, dtype=np.bool_),
-        atoms.raw_ok.copy(),
-        np.zeros(n_atoms, dtype=np.bool_),
-        np.zeros(n_atoms, dtype=np.bool_),
-    )
+    choices = every_choice(atoms, z_start, z_end)
     r_dead = np.zeros(n_atoms, dtype=np.bool_)
     r_dead[raw_ids] = ~fits[n_z:]
     choices.kill(~fits[:n_z], r_dead)

@@ -33,6 +33,7 @@ defaults. Pass a :class:`KvUnifiedPolicy` or the name of a shipped preset
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,7 @@ from ._atoms import (
     AtomModel,
     Choices,
     build_atoms,
+    every_choice,
     open_choices,
     path_bounds,
     path_min,
@@ -153,10 +155,13 @@ class KvUnifiedConfig(SolverConfig):
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     presolve: bool = False
     """Run CP-SAT's presolve (slower on these models)."""
-    cuts: bool = False
-    """Let CP-SAT generate cutting planes. Off: on these models the tangent rows'
-    large coefficients make cut generation most of the solve (a 75k-leaf history's
-    main solve: 0.45 s with cuts, 0.09 s without, the same optimum)."""
+    probe_dtime: float = Field(default=0.1, ge=0.0, allow_inf_nan=False)
+    """Deterministic-time budget (CP-SAT units, the same on every machine) of a first
+    main solve without cutting planes; when it does not prove the optimum, the solve
+    runs again with them. On a reduced model the tangent rows' large coefficients
+    make cut generation most of the solve (a 75k-leaf history: 0.45 s with cuts,
+    0.09 s without, the same optimum); a model that needs cuts to prove its optimum
+    loses at most the probe. 0: no probe."""
     floor_time_limit: float = Field(default=0.5, gt=0.0)
     """Seconds for each floor solve (least churn, least change). A floor found within
     the limit but not proven is an upper bound; ``diagnostics["floors_proven"]`` says."""
@@ -408,11 +413,7 @@ class _Space:
         self.budget = open_choices(
             atoms, self.z_start, self.z_end, self.z_tokens, problem.budget.total
         )
-
-    def edges(self) -> tuple[IntArray, IntArray]:
-        """Start and end boundaries of every edge: summaries, then raw atoms."""
-        raw = np.arange(self.atoms.n_atoms, dtype=np.int64)
-        return np.concatenate([self.z_start, raw]), np.concatenate([self.z_end, raw + 1])
+        self.everything = every_choice(atoms, self.z_start, self.z_end)
 
     def assignment(self, levels: IntArray) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         """The edges a frontier chooses (summaries in ``sel`` order, raw atoms)."""
@@ -439,6 +440,7 @@ class _Model:
         cp_model = import_cp_model()
         self.cp_model = cp_model
         self.limit_hit = False
+        self.probed = False
         self.space = space
         self.problem = problem = space.problem
         self.cfg = cfg
@@ -513,7 +515,7 @@ class _Model:
             ks.append(var)
         constant = sum(seg for seg, g in groups if g < 0)
         used = [(seg, g) for seg, g in groups if g >= 0]
-        self.cached_expr = cp_model_sum(
+        self.cached_expr = _cp_sum(
             self.cp_model, [ks[g] for _, g in used], [seg for seg, _ in used], constant
         )
 
@@ -538,7 +540,7 @@ class _Model:
             variables += self.rv
             coefs += [rc[a] for a in self.r_ids.tolist()]
         keep = [i for i, c in enumerate(coefs) if c]
-        return cp_model_sum(
+        return _cp_sum(
             self.cp_model, [variables[i] for i in keep], [coefs[i] for i in keep], constant
         )
 
@@ -557,19 +559,44 @@ class _Model:
         """Integer expression ~ scale x continuity change."""
         return self.scaled(self.space.change_z, self.space.change_r, scale)
 
-    def solve(self, objective: Any, time_limit: float) -> tuple[Status | None, Any]:
+    def solve(
+        self, objective: Any, time_limit: float, *, probe: float = 0.0
+    ) -> tuple[Status | None, Any]:
+        """Minimise ``objective`` within ``time_limit`` seconds.
+
+        With ``probe`` > 0, first without cutting planes for at most ``probe`` units
+        of deterministic time; the answer stands when that proves the optimum, and
+        otherwise the solve runs again with cuts in what is left of the time.
+        """
         self.m.minimize(objective)
         problem = self.m.validate()
         if problem:
             self.m.clear_objective()
             raise _ScaleError(problem)
+        start = time.perf_counter()
+        if probe > 0:
+            solver = make_solver(
+                self.cp_model,
+                time_limit=time_limit,
+                workers=self.cfg.workers,
+                seed=self.cfg.seed,
+                presolve=self.cfg.presolve,
+                cuts=False,
+            )
+            solver.parameters.max_deterministic_time = probe
+            code = solver.solve(self.m)
+            if code == self.cp_model.OPTIMAL:
+                self.m.clear_objective()
+                self.last_status = solver.status_name(code)
+                self.probed = True
+                return translate_status(code, self.cp_model), solver
+            time_limit = max(1e-6, time_limit - (time.perf_counter() - start))
         solver = make_solver(
             self.cp_model,
             time_limit=time_limit,
             workers=self.cfg.workers,
             seed=self.cfg.seed,
             presolve=self.cfg.presolve,
-            cuts=self.cfg.cuts,
         )
         code = solver.solve(self.m)
         self.m.clear_objective()
@@ -629,7 +656,7 @@ class _Model:
         )
 
 
-def cp_model_sum(cp_model: Any, variables: list[Any], coefs: list[int], constant: int) -> Any:
+def _cp_sum(cp_model: Any, variables: list[Any], coefs: list[int], constant: int) -> Any:
     """``sum(c * v) + constant`` as one CP-SAT linear expression."""
     if not variables:
         return constant
@@ -1030,6 +1057,19 @@ def _best_multiplier(dual: Callable[[float], float], top: float, steps: int = 24
     return x1 if f1 >= f2 else x2
 
 
+REDUCTION_WORTH = 0.5
+"""The bounds are applied only when they leave at most this share of the variables:
+a model barely smaller than the full one searches differently for little gain (a
+CP-SAT search is sensitive to any change of the model), so it is built whole."""
+
+
+def _worth_it(space: _Space, choices: Choices) -> bool:
+    """The open choices leave few enough variables to build the reduced model."""
+    full = space.sel.size + int(space.atoms.raw_ok.sum())
+    left = int(choices.free_z().sum() + choices.free_r().sum())
+    return left <= REDUCTION_WORTH * full
+
+
 def _search(
     problem: FoldProblem,
     cfg: KvUnifiedConfig,
@@ -1057,7 +1097,7 @@ def _search(
     assigned = [(label, *space.assignment(levels)) for label, levels in hints]
     open_ = space.budget
     if not carried_fits and (terms.before is not None or terms.change is not None):
-        base = _Model(space, cfg, terms, open_)
+        base = _Model(space, cfg, terms, open_ if _worth_it(space, open_) else space.everything)
         usable = [(z, r) for _, z, r in assigned if base.feasible(z, r)]
         if usable:
             base.hint(*usable[0])
@@ -1097,10 +1137,14 @@ def _search(
         r_dead &= ~chosen[2]
         choices = open_.copy()
         choices.kill(z_dead, r_dead)
+    reduced = _worth_it(space, choices)
+    if not reduced:  # the model over every atom, as built without any bound
+        choices = space.everything
     model = _Model(space, cfg, terms, choices)
     if chosen is not None and not model.feasible(chosen[1], chosen[2]):
-        choices = open_  # never expected: the bound keeps the incumbent's edges
+        reduced, choices = False, space.everything  # never expected: the bound keeps it
         model = _Model(space, cfg, terms, choices)
+    stats["reduced"] = reduced
     stats["variables"] = len(model.z) + len(model.raw)
     stats["fixed"] = int(choices.z_forced.sum() + choices.r_forced.sum())
     stats["hint"] = chosen[0] if chosen is not None else None
@@ -1112,29 +1156,36 @@ def _search(
     # the range each penalised quantity can reach over the open choices: tight domains
     # and only the tangents that matter there (the same feasible values, a smaller LP)
     reach = _ranges(space, obj, choices, cache)
-    under = m.new_int_var(0, min(obj.under_top, reach["under"][1]), "under")
-    m.add(under >= obj.under_offset - SCORE * r)
-    over = m.new_int_var(0, min(obj.over_top, reach["over"][1]), "over")
-    m.add(over >= SCORE * r - obj.over_offset)
-    exprs: dict[str, Any] = {"under": under, "over": over}
-    for pen in obj.penalties:
-        expr = model.churn_expr(SCORE) if pen.name == "churn" else model.change_expr(SCORE)
-        excess_var = m.new_int_var(0, min(pen.top, reach[pen.name][1]), f"excess_{pen.name}")
-        m.add(excess_var >= expr - pen.offset)
-        exprs[pen.name] = excess_var
-    epis = [("under", obj.under), ("over", obj.over)] + [(p.name, p.epi) for p in obj.penalties]
-    for name, epi in epis:
+
+    def epigraph(name: str, epi: _Epigraph, x: Any) -> None:
         lo, hi = reach[name]
         lines = _envelope(epi.lines, lo, hi)
         top = min(epi.bound, epi.least(hi)) if lines else epi.bound
         t = m.new_int_var(0, top, f"t_{name}")
         for a, b in lines:
-            m.add(epi.q * t >= a * exprs[name] + b)
+            m.add(epi.q * t >= a * x + b)
         objective.append(t)
+
+    # built in the order of the model over every atom: the same search when nothing
+    # is fixed
+    under = m.new_int_var(0, min(obj.under_top, reach["under"][1]), "under")
+    m.add(under >= obj.under_offset - SCORE * r)
+    epigraph("under", obj.under, under)
+    over = m.new_int_var(0, min(obj.over_top, reach["over"][1]), "over")
+    m.add(over >= SCORE * r - obj.over_offset)
+    epigraph("over", obj.over, over)
+    for pen in obj.penalties:
+        expr = model.churn_expr(SCORE) if pen.name == "churn" else model.change_expr(SCORE)
+        excess_var = m.new_int_var(0, min(pen.top, reach[pen.name][1]), f"excess_{pen.name}")
+        m.add(excess_var >= expr - pen.offset)
+        epigraph(pen.name, pen.epi, excess_var)
+    epis = [("under", obj.under), ("over", obj.over)] + [(p.name, p.epi) for p in obj.penalties]
     status, solver = model.solve(
-        cp_model_sum(model.cp_model, objective, [1] * len(objective), 0),
+        _cp_sum(model.cp_model, objective, [1] * len(objective), 0),
         min(budget * 0.6, deadline.remaining(budget)),
+        probe=cfg.probe_dtime if reduced else 0.0,
     )
+    stats["cut_free"] = model.probed
     stats["cpsat_status"] = model.last_status
     stats["time_limit_hit"] |= model.limit_hit
     if status is not None:
