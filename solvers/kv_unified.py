@@ -25,6 +25,13 @@ re-scored exactly, and the worst under-estimate is reported in
 floor (min-token) frontier and the carried frontier. Hysteresis: the carried
 frontier is kept when its exact score is within ``adopt_epsilon`` of the best.
 
+The integer model holds variables only where a choice exists: edges no frontier
+under the wall can use are closed, edges the one-representation rows force are
+constants, and edges whose Lagrangian lower bound exceeds the best hint's value
+are closed (reduced-cost fixing); none of this changes the model's optimum
+value. The carried frontier (when it fits), else the ideal cut, is the CP-SAT
+hint (``stats["hint"]``, ``stats["hint_kept"]``).
+
 The policy is explicit: every field is required and there are no live
 defaults. Pass a :class:`KvUnifiedPolicy` or the name of a shipped preset
 (``PRESETS``); a missing or invalid field fails closed, naming the field.
