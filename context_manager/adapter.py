@@ -53,6 +53,12 @@ class SummarySpec:
     first: int
     last: int
     children: tuple[str, ...] = ()
+    span: int = 1
+    """As the leaf of a :class:`Block`: how many leaves the whole history would have
+    over it (its chunks), which its age counts (:attr:`folding.Leaf.span`)."""
+    raw_tokens: int | None = None
+    """As the leaf of a :class:`Block`: the raw tokens of its messages, which the
+    fidelity loss weighs (:attr:`folding.Leaf.raw_tokens`)."""
 
 
 @dataclass(frozen=True)
@@ -212,11 +218,13 @@ def state_problem(
         if blk is not None:
             for spec in blk.leaves:
                 leaf = reuse(
-                    ("leaf", spec.id, -1, spec.tokens, "middle"),
+                    ("leaf", spec.id, -1, spec.tokens, spec.span, spec.raw_tokens),
                     Leaf,
                     id=spec.id,
                     tokens=spec.tokens,
                     zone="middle",
+                    span=spec.span,
+                    raw_tokens=spec.raw_tokens,
                 )
                 spans[spec.id] = (spec.first, spec.last + 1)
                 offsets[spec.id] = blk.offset

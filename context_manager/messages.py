@@ -11,7 +11,6 @@ every other participant maps to ``user``.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -333,15 +332,28 @@ class Message(BaseModel):
         """All text, tool input JSON and tool result text, joined by newlines."""
         return text_of(self.content)
 
-    @functools.cached_property
+    @property
     def tool_use_ids(self) -> tuple[str, ...]:
-        """Ids of the tool calls this message makes (read once: a message is frozen)."""
-        return tuple(b.id for b in self.content if isinstance(b, ToolUseBlock))
+        """Ids of the tool calls this message makes."""
+        return self._tool_ids()[1]
 
-    @functools.cached_property
+    @property
     def tool_result_ids(self) -> tuple[str, ...]:
-        """Ids of the tool calls this message answers (read once)."""
-        return tuple(b.tool_use_id for b in self.content if isinstance(b, ToolResultBlock))
+        """Ids of the tool calls this message answers."""
+        return self._tool_ids()[2]
+
+    def _tool_ids(self) -> tuple[object, tuple[str, ...], tuple[str, ...]]:
+        """``(content, call ids, result ids)``, read once per content: a copy with other
+        content (``model_copy(update=...)``) reads its own."""
+        kept = self.__dict__.get("_tool_ids_read")
+        if kept is None or kept[0] is not self.content:
+            kept = (
+                self.content,
+                tuple(b.id for b in self.content if isinstance(b, ToolUseBlock)),
+                tuple(b.tool_use_id for b in self.content if isinstance(b, ToolResultBlock)),
+            )
+            self.__dict__["_tool_ids_read"] = kept
+        return kept
 
     def canonical_json(self) -> str:
         """Compact, key-sorted JSON of participant and content: the identity of the body."""

@@ -73,6 +73,10 @@ class ProblemIndex:
     in_zone: BoolArray
     previous: IntArray
     has_previous: bool
+    raw_tokens: IntArray
+    """What each leaf stands for, raw: ``Leaf.raw_tokens`` (its tokens when unset)."""
+    span: IntArray
+    """How many messages each leaf stands for (``Leaf.span``): ages count them."""
     hierarchy: Hierarchy = field(repr=False)
 
     @cached_property
@@ -167,5 +171,14 @@ class ProblemIndex:
             in_zone=zones,
             previous=previous,
             has_previous=problem.previous is not None,
+            raw_tokens=np.fromiter(
+                (
+                    leaf.tokens if leaf.raw_tokens is None else leaf.raw_tokens
+                    for leaf in problem.leaves
+                ),
+                dtype=np.int64,
+                count=n,
+            ),
+            span=np.fromiter((leaf.span for leaf in problem.leaves), dtype=np.int64, count=n),
             hierarchy=hierarchy,
         )

@@ -130,12 +130,25 @@ class Leaf(_Model):
         Importance in (0, 1]; low-salience material folds first.
     zone : {"middle", "head", "tail"}
         ``head`` and ``tail`` leaves are always shown raw.
+    span : int, default 1
+        How many messages the leaf stands for: a leaf that is a run of messages
+        (or a memory shown as one unit) ages by all of them, so
+        :func:`folding.fidelity_weights` counts ages in messages, not leaves.
+    raw_tokens : int, optional
+        The raw size of what the leaf stands for, weighed by the fidelity loss
+        (default: ``tokens``). A memory stated as a leaf costs its recall tokens
+        but stands for its messages' raw tokens.
     """
 
     id: str = Field(min_length=1)
     tokens: int = Field(ge=0, le=MAX_TOKENS, description=_TOKENS_DOC)
     salience: float = Field(default=1.0, gt=0.0, le=1.0, allow_inf_nan=False)
     zone: Zone = "middle"
+    # left out of the dump at their defaults: a plain leaf reads as it always did
+    span: int = Field(default=1, ge=1, le=MAX_TOKENS, exclude_if=lambda v: v == 1)
+    raw_tokens: int | None = Field(
+        default=None, ge=0, le=MAX_TOKENS, exclude_if=lambda v: v is None
+    )
 
     @model_validator(mode="before")
     @classmethod

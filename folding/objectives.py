@@ -16,12 +16,20 @@ DEFAULT_ALPHA = 0.7
 def fidelity_weights(problem: FoldProblem, alpha: float = DEFAULT_ALPHA) -> npt.NDArray[np.float64]:
     """Per-leaf weight ``salience * age**-alpha * raw_tokens`` (age 1 = newest leaf).
 
-    Age is counted in leaves from the newest, so the weights do not depend on
-    the budget and shift only by the appended leaves.
+    Age is counted from the newest leaf in the messages the leaves stand for
+    (:attr:`Leaf.span`, 1 each by default: then in leaves), to the newest message
+    of each leaf, so the weights do not depend on the budget and shift only by the
+    appended leaves. ``raw_tokens`` is :attr:`Leaf.raw_tokens` (the leaf's tokens by
+    default).
     """
     idx = problem.index
-    age = np.arange(idx.n, 0, -1, dtype=np.float64)
-    return idx.salience * age ** (-alpha) * idx.leaf_tokens
+    span = idx.span
+    if bool((span == 1).all()):
+        age = np.arange(idx.n, 0, -1, dtype=np.float64)
+    else:  # messages after each leaf, plus one
+        after = np.concatenate([np.cumsum(span[::-1])[::-1][1:], [0]])
+        age = (after + 1).astype(np.float64)
+    return idx.salience * age ** (-alpha) * idx.raw_tokens
 
 
 def fidelity_loss(problem: FoldProblem, frontier: Frontier, alpha: float = DEFAULT_ALPHA) -> float:

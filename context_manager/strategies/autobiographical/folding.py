@@ -237,7 +237,7 @@ def blocks(
         out.append(
             Block(
                 offset,
-                tuple(_spec(memories, x) for x in leaves),
+                tuple(_block_leaf(memories, x, win.tokens) for x in leaves),
                 tuple(_spec(memories, x) for x in memories.above(top, offset)),
             )
         )
@@ -263,6 +263,15 @@ def _level_at(carried: Sequence[tuple[int, int, int]], j: int) -> int:
     if k >= 0 and carried[k][0] <= j <= carried[k][1]:
         return carried[k][2]
     return 0
+
+
+def _block_leaf(memories: Tree, x: Node, tokens: Sequence[int]) -> SummarySpec:
+    """A memory as the leaf of a block: priced as its recall pair, weighed as the
+    chunks it stands for (counted once per tree)."""
+    span, raw = memories.extent(x, tokens)
+    return SummarySpec(
+        x.id, x.level, memories.tokens(x), x.first, x.last, tuple(x.children), span, raw
+    )
 
 
 def _spec(memories: Tree, x: Node) -> SummarySpec:
