@@ -524,6 +524,8 @@ class ContextManager:
         self._index_writes = 0
         self._index_current = False
         self._last_request: tuple[object, list[Message]] | None = None
+        self._checked: list[Message] = []
+        """The last history whose tool pairs were checked whole."""
         self._version = 0
         self._render_stats: dict[str, Any] | None = None
         self._closed = False
@@ -1100,12 +1102,18 @@ class ContextManager:
                 f"its {len(selection.entries)} entries: Selection.breakpoints are entry indices"
             )
         history = [e.to_message() for e in selection.entries]
-        problems = tool_pair_problems(history)
+        checked = self._checked
+        same = 0  # messages this history shares with the last one checked, from the start
+        while same < min(len(checked), len(history)) and checked[same] is history[same]:
+            same += 1
+        # the last shared message is checked again: what follows it may have changed
+        problems = tool_pair_problems(history, start=same - 1)
         if problems:
             raise ContextManagerError(
                 f"{name}.select split tool calls from their results ({'; '.join(problems[:3])}); "
                 "a strategy must show the groups of context_manager.pairing.pair_groups whole"
             )
+        self._checked = history
         shown = selection.tokens
         if shown is None:
             shown = sum(count(m) for m in history)

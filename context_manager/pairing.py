@@ -23,14 +23,17 @@ PLACEHOLDER = "[tool result not available in this context]"
 """Content of the result sent for a call the history never answered."""
 
 
-def tool_pair_problems(messages: Sequence[Message]) -> list[str]:
+def tool_pair_problems(messages: Sequence[Message], *, start: int = 0) -> list[str]:
     """Every pairing problem, described; empty when the request is well formed.
 
     A ``tool_use`` must be answered in the next message; a ``tool_result`` must
-    answer a ``tool_use`` of the message right before it.
+    answer a ``tool_use`` of the message right before it. ``start`` checks only the
+    messages from that index on (against the one before it): what a request shares
+    with one already checked needs no second look.
     """
     problems: list[str] = []
-    for i, m in enumerate(messages):
+    for i in range(max(0, start), len(messages)):
+        m = messages[i]
         asked = set(messages[i - 1].tool_use_ids) if i else set()
         for rid in m.tool_result_ids:
             if rid not in asked:
