@@ -141,7 +141,10 @@ def snapshot(
     specs: list[SummarySpec] = []
     for top in memories.tops:
         if top.first not in collapsed:
-            specs.extend(_spec(memories, x) for x in memories.above(top, 0))
+            key = ("specs", top.id)
+            if key not in memories.kept:
+                memories.kept[key] = [_spec(memories, x) for x in memories.above(top, 0)]
+            specs.extend(memories.kept[key])
     specs.sort(key=lambda x: x.level)  # children before their parents
     outside = _outside(found, n)
     previous: dict[int, int] | None = None
@@ -229,18 +232,22 @@ def blocks(
         offset = finest - UNFOLD_LEVELS
         if offset < 1:
             continue
-        leaves = memories.below(top, offset)
-        if not leaves or any(
-            (leaf.first and tied[leaf.first - 1]) or tied[leaf.last] for leaf in leaves
-        ):
-            continue
-        out.append(
-            Block(
-                offset,
-                tuple(_block_leaf(memories, x, win.tokens) for x in leaves),
-                tuple(_spec(memories, x) for x in memories.above(top, offset)),
+        key = ("block", top.id, offset)
+        if key not in memories.kept:  # a top's messages and ties stand with the tree
+            leaves = memories.below(top, offset)
+            memories.kept[key] = (
+                None
+                if not leaves
+                or any((leaf.first and tied[leaf.first - 1]) or tied[leaf.last] for leaf in leaves)
+                else Block(
+                    offset,
+                    tuple(_block_leaf(memories, x, win.tokens) for x in leaves),
+                    tuple(_spec(memories, x) for x in memories.above(top, offset)),
+                )
             )
-        )
+        block = memories.kept[key]
+        if block is not None:
+            out.append(block)
     return out
 
 

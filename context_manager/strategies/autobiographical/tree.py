@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..base import StrategyContext
 from .state import State
@@ -46,6 +47,10 @@ class Tree:
     memories a compile states are ever counted)."""
 
     extents: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    kept: dict[tuple[str, ...] | tuple[str, str, int], Any] = field(
+        default_factory=dict, repr=False
+    )
+    """What compiles derive from the tree (blocks, specs), kept while it stands."""
 
     def tokens(self, node: Node) -> int:
         """What showing ``node`` costs: its recall pair."""
