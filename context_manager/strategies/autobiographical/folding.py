@@ -154,9 +154,10 @@ def snapshot(
             for lo, hi in outside:
                 for j in range(max(a, lo), min(b + 1, hi)):
                     previous[j] = level
+        starts = [a for a, _, _ in carried]
         for blk in found:
             for leaf in blk.leaves:
-                previous[leaf.first] = _level_at(carried, leaf.first)
+                previous[leaf.first] = _level_at(carried, starts, leaf.first)
     total = budget.input_tokens
     allowance = min(budget.max_tokens, math.floor(total * (1 + cfg.over_budget_grace_ratio)))
     return Snapshot(
@@ -265,8 +266,8 @@ def _finest(carried: Sequence[tuple[int, int, int]], starts: list[int], a: int, 
     return finest or 0
 
 
-def _level_at(carried: Sequence[tuple[int, int, int]], j: int) -> int:
-    k = bisect.bisect_right([a for a, _, _ in carried], j) - 1
+def _level_at(carried: Sequence[tuple[int, int, int]], starts: list[int], j: int) -> int:
+    k = bisect.bisect_right(starts, j) - 1
     if k >= 0 and carried[k][0] <= j <= carried[k][1]:
         return carried[k][2]
     return 0
@@ -331,8 +332,7 @@ def _chunks_in(
     ranges: Sequence[tuple[int, int]],
 ) -> list[tuple[str, int, int]]:
     """Closed chunks whose messages are all live and lie in ``ranges``, in order."""
-    spans = _chunk_spans(st, ctx, stored, position)
-    starts = [a for a, _, _ in spans]
+    spans, starts = _chunk_spans(st, ctx, stored, position)
     out = []
     for lo, hi in ranges:
         k = bisect.bisect_left(starts, lo)
@@ -345,16 +345,18 @@ def _chunks_in(
 
 def _chunk_spans(
     st: State, ctx: StrategyContext, stored: Sequence[StoredMessage], position: dict[str, int]
-) -> list[tuple[int, int, str]]:
+) -> tuple[list[tuple[int, int, str]], list[int]]:
     """``(start, end, chunk id)`` of every closed chunk whose messages are all live, by
-    start. Appends never move a closed chunk, so new records only extend the list;
-    an edit, a removal, a branch switch or a changed record rebuilds it."""
+    start, and the starts alone. Appends never move a closed chunk, so new records only
+    extend them; an edit, a removal, a branch switch or a changed record rebuilds them."""
     chunks = st.records.chunks
     key = (ctx.version(), st.records.revision)
     kept = st.cache.get(("chunk-spans",))
     if kept is None or kept[0] != key or kept[1] > len(chunks):
-        kept = (key, 0, [])
-    _, done, spans = kept
+        kept = (key, 0, [], [])
+    done: int = kept[1]
+    spans: list[tuple[int, int, str]] = kept[2]
+    starts: list[int] = kept[3]
     n = len(stored)
     for chunk in chunks[done:]:
         first = position.get(chunk.source_ids[0])
@@ -362,9 +364,11 @@ def _chunk_spans(
             continue
         end = first + len(chunk.source_ids)
         if end <= n and [s.id for s in stored[first:end]] == chunk.source_ids:
-            bisect.insort(spans, (first, end, chunk.id))
-    st.cache[("chunk-spans",)] = (key, len(chunks), spans)
-    return spans
+            at = bisect.bisect_left(spans, (first, end, chunk.id))
+            spans.insert(at, (first, end, chunk.id))
+            starts.insert(at, first)
+    st.cache[("chunk-spans",)] = (key, len(chunks), spans, starts)
+    return spans, starts
 
 
 class _Ids(Sequence[str]):

@@ -9,6 +9,7 @@ the refusal ledger and the provider's prompt cache key on.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 from ...messages import Message
@@ -17,6 +18,7 @@ from ..base import StoredMessage, StrategyContext
 from .prompts import CONTEXT_MANAGER, strip_thinking
 from .records import ChunkRecord, SummaryEntry
 from .state import State
+from .tree import tree
 from .windows import windows
 
 __all__ = ["l1_request", "ladder", "merge_request", "variants"]
@@ -89,6 +91,31 @@ def _instruction(st: State, level: int) -> Message:
     return Message.text_message(CONTEXT_MANAGER, text)
 
 
+def _unremembered(
+    st: State, ctx: StrategyContext, index: dict[str, int], lo: int, hi: int
+) -> list[int]:
+    """Positions in ``[lo, hi)`` outside every showable L1 memory's span, in order (the
+    memories' spans are read once per memory tree; only the gaps are listed)."""
+    memories = tree(st, ctx, index)
+    key = ("l1-spans",)
+    spans = memories.kept.get(key)
+    if spans is None:
+        spans = memories.kept[key] = sorted(
+            (x.first, x.last) for x in memories.nodes.values() if x.level == 1
+        )
+    out: list[int] = []
+    at = lo
+    for a, b in spans[max(0, bisect.bisect_left(spans, (lo, -1)) - 1) :]:
+        if a >= hi:
+            break
+        if b < at:
+            continue
+        out.extend(range(at, min(a, hi)))
+        at = max(at, b + 1)
+    out.extend(range(at, hi))
+    return out
+
+
 def l1_request(
     st: State,
     ctx: StrategyContext,
@@ -101,15 +128,15 @@ def l1_request(
     index = st.positions(ctx, stored)
     start = index[chunk.source_ids[0]]
     win = windows(st, ctx, stored)
-    represented = {leaf for s in st.summaries.values() for leaf in st.leaves_of(s)}
+    represented = st.represented_ids()
     head = [s.message for s in stored[: min(win.head_end, start)] if s.id not in represented]
     if steps is None:
         steps = ladder(st, ctx, start, index)
     recall = [m for s in steps for m in st.ask_pair(s)]
     middle = [
-        s.message
-        for s in stored[win.head_end : start]
-        if s.id not in represented and s.id not in chunk.source_ids
+        stored[j].message
+        for j in _unremembered(st, ctx, index, win.head_end, start)
+        if stored[j].id not in represented and stored[j].id not in chunk.source_ids
     ]
     marker = Message.text_message(
         CONTEXT_MANAGER,

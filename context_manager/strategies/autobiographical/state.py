@@ -7,6 +7,7 @@ the one place their shared memory lives.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -127,6 +128,23 @@ class State:
                 [s for s in self.summaries.values() if s.parent_id is None],
             )
         return [s for s in kept[1] if s.parent_id is None]
+
+    def represented_ids(self) -> set[str]:
+        """Messages some L1 memory covers (kept: memories are only added, in order,
+        until a record changes or goes). Do not change the set."""
+        summaries = self.summaries
+        kept = self.cache.get(("represented",))
+        if kept is None or kept[0] != self.records.revision or kept[1] > len(summaries):
+            kept = (self.records.revision, 0, set())
+        seen: int = kept[1]
+        ids: set[str] = kept[2]
+        added = len(summaries) - seen
+        if added:
+            for x in itertools.islice(reversed(summaries.values()), added):
+                if x.level == 1:
+                    ids.update(x.source_ids)
+        self.cache[("represented",)] = (self.records.revision, len(summaries), ids)
+        return ids
 
     def open_chunks(self, ctx: StrategyContext) -> list[Any]:
         """Chunk records not compressed yet, in order (kept across calls: appends only
