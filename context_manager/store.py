@@ -860,14 +860,7 @@ class Store:
         StoreFullError
             When the disk is full; nothing is saved.
         """
-        self._check_open()
-        self._check_not_aborted()
-        with self.transaction():
-            scope_id = self._scope_id(scope, create=True)
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO derived_items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                ((scope_id, *row) for row in rows),
-            )
+        self._save_rows(scope, "derived_items", 8, rows)
 
     @_guarded("dropping derived values")
     def drop_derived(self, scope: str, items: Iterable[int]) -> None:
@@ -959,13 +952,18 @@ class Store:
         StoreFullError
             When the disk is full; nothing is saved.
         """
+        self._save_rows(scope, "derived_counts", 3, rows)
+
+    def _save_rows(self, scope: str, table: str, width: int, rows: Iterable[Any]) -> None:
+        """Insert ``rows`` (each a tuple, the scope column first added) into ``table``."""
         self._check_open()
         self._check_not_aborted()
+        marks = ", ".join("?" * width)
         with self.transaction():
             scope_id = self._scope_id(scope, create=True)
             self._conn.executemany(
-                "INSERT OR REPLACE INTO derived_counts VALUES (?, ?, ?)",
-                ((scope_id, d, t) for d, t in rows),
+                f"INSERT OR REPLACE INTO {table} VALUES ({marks})",
+                ((scope_id, *row) for row in rows),
             )
 
     def _scope_id(self, scope: str, *, create: bool) -> int | None:

@@ -581,15 +581,19 @@ class _Model:
             self.m.clear_objective()
             raise _ScaleError(problem)
         start = time.perf_counter()
-        if probe > 0:
-            solver = make_solver(
+
+        def configured(limit: float, *, cuts: bool = True) -> Any:
+            return make_solver(
                 self.cp_model,
-                time_limit=time_limit,
+                time_limit=limit,
                 workers=self.cfg.workers,
                 seed=self.cfg.seed,
                 presolve=self.cfg.presolve,
-                cuts=False,
+                cuts=cuts,
             )
+
+        if probe > 0:
+            solver = configured(time_limit, cuts=False)
             solver.parameters.max_deterministic_time = probe
             code = solver.solve(self.m)
             if code == self.cp_model.OPTIMAL:
@@ -598,13 +602,7 @@ class _Model:
                 self.probed = True
                 return translate_status(code, self.cp_model), solver
             time_limit = max(1e-6, time_limit - (time.perf_counter() - start))
-        solver = make_solver(
-            self.cp_model,
-            time_limit=time_limit,
-            workers=self.cfg.workers,
-            seed=self.cfg.seed,
-            presolve=self.cfg.presolve,
-        )
+        solver = configured(time_limit)
         code = solver.solve(self.m)
         self.m.clear_objective()
         self.last_status = solver.status_name(code)
