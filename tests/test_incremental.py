@@ -170,3 +170,29 @@ def test_the_long_machine_compiles_windowed() -> None:
     finally:
         machine.teardown()
     assert TALLY["windowed"] > before
+
+
+def test_the_memory_tree_grown_in_place_is_the_tree_built_anew(tmp_path: Path) -> None:
+    from context_manager.strategies.autobiographical.tree import tree
+
+    cm = _open(tmp_path / "s.db")
+    st = cm.strategy.state  # type: ignore[attr-defined]
+    ctx = cm._ctx
+    extended = 0
+    previous = None
+    for chunk in range(12):
+        _grow(cm, chunk * 50, 50)
+        position = st.positions(ctx, ctx.messages())
+        grown = tree(st, ctx, position)
+        extended += grown is previous  # the same tree, grown by the memories added
+        kept = st.cache.pop(("tree",))
+        built = tree(st, ctx, position)
+        st.cache[("tree",)] = kept
+        assert {k: vars(v) for k, v in grown.nodes.items()} == {
+            k: vars(v) for k, v in built.nodes.items()
+        }
+        assert [x.id for x in grown.tops] == [x.id for x in built.tops]
+        assert grown.overlapping == built.overlapping
+        st.cache[("tree",)] = (kept[0], grown)
+        previous = grown
+    assert extended >= 6

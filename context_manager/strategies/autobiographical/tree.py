@@ -11,11 +11,14 @@ chunk record changes, or a message is edited or removed; appends leave it as is
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..base import StrategyContext
+from .records import SummaryEntry
 from .state import State
 
 __all__ = ["Node", "Tree", "tree"]
@@ -105,27 +108,57 @@ def tree(st: State, ctx: StrategyContext, position: dict[str, int]) -> Tree:
     kept = st.cache.get(("tree",))
     if kept is not None and kept[0] == key:
         return kept[1]  # type: ignore[no-any-return]
-    nodes: dict[str, Node] = {}
     summaries = records.summaries
-    for entry in sorted(summaries.values(), key=lambda x: (x.level, x.id)):
-        first, last = position.get(entry.first), position.get(entry.last)
-        if first is None or last is None or last - first + 1 != st.span_size(entry):
-            continue  # a covered message is gone: it cannot be shown
-        children: list[str] = []
-        if entry.level > 1:
-            children = [c for c in entry.source_ids if c in nodes]
-            if len(children) != len(entry.source_ids) or not _tiles(nodes, children, first, last):
+    if kept is not None and kept[0][:2] == key[:2] and kept[0][2] < key[2]:
+        # memories were only added (in order, after their children): extend the tree
+        grown: Tree = kept[1]
+        added = list(itertools.islice(reversed(summaries.values()), key[2] - kept[0][2]))
+        for entry in reversed(added):
+            node = _node(st, grown.nodes, entry, position)
+            if node is None:
                 continue
-        nodes[entry.id] = Node(entry.id, entry.level, first, last, children)
+            grown.nodes[node.id] = node
+            gone = set(node.children)
+            grown.tops = [x for x in grown.tops if x.id not in gone] if gone else grown.tops
+            bisect.insort(grown.tops, node, key=_order)
+            if node.level == 1:
+                grown.kept.pop(("l1-spans",), None)
+        grown.overlapping = _overlapping(grown.tops)
+        st.cache[("tree",)] = (key, grown)
+        return grown
+    nodes: dict[str, Node] = {}
+    for entry in sorted(summaries.values(), key=lambda x: (x.level, x.id)):
+        node = _node(st, nodes, entry, position)
+        if node is not None:
+            nodes[node.id] = node
     tops = [
         x
         for x in nodes.values()
         if (parent := summaries[x.id].parent_id) is None or parent not in nodes
     ]
-    tops.sort(key=lambda x: (x.first, -x.level, x.id))
+    tops.sort(key=_order)
     result = Tree(nodes, tops, _overlapping(tops), lambda x: st.recall_tokens(ctx, summaries[x]))
     st.cache[("tree",)] = (key, result)
     return result
+
+
+def _order(x: Node) -> tuple[int, int, str]:
+    return (x.first, -x.level, x.id)
+
+
+def _node(
+    st: State, nodes: dict[str, Node], entry: SummaryEntry, position: dict[str, int]
+) -> Node | None:
+    """``entry`` as a node when it can be shown (its children already in ``nodes``)."""
+    first, last = position.get(entry.first), position.get(entry.last)
+    if first is None or last is None or last - first + 1 != st.span_size(entry):
+        return None  # a covered message is gone: it cannot be shown
+    children: list[str] = []
+    if entry.level > 1:
+        children = [c for c in entry.source_ids if c in nodes]
+        if len(children) != len(entry.source_ids) or not _tiles(nodes, children, first, last):
+            return None
+    return Node(entry.id, entry.level, first, last, children)
 
 
 def _tiles(nodes: dict[str, Node], children: Sequence[str], first: int, last: int) -> bool:
