@@ -96,6 +96,11 @@ class Capabilities:
         changed, returns the same answer. The greedy baselines do not: they resume
         folding from the carried frontier, so a plan left above the target (a summary
         they asked for is missing) can take one more step on the next call.
+    windowed : bool
+        Built for a long-lived agent: a caller may give it only the part of history
+        the last frontier can reach, older memories stated as single leaves (the
+        autobiographical strategy's ``fold_window``), and its plans stay those of the
+        whole history within the gap its benchmark reports (``benchmarks/window_gap.py``).
     """
 
     exact: bool = False
@@ -105,6 +110,7 @@ class Capabilities:
     searches_slowly: bool = False
     example_options: Mapping[str, Any] = field(default_factory=dict)
     settles: bool = True
+    windowed: bool = False
 
     def accepts(self, n_leaves: int) -> bool:
         """True when a problem of ``n_leaves`` leaves is within its size limit."""

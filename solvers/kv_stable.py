@@ -292,7 +292,7 @@ class KvStable(Solver):
 
     name = "kv-stable"
     Config = KvStableConfig
-    capabilities = Capabilities(uses_time_limit=True)
+    capabilities = Capabilities(uses_time_limit=True, windowed=True)
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         cfg = self.config

@@ -1209,7 +1209,9 @@ class KvUnified(Solver):
     """Minimise the explicit welfare score exactly (CP-SAT), with hysteresis."""
 
     name = "kv-unified"
-    capabilities = Capabilities(uses_time_limit=True, example_options={"policy": "reference"})
+    capabilities = Capabilities(
+        uses_time_limit=True, example_options={"policy": "reference"}, windowed=True
+    )
 
     @classmethod
     def window_options(cls, window: int, band_top: float) -> dict[str, Any]:

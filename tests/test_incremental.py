@@ -115,7 +115,7 @@ from request_machine import TALLY, FaultySummarizer, RequestMachine, _strategy  
 
 import solvers  # noqa: E402
 
-WINDOWED = [m for m in solvers.names() if not (c := solvers.capabilities(m)).oracle and not c.exact]
+WINDOWED = [m for m in solvers.names() if solvers.capabilities(m).windowed]
 _TEMPLATES: dict[str, Path] = {}
 
 

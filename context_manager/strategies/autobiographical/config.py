@@ -93,5 +93,6 @@ class AutobiographicalConfig(BaseModel):
     its memories one level below the finest shown, not message by message, so a compile
     costs about the same at 1,000 messages and at 1,000,000. A compile may then unfold a
     region by one level below what the last one showed (the next, one more). False
-    states every message on every compile: the solver sees the whole history. Solvers
-    that prove optimality over the whole history (``exact``) always see all of it."""
+    states every message on every compile: the solver sees the whole history. Only
+    solvers built for long-lived agents (``solvers.capabilities(name).windowed``:
+    kv-stable, kv-unified) are given the window; the others always see all of it."""

@@ -192,10 +192,10 @@ def _is_windowed(st: State, snap: Snapshot) -> bool:
 
 
 def _windowed(method: str) -> bool:
-    """A solver that proves optimality over the whole history (``exact``, the oracles)
-    is always given the whole history: a window would change what it proves."""
-    caps = solvers.capabilities(method)
-    return not (caps.exact or caps.oracle)
+    """Only a solver built for long-lived agents (``Capabilities.windowed``: kv-stable,
+    kv-unified) is given the window; the others (the greedy baselines, ``exact``, the
+    oracles) always see the whole history, as they are measured."""
+    return solvers.capabilities(method).windowed
 
 
 UNFOLD_LEVELS = 1
