@@ -28,7 +28,7 @@ from folding._arrays import unique_sorted
 from folding.frontiers import floor_levels, selectable_summaries
 from folding.testing.strategies import problems
 from solvers import kv_unified
-from solvers._atoms import Choices, build_atoms
+from solvers._atoms import build_atoms, every_choice
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -165,16 +165,7 @@ def _unreduced(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run kv-unified over every atom: no edge closed by the wall or by the bound."""
 
     def everything(atoms, z_start, z_end, z_tokens, wall):  # type: ignore[no-untyped-def]
-        n_z, n_a = z_start.size, atoms.n_atoms
-        return Choices(
-            z_start,
-            z_end,
-            np.ones(n_z, dtype=np.bool_),
-            np.zeros(n_z, dtype=np.bool_),
-            atoms.raw_ok.copy(),
-            np.zeros(n_a, dtype=np.bool_),
-            np.zeros(n_a, dtype=np.bool_),
-        )
+        return every_choice(atoms, z_start, z_end)
 
     def nothing(space, obj, choices, cache_total, incumbent, xs):  # type: ignore[no-untyped-def]
         return np.zeros(space.sel.size, dtype=np.bool_), np.zeros(
