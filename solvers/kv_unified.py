@@ -1106,18 +1106,19 @@ def _search(
         usable = [(z, r) for _, z, r in assigned if base.feasible(z, r)]
         if usable:
             base.hint(*usable[0])
-        if terms.before is not None:
-            status, solver = base.solve(base.churn_expr(SCORE), floor_limit)
+        floors = [0.0, 0.0]
+        for at, wanted, expr in (
+            (0, terms.before, base.churn_expr),
+            (1, terms.change, base.change_expr),
+        ):
+            if wanted is None:
+                continue
+            status, solver = base.solve(expr(SCORE), floor_limit)
             stats["time_limit_hit"] |= base.limit_hit
             floors_proven &= status is Status.OPTIMAL
             if status is not None:
-                k_floor = solver.objective_value / SCORE
-        if terms.change is not None:
-            status, solver = base.solve(base.change_expr(SCORE), floor_limit)
-            stats["time_limit_hit"] |= base.limit_hit
-            floors_proven &= status is Status.OPTIMAL
-            if status is not None:
-                c_floor = solver.objective_value / SCORE
+                floors[at] = solver.objective_value / SCORE
+        k_floor, c_floor = floors
     diag["churn_floor"], diag["change_floor"] = k_floor, c_floor
     diag["floors_proven"] = floors_proven
     obj = _objective(space, cfg, terms, (k_floor, c_floor))
