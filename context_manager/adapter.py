@@ -131,6 +131,9 @@ class Snapshot:
     """Disjoint runs of middle messages stated as memories, in order (none of them
     pinned, locked, held, or cut through a tool pair). ``chunks``, ``summaries``,
     ``pins`` and ``locks`` lie outside them."""
+    window: Sequence[tuple[int, int, int]] = ()
+    """The frontier runs ``(first, last, level)`` the blocks were chosen from (the
+    caller's; it only tells two snapshots with the same blocks apart cheaply)."""
 
 
 @dataclass
@@ -212,7 +215,8 @@ def state_problem(
     offsets: dict[str, int] = {}
     leaf_at: dict[int, int] = {}  # message index -> leaf position, outside blocks
     i = 0
-    tokens = snap.tokens
+    tokens, ids = snap.tokens, snap.ids
+    head_end, tail_start = snap.head_end, snap.tail_start
     while i < n:
         blk = block_at.get(i)
         if blk is not None:
@@ -239,12 +243,19 @@ def state_problem(
             end = i + 1  # a leaf is a pairing group: it ends at the first untied message
             while end < n and tied[end - 1]:
                 end += 1
-            lid = snap.ids[i]
-            zone = "head" if i < snap.head_end else "tail" if i >= snap.tail_start else "middle"
+            lid = ids[i]
+            zone = "head" if i < head_end else "tail" if i >= tail_start else "middle"
         cost = sum(tokens[i:end]) if end - i > 1 else tokens[i]
-        leaf = reuse(("leaf", lid, end - i, cost, zone), Leaf, id=lid, tokens=cost, zone=zone)
-        for j in range(i, end):
-            leaf_at[j] = len(leaves)
+        key = ("leaf", lid, end - i, cost, zone)
+        leaf = known.get(key)
+        if leaf is None:
+            leaf = Leaf(id=lid, tokens=cost, zone=zone)
+        objects[key] = leaf
+        at = len(leaves)
+        if end - i == 1:
+            leaf_at[i] = at
+        else:
+            leaf_at.update(dict.fromkeys(range(i, end), at))
         spans[lid] = (i, end)
         leaves.append(leaf)
         i = end
@@ -373,8 +384,10 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
                 middle_raw["messages"] += b - a
                 middle_raw["tokens"] += u.tokens
         runs: list[tuple[int, int, int]] = []
-        for lid, stated_level in sorted(result.frontier.items(), key=lambda kv: spans[kv[0]][0]):
-            level = stated_level + offsets.get(lid, 0)
+        frontier = result.frontier
+        for leaf in problem.leaves:  # in message order
+            lid = leaf.id
+            level = frontier.get(lid, 0) + offsets.get(lid, 0)
             if not level:
                 continue
             a, b = spans[lid]

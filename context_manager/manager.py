@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import math
 import threading
@@ -182,6 +183,8 @@ def _blocks(content: str | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
 
 
 _R = TypeVar("_R")
+_REVISIONS = itertools.count(1)
+"""Revisions of :class:`_Derived` values, unique in the process."""
 _STORE_LOCKS: weakref.WeakKeyDictionary[Store, threading.RLock] = weakref.WeakKeyDictionary()
 _STORE_LOCKS_GUARD = threading.Lock()
 
@@ -346,9 +349,11 @@ class _Derived:
     ``stale`` holds the positions to compute again; ``unsaved`` those computed since
     the last save."""
 
-    __slots__ = ("forms", "loaded", "raw", "stale", "tied", "tokens", "unsaved")
+    __slots__ = ("forms", "loaded", "raw", "revision", "stale", "tied", "tokens", "unsaved")
 
     def __init__(self) -> None:
+        self.revision = next(_REVISIONS)
+        """Changes whenever a value may have changed (unique across instances)."""
         self.tokens: list[int] = []
         self.tied: list[bool] = []
         self.raw: list[int] = []
@@ -387,6 +392,7 @@ class _Derived:
                 self.raw[i] = row[4]
                 raw_counts[s.id] = row[4]
         self.loaded = True
+        self.revision = next(_REVISIONS)
 
     def take(
         self,
@@ -406,6 +412,7 @@ class _Derived:
                 continue
             self.tokens[i], self.raw[i], self.tied[i] = row[3], row[4], bool(row[5])
             self.stale.discard(i)
+        self.revision = next(_REVISIONS)
 
     def appended(self, n: int) -> None:
         """A message was appended (``n`` live now): it, and the one before, are stale."""
@@ -434,6 +441,7 @@ class _Derived:
             return
         for values in (self.tokens, self.tied, self.raw, self.forms):
             del values[at]
+        self.revision = next(_REVISIONS)
         self.stale = {i - (i > at) for i in self.stale if i != at}
         self.unsaved = {i - (i > at) for i in self.unsaved if i != at}
         for i in (at - 1, at):
@@ -441,6 +449,7 @@ class _Derived:
                 self._dirty(i)
 
     def _dirty(self, i: int) -> None:
+        self.revision = next(_REVISIONS)
         self.stale.add(i)
         self.forms[i] = None
         self.unsaved.discard(i)
@@ -464,7 +473,12 @@ class _Forms(Sequence[SendForm]):
 
     def __getitem__(self, index: int | slice) -> SendForm | list[SendForm]:
         if isinstance(index, slice):
-            return [self._manager._form(i) for i in range(*index.indices(self._n))]
+            start, stop, step = index.indices(self._n)
+            forms = self._manager._derived.forms[start:stop:step]
+            for k, form in enumerate(forms):
+                if form is None:  # not built yet
+                    forms[k] = self._manager._form(start + k * step)
+            return forms  # type: ignore[return-value]
         if index < 0:
             index += self._n
         if not 0 <= index < self._n:
@@ -538,6 +552,7 @@ class ContextManager:
             count=self._count,
             forms=self._sent_forms,
             sent=self._sent,
+            sent_revision=lambda: self._derived.revision,
             version=lambda: self._version,
             counter=self._saved_counts,
             summarizer=summarizer,
@@ -938,6 +953,7 @@ class ContextManager:
                 if i < n:
                     derived.unsaved.add(i)
             derived.stale.clear()
+            derived.revision = next(_REVISIONS)
         return derived.tokens, derived.tied
 
     def _sent_forms(self) -> tuple[Sequence[SendForm], Sequence[int]]:

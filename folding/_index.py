@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -78,6 +78,11 @@ class ProblemIndex:
     span: IntArray
     """How many messages each leaf stands for (``Leaf.span``): ages count them."""
     hierarchy: Hierarchy = field(repr=False)
+
+    @cached_property
+    def resolved(self) -> dict[tuple[str, tuple[int, ...], bytes], tuple[IntArray, list[Any]]]:
+        """Units of the level arrays last resolved (:func:`folding.render.resolve_units`)."""
+        return {}
 
     @cached_property
     def leaf_id_array(self) -> ObjArray:

@@ -247,7 +247,29 @@ def render_levels(problem: FoldProblem, levels: IntArray) -> Layout:
 
 
 def resolve_units(problem: FoldProblem, levels: IntArray) -> tuple[IntArray, list[Violation]]:
-    """Node index of every unit of ``levels`` in order, and the representation violations."""
+    """Node index of every unit of ``levels`` in order, and the representation violations.
+
+    The answer is kept on the problem for the last few level arrays asked (a solver
+    renders the carried frontier and its own answer several times); the node array
+    is read-only.
+    """
+    key = (levels.dtype.str, levels.shape, levels.tobytes())
+    memo = problem.index.resolved
+    found = memo.get(key)
+    if found is None:
+        nodes, violations = _resolve_units(problem, levels)
+        nodes.setflags(write=False)
+        if len(memo) >= _RESOLVED_KEPT:
+            del memo[next(iter(memo))]
+        found = memo[key] = (nodes, violations)
+    return found[0], list(found[1])
+
+
+_RESOLVED_KEPT = 8
+"""Level arrays whose units one problem keeps (see :func:`resolve_units`)."""
+
+
+def _resolve_units(problem: FoldProblem, levels: IntArray) -> tuple[IntArray, list[Violation]]:
     h = problem.hierarchy
     idx = problem.index
     n = idx.n

@@ -172,6 +172,9 @@ class StrategyContext:
     is tied to the next message (the tokens and ``tied`` flags of :attr:`forms`, without
     building the forms). Extended on append, recomputed only where messages changed and
     persisted, so a reopened store reads them instead of counting (do not mutate)."""
+    sent_revision: Callable[[], int]
+    """Changes whenever a value :attr:`sent` returns may have changed (read it after
+    :attr:`sent`): what a strategy computes from them can be kept while it stays."""
     version: Callable[[], int]
     """Changes whenever a message is edited or removed or the branch switches."""
     counter: TokenCounter

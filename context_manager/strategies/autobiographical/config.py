@@ -96,3 +96,19 @@ class AutobiographicalConfig(BaseModel):
     states every message on every compile: the solver sees the whole history. Only
     solvers built for long-lived agents (``solvers.capabilities(name).windowed``:
     kv-stable, kv-unified) are given the window; the others always see all of it."""
+
+    @property
+    def solver(self) -> tuple[str, dict[str, Any]]:
+        """The registered solver each compile calls and its options: ``folding_strategy``
+        with ``solver_options``, or the threshold pyramid when ``adaptive_resolution`` is
+        off.
+
+        Examples
+        --------
+        >>> AutobiographicalConfig(adaptive_resolution=False).solver[0]
+        'threshold-pyramid'
+        """
+        if self.adaptive_resolution:
+            return self.folding_strategy, dict(self.solver_options)
+        budgets = (self.l1_budget_tokens, self.l2_budget_tokens, self.l3_budget_tokens)
+        return "threshold-pyramid", {"level_budgets": budgets}

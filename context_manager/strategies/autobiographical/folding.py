@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
+from operator import is_
 from typing import overload
 
 import solvers
@@ -51,7 +52,10 @@ def select(
             break
         # the blocks the next compile would state from this answer: when they differ,
         # solve over them now, so compiling again with nothing changed sends the same
-        again = snapshot(st, ctx, stored, budget, shape=[(a, b - 1, v) for a, b, v in plan.levels])
+        shape = [(a, b - 1, v) for a, b, v in plan.levels]
+        if shape == snap.window:
+            break  # the frontier they were chosen from: the same blocks
+        again = snapshot(st, ctx, stored, budget, shape=shape)
         if again.blocks == snap.blocks:
             break
         snap = again
@@ -63,20 +67,27 @@ def select(
         raise plan.error
     assert plan.layout is not None
     entries: list[Entry] = []
-    shown_raw: dict[str, tuple[SendForm, tuple[Entry, ...]]] = {}
+    covered: list[tuple[int, int]] = []  # the positions each unit shows, first to last
+    last: dict[str, _Shown] = st.cache.get(("raw",), {})
+    shown: dict[str, _Shown] = {}
+    position = st.positions(ctx, stored)
     for unit in plan.layout.units:
         if unit.kind == "raw" and unit.key not in stated.offsets:
             first, end = plan.spans[unit.key]
-            for j in range(first, end):
-                entries.extend(_raw_entries(st, stored[j].id, forms[j], shown_raw))
+            kept = _raw_entries(stored, forms[first:end], first, last.get(unit.key))
+            shown[unit.key] = kept
+            entries.extend(kept[1])
+            covered.append((first, end - 1))
         else:
-            entries.extend(st.recall_pair(st.summaries[unit.key]))
-    if not _covers_all(st, ctx, stored, entries):  # never silently lose a message
-        shown = {i for e in entries for i in e.source_ids}
-        dropped = [s.id for s in stored if s.id not in shown]
+            memory = st.summaries[unit.key]
+            entries.extend(st.recall_pair(memory))
+            covered.append((position[memory.first], position[memory.last]))
+    if not _covers_all(ctx, stored, covered):  # never silently lose a message
+        shown_ids = {i for e in entries for i in e.source_ids}
+        dropped = [s.id for s in stored if s.id not in shown_ids]
         raise UncoveredDropError(dropped, "adaptive render")
     stats = {**plan.stats, "fits": True}
-    st.cache[("raw",)] = shown_raw
+    st.cache[("raw",)] = shown
     if not dry_run:
         st.records.commit_frontier([(stored[a].id, stored[b - 1].id, v) for a, b, v in plan.levels])
     marks: tuple[int, ...] = ()
@@ -86,21 +97,22 @@ def select(
     return Selection(entries, stats, marks, tokens=history)
 
 
+_Shown = tuple[Sequence[SendForm], tuple[Entry, ...]]
+"""The send forms of a raw unit's messages and the entries they make."""
+
+
 def _raw_entries(
-    st: State,
-    message_id: str,
-    form: SendForm,
-    shown: dict[str, tuple[SendForm, tuple[Entry, ...]]],
-) -> tuple[Entry, ...]:
-    """The entries of a message shown raw, kept from the last compile while its send
-    form stays the same; ``shown`` collects this compile's."""
-    last: dict[str, tuple[SendForm, tuple[Entry, ...]]] = st.cache.get(("raw",), {})
-    kept = last.get(message_id)
-    if kept is None or kept[0] is not form:
-        sid = (message_id,)
-        kept = (form, tuple(Entry(m.participant, m.content, sid, None, m) for m in form.messages))
-    shown[message_id] = kept
-    return kept[1]
+    stored: Sequence[StoredMessage], forms: Sequence[SendForm], first: int, kept: _Shown | None
+) -> _Shown:
+    """The entries of the messages ``first, first + 1, ...`` shown raw as ``forms``; the
+    ``kept`` ones of the last compile while their send forms are the very same."""
+    if kept is not None and len(kept[0]) == len(forms) and all(map(is_, kept[0], forms)):
+        return kept
+    out: list[Entry] = []
+    for j, form in enumerate(forms, first):
+        sid = (stored[j].id,)
+        out.extend(Entry(m.participant, m.content, sid, None, m) for m in form.messages)
+    return forms, tuple(out)
 
 
 def snapshot(
@@ -135,8 +147,10 @@ def snapshot(
     carried = _carried(st, ctx, position) if records.compiled else None
     memories = tree(st, ctx, position)
     found: list[Block] = []
-    if cfg.fold_window and carried and _windowed(cfg.folding_strategy):
-        found = blocks(memories, win, carried if shape is None else shape, pins, locks)
+    window: Sequence[tuple[int, int, int]] = ()
+    if cfg.fold_window and carried and _windowed(cfg.solver[0]):
+        window = carried if shape is None else shape
+        found = blocks(memories, win, window, pins, locks)
     collapsed = {b.first for b in found}
     specs: list[SummarySpec] = []
     for top in memories.tops:
@@ -179,6 +193,7 @@ def snapshot(
         previous=previous,
         allowance=allowance,
         blocks=found,
+        window=list(window),
     )
 
 
@@ -188,7 +203,7 @@ MAX_REWINDOWS = 8
 
 def _is_windowed(st: State, snap: Snapshot) -> bool:
     cfg = st.config
-    return cfg.fold_window and snap.previous is not None and _windowed(cfg.folding_strategy)
+    return cfg.fold_window and snap.previous is not None and _windowed(cfg.solver[0])
 
 
 def _windowed(method: str) -> bool:
@@ -405,31 +420,21 @@ def _cache_breakpoints(st: State, entries: Sequence[Entry], head: set[str]) -> t
 
 
 def _covers_all(
-    st: State,
     ctx: StrategyContext,
     stored: Sequence[StoredMessage],
-    entries: Sequence[Entry],
+    covered: Sequence[tuple[int, int]],
 ) -> bool:
-    """Every stored message is an entry, inside the span of an entry's memory, or
-    sends nothing (:func:`~context_manager.pairing.send_form`: a result whose call
-    is gone, or a call not answered yet: zero tokens as sent).
+    """Every stored message lies in a run ``(first, last)`` of positions some unit
+    shows (a raw message, or the span of a memory), or sends nothing
+    (:func:`~context_manager.pairing.send_form`: a result whose call is gone, or a
+    call not answered yet: zero tokens as sent).
 
-    A memory's messages are a contiguous run (the adapter shows no other), so the
-    spans are intervals of positions and the check is one sweep over the entries;
-    only the gaps between them are read message by message.
+    A memory's messages are a contiguous run (the adapter shows no other), so the check
+    is one sweep over the runs; only the gaps between them are read message by message.
     """
-    position = st.positions(ctx, stored)
     tokens, _ = ctx.sent()
-    spans = []
-    for e in entries:
-        if e.summary_id is not None:
-            s = st.summaries[e.summary_id]
-            spans.append((position[s.first], position[s.last]))
-        elif e.source_ids:
-            p = position[e.source_ids[0]]
-            spans.append((p, p))
     reach = -1
-    for a, b in sorted(spans):
+    for a, b in sorted(covered):
         if a > reach + 1 and any(tokens[j] for j in range(reach + 1, a)):
             return False
         reach = max(reach, b)

@@ -77,11 +77,7 @@ class AutobiographicalStrategy(Strategy):
     @property
     def solver(self) -> tuple[str, dict[str, Any]]:
         """The solver each compile calls and its options."""
-        cfg = self.config
-        if cfg.adaptive_resolution:
-            return cfg.folding_strategy, dict(cfg.solver_options)
-        budgets = (cfg.l1_budget_tokens, cfg.l2_budget_tokens, cfg.l3_budget_tokens)
-        return "threshold-pyramid", {"level_budgets": budgets}
+        return self.config.solver
 
     # ------------------------------------------------------------ the records
     @property

@@ -31,9 +31,28 @@ class Windows:
 
 
 def windows(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> Windows:
-    """Head end and tail start (indices) for the current messages."""
-    cfg = st.config
+    """Head end and tail start (indices) for the current messages (kept while the
+    messages, their tokens as sent and the holds stay the same)."""
     tokens, tied = ctx.sent()
+    held = ctx.held_ids()
+    key = (ctx.version(), ctx.sent_revision(), len(stored), frozenset(held))
+    kept = st.cache.get(("windows",))
+    if kept is not None and kept[0] == key:
+        return kept[1]  # type: ignore[no-any-return]
+    found = _windows(st, ctx, stored, tokens, tied, held)
+    st.cache[("windows",)] = (key, found)
+    return found
+
+
+def _windows(
+    st: State,
+    ctx: StrategyContext,
+    stored: Sequence[StoredMessage],
+    tokens: Sequence[int],
+    tied: Sequence[bool],
+    held: set[str],
+) -> Windows:
+    cfg = st.config
     n = len(stored)
     head_end = 0
     if cfg.head_window_tokens:
@@ -50,7 +69,6 @@ def windows(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) ->
         total += tokens[tail_start]
     while head_end < tail_start < n and tied[tail_start - 1]:
         tail_start -= 1  # keep an answer with its call
-    held = ctx.held_ids()
     position = st.positions(ctx, stored) if held else {}
     spots = [position[x] for x in held if x in position]
     if spots:
