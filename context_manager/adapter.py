@@ -59,6 +59,9 @@ class SummarySpec:
     raw_tokens: int | None = None
     """As the leaf of a :class:`Block`: the raw tokens of its messages, which the
     fidelity loss weighs (:attr:`folding.Leaf.raw_tokens`)."""
+    parts: tuple[int, ...] | None = None
+    """As the leaf of a :class:`Block`: the raw tokens of each chunk it stands for,
+    oldest first (:attr:`folding.Leaf.parts`), so it weighs what they weigh as leaves."""
 
 
 @dataclass(frozen=True)
@@ -221,15 +224,18 @@ def state_problem(
         blk = block_at.get(i)
         if blk is not None:
             for spec in blk.leaves:
-                leaf = reuse(
-                    ("leaf", spec.id, -1, spec.tokens, spec.span, spec.raw_tokens),
-                    Leaf,
-                    id=spec.id,
-                    tokens=spec.tokens,
-                    zone="middle",
-                    span=spec.span,
-                    raw_tokens=spec.raw_tokens,
-                )
+                block_key = ("leaf", spec.id, -1, spec.tokens, spec.span, spec.raw_tokens)
+                leaf = known.get(block_key)
+                if leaf is None or leaf.parts != spec.parts:
+                    leaf = Leaf(
+                        id=spec.id,
+                        tokens=spec.tokens,
+                        zone="middle",
+                        span=spec.span,
+                        raw_tokens=spec.raw_tokens,
+                        parts=spec.parts,
+                    )
+                objects[block_key] = leaf
                 spans[spec.id] = (spec.first, spec.last + 1)
                 offsets[spec.id] = blk.offset
                 leaves.append(leaf)

@@ -77,6 +77,8 @@ class ProblemIndex:
     """What each leaf stands for, raw: ``Leaf.raw_tokens`` (its tokens when unset)."""
     span: IntArray
     """How many messages each leaf stands for (``Leaf.span``): ages count them."""
+    parted: IntArray
+    """The leaves with ``Leaf.parts``, in order (usually none)."""
     hierarchy: Hierarchy = field(repr=False)
 
     @cached_property
@@ -178,12 +180,20 @@ class ProblemIndex:
             has_previous=problem.previous is not None,
             raw_tokens=np.fromiter(
                 (
-                    leaf.tokens if leaf.raw_tokens is None else leaf.raw_tokens
+                    leaf.raw_tokens
+                    if leaf.raw_tokens is not None
+                    else leaf.tokens
+                    if leaf.parts is None
+                    else sum(leaf.parts)
                     for leaf in problem.leaves
                 ),
                 dtype=np.int64,
                 count=n,
             ),
             span=np.fromiter((leaf.span for leaf in problem.leaves), dtype=np.int64, count=n),
+            parted=np.fromiter(
+                (i for i, leaf in enumerate(problem.leaves) if leaf.parts is not None),
+                dtype=np.int64,
+            ),
             hierarchy=hierarchy,
         )

@@ -33,7 +33,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 
@@ -136,8 +136,13 @@ class Leaf(_Model):
         :func:`folding.fidelity_weights` counts ages in messages, not leaves.
     raw_tokens : int, optional
         The raw size of what the leaf stands for, weighed by the fidelity loss
-        (default: ``tokens``). A memory stated as a leaf costs its recall tokens
-        but stands for its messages' raw tokens.
+        (default: ``tokens``, or the sum of ``parts``). A memory stated as a leaf
+        costs its recall tokens but stands for its messages' raw tokens.
+    parts : tuple of int, optional
+        The raw tokens of each of the ``span`` units the leaf stands for, oldest
+        first (``len(parts) == span``): :func:`folding.fidelity_weights` then weighs
+        each part at its own age, so a leaf standing for units weighs exactly what
+        those units weigh as leaves of their own.
     """
 
     id: str = Field(min_length=1)
@@ -148,6 +153,9 @@ class Leaf(_Model):
     span: int = Field(default=1, ge=1, le=MAX_TOKENS, exclude_if=lambda v: v == 1)
     raw_tokens: int | None = Field(
         default=None, ge=0, le=MAX_TOKENS, exclude_if=lambda v: v is None
+    )
+    parts: tuple[Annotated[int, Field(ge=0, le=MAX_TOKENS)], ...] | None = Field(
+        default=None, min_length=1, exclude_if=lambda v: v is None
     )
 
     @model_validator(mode="before")
@@ -420,6 +428,7 @@ class FoldProblem(_Model):
 
         extends = (info.context or {}).get("extends")
         self._check_total_tokens()
+        self._check_parts()
         hierarchy = Hierarchy(
             self.leaves, self.summaries, extends=extends.hierarchy if extends else None
         )
@@ -458,6 +467,26 @@ class FoldProblem(_Model):
         self._hierarchy = hierarchy
         self._index = ProblemIndex.build(self, hierarchy)
         return self
+
+    def _check_parts(self) -> None:
+        for leaf in self.leaves:
+            parts = leaf.parts
+            if parts is None:
+                continue
+            if len(parts) != leaf.span:
+                raise TokenCostError(
+                    f"leaf {leaf.id!r} has {len(parts)} parts but span {leaf.span}; give one "
+                    "part (raw tokens) per unit the leaf stands for",
+                    field="leaves",
+                    node=leaf.id,
+                )
+            if leaf.raw_tokens is not None and leaf.raw_tokens != sum(parts):
+                raise TokenCostError(
+                    f"leaf {leaf.id!r} has raw_tokens {leaf.raw_tokens} but its parts sum to "
+                    f"{sum(parts)}; leave raw_tokens out (it defaults to the sum)",
+                    field="leaves",
+                    node=leaf.id,
+                )
 
     def _check_total_tokens(self) -> None:
         leaf_total = sum(leaf.tokens for leaf in self.leaves)

@@ -20,7 +20,9 @@ def fidelity_weights(problem: FoldProblem, alpha: float = DEFAULT_ALPHA) -> npt.
     (:attr:`Leaf.span`, 1 each by default: then in leaves), to the newest message
     of each leaf, so the weights do not depend on the budget and shift only by the
     appended leaves. ``raw_tokens`` is :attr:`Leaf.raw_tokens` (the leaf's tokens by
-    default).
+    default). A leaf with :attr:`Leaf.parts` weighs ``salience * sum_j part_j *
+    age_j**-alpha``, each part at the age of the unit it is: what those units weigh
+    as leaves of their own.
     """
     idx = problem.index
     span = idx.span
@@ -29,7 +31,12 @@ def fidelity_weights(problem: FoldProblem, alpha: float = DEFAULT_ALPHA) -> npt.
     else:  # messages after each leaf, plus one
         after = np.concatenate([np.cumsum(span[::-1])[::-1][1:], [0]])
         age = (after + 1).astype(np.float64)
-    return idx.salience * age ** (-alpha) * idx.raw_tokens
+    weights = idx.salience * age ** (-alpha) * idx.raw_tokens
+    for i in idx.parted.tolist():
+        parts = np.asarray(problem.leaves[i].parts, dtype=np.float64)
+        ages = age[i] + np.arange(len(parts) - 1, -1, -1, dtype=np.float64)  # oldest first
+        weights[i] = idx.salience[i] * float(parts @ ages ** (-alpha))
+    return weights
 
 
 def fidelity_loss(problem: FoldProblem, frontier: Frontier, alpha: float = DEFAULT_ALPHA) -> float:

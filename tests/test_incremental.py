@@ -160,12 +160,6 @@ class LongHistory(RequestMachine):
     every live compile is checked against a strategy that just read the store (the
     machine's ``_check_from_scratch``), besides every invariant of the request edge."""
 
-    @property
-    def settles(self) -> bool:
-        """Not held here yet: on a long past a repeated compile can still move the
-        window (an open defect the soak found); every other invariant is checked."""
-        return True
-
     @initialize(method=st.sampled_from(WINDOWED))
     def open(self, method: str) -> None:  # type: ignore[override]
         self.method = method
@@ -241,3 +235,24 @@ def test_a_block_shown_as_its_own_memories_is_committed_at_their_level() -> None
     assert plan.layout is not None
     assert [u.key for u in plan.layout.units if u.key in ("A", "B")] == ["A", "B"]
     assert plan.levels == [(2, 8, 1)]  # both memories, as one run at level 1
+
+
+def test_a_windowed_kv_unified_compile_settles() -> None:
+    """Found by the long machine: two windows whose answers implied each other's
+    window, so compiles alternated between two requests. A block leaf now weighs each
+    chunk under it at its own age (``Leaf.parts``), the fold problem is the same
+    function in every window, and a repeated compile sends the same bytes."""
+    machine = LongHistory()
+    try:
+        machine.open("kv-unified")
+        machine.add_orphan_result()
+        machine.fork()
+        machine.compile(60, 0, [], None, False)
+        machine.add_orphan_result()
+        machine.compile(1212, 0, [("system", 33)], None, False)  # compiles twice: settles
+        first = machine.manager.compile(max_tokens=1212, reserve_for_response=0)
+        again = machine.manager.compile(max_tokens=1212, reserve_for_response=0)
+        assert again.messages == first.messages
+        assert again.render_stats["kv_cost"] == 0
+    finally:
+        machine.teardown()

@@ -290,10 +290,18 @@ def _level_at(carried: Sequence[tuple[int, int, int]], starts: list[int], j: int
 
 def _block_leaf(memories: Tree, x: Node, tokens: Sequence[int]) -> SummarySpec:
     """A memory as the leaf of a block: priced as its recall pair, weighed as the
-    chunks it stands for (counted once per tree)."""
-    span, raw = memories.extent(x, tokens)
+    chunks it stands for, each at its own age (counted once per tree)."""
+    parts = memories.extent(x, tokens)
     return SummarySpec(
-        x.id, x.level, memories.tokens(x), x.first, x.last, tuple(x.children), span, raw
+        x.id,
+        x.level,
+        memories.tokens(x),
+        x.first,
+        x.last,
+        tuple(x.children),
+        len(parts),
+        sum(parts),
+        parts,
     )
 
 

@@ -49,7 +49,7 @@ class Tree:
     """Memory id -> the tokens of its recall pair (counted when first asked: only the
     memories a compile states are ever counted)."""
 
-    extents: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    extents: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False)
     kept: dict[tuple[str, ...] | tuple[str, str, int], Any] = field(
         default_factory=dict, repr=False
     )
@@ -59,16 +59,15 @@ class Tree:
         """What showing ``node`` costs: its recall pair."""
         return self.price(node.id)
 
-    def extent(self, node: Node, tokens: Sequence[int]) -> tuple[int, int]:
-        """``(L1 memories under node, raw tokens of its messages)`` (kept with the tree:
-        its messages do not change while it stands)."""
+    def extent(self, node: Node, tokens: Sequence[int]) -> tuple[int, ...]:
+        """The raw tokens of each L1 memory under ``node``, in message order (kept with
+        the tree: its messages do not change while it stands)."""
         found = self.extents.get(node.id)
         if found is None:
             if node.level == 1:
-                found = (1, sum(tokens[node.first : node.last + 1]))
+                found = (sum(tokens[node.first : node.last + 1]),)
             else:
-                parts = [self.extent(self.nodes[c], tokens) for c in node.children]
-                found = (sum(p[0] for p in parts), sum(p[1] for p in parts))
+                found = tuple(x for c in node.children for x in self.extent(self.nodes[c], tokens))
             self.extents[node.id] = found
         return found
 
