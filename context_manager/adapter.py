@@ -21,7 +21,8 @@ The inverse is exact: a leaf's level is the level of each of its messages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import bisect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -216,7 +217,16 @@ def state_problem(
     leaves: list[Leaf] = []
     spans: dict[str, tuple[int, int]] = {}
     offsets: dict[str, int] = {}
-    leaf_at: dict[int, int] = {}  # message index -> leaf position, outside blocks
+    # where each leaf outside the blocks starts and ends (message indices), by position
+    starts: list[int] = []
+    ends: list[int] = []
+    at_leaf: list[int] = []
+
+    def leaf_at(j: int) -> int | None:
+        """The position of the leaf outside the blocks holding message ``j``."""
+        k = bisect.bisect_right(starts, j) - 1
+        return at_leaf[k] if k >= 0 and j < ends[k] else None
+
     i = 0
     tokens, ids = snap.tokens, snap.ids
     head_end, tail_start = snap.head_end, snap.tail_start
@@ -257,11 +267,9 @@ def state_problem(
         if leaf is None:
             leaf = Leaf(id=lid, tokens=cost, zone=zone)
         objects[key] = leaf
-        at = len(leaves)
-        if end - i == 1:
-            leaf_at[i] = at
-        else:
-            leaf_at.update(dict.fromkeys(range(i, end), at))
+        starts.append(i)
+        ends.append(end)
+        at_leaf.append(len(leaves))
         spans[lid] = (i, end)
         leaves.append(leaf)
         i = end
@@ -285,7 +293,7 @@ def state_problem(
     for spec in snap.summaries:
         a, b = spec.first, spec.last
         if spec.level == 1:
-            la, lb = leaf_at.get(a), leaf_at.get(b)
+            la, lb = leaf_at(a), leaf_at(b)
             if la is None or lb is None:
                 continue  # inside a block: stated there
             if spans[leaf_ids[la]][0] != a or spans[leaf_ids[lb]][1] != b + 1:
@@ -303,7 +311,9 @@ def state_problem(
             offsets[spec.id] = blk.offset
     pins = [
         Pin(
-            leaves=tuple(dict.fromkeys(leaf_ids[leaf_at[j]] for j in range(p.first, p.last + 1))),
+            leaves=tuple(
+                dict.fromkeys(leaf_ids[_at(leaf_at, j)] for j in range(p.first, p.last + 1))
+            ),
             level=p.level,
             max_level=p.max_level,
         )
@@ -318,7 +328,7 @@ def state_problem(
             level = (level_at(a) or 0) - offsets.get(lid, 0)
             if level > 0:
                 previous[lid] = level
-    locks = sorted({leaf_ids[leaf_at[j]] for j in snap.locks})
+    locks = sorted({leaf_ids[_at(leaf_at, j)] for j in snap.locks})
     fields = {
         "leaves": tuple(leaves),
         "summaries": tuple(summaries),
@@ -333,6 +343,14 @@ def state_problem(
     cache[("problem",)] = problem
     cache[("objects",)] = objects
     return StatedProblem(problem, spans, list(snap.pins), dropped, offsets)
+
+
+def _at(leaf_at: Callable[[int], int | None], j: int) -> int:
+    """The leaf holding message ``j``, which pins and locks keep outside the blocks."""
+    found = leaf_at(j)
+    if found is None:
+        raise KeyError(j)
+    return found
 
 
 def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Plan:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -80,6 +81,25 @@ class ProblemIndex:
     parted: IntArray
     """The leaves with ``Leaf.parts``, in order (usually none)."""
     hierarchy: Hierarchy = field(repr=False)
+
+    @cached_property
+    def parts(self) -> tuple[IntArray, IntArray, IntArray]:
+        """The ``Leaf.parts`` of all leaves, flat: for each part its leaf, how many
+        parts of its leaf come after it, and its raw tokens."""
+        leaves = self.hierarchy.leaves
+        lists = [leaves[i].parts or () for i in self.parted.tolist()]
+        counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        total = int(counts.sum())
+        tokens = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=total)
+        leaf = np.repeat(self.parted, counts)
+        ends = np.cumsum(counts)
+        later = np.repeat(ends, counts) - 1 - np.arange(total, dtype=np.int64)
+        return leaf, later, tokens
+
+    @cached_property
+    def weights(self) -> dict[float, FloatArray]:
+        """Fidelity weights by age exponent (:func:`folding.fidelity_weights`)."""
+        return {}
 
     @cached_property
     def resolved(self) -> dict[tuple[str, tuple[int, ...], bytes], tuple[IntArray, list[Any]]]:

@@ -513,12 +513,14 @@ class FoldProblem(_Model):
     @property
     def hierarchy(self) -> Hierarchy:
         """The validated :class:`~folding.hierarchy.Hierarchy` of this problem."""
-        return self._hierarchy
+        # read the private slot directly: pydantic's attribute hook costs microseconds
+        # and solvers ask for the views many times per solve
+        return self.__pydantic_private__["_hierarchy"]  # type: ignore[index,no-any-return]
 
     @property
     def index(self) -> ProblemIndex:
         """Array views of the problem (costs, spans, level bounds) for fast algorithms."""
-        return self._index
+        return self.__pydantic_private__["_index"]  # type: ignore[index,no-any-return]
 
     @property
     def n_leaves(self) -> int:

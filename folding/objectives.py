@@ -25,6 +25,9 @@ def fidelity_weights(problem: FoldProblem, alpha: float = DEFAULT_ALPHA) -> npt.
     as leaves of their own.
     """
     idx = problem.index
+    kept = idx.weights.get(alpha)
+    if kept is not None:
+        return kept.copy()
     span = idx.span
     if bool((span == 1).all()):
         age = np.arange(idx.n, 0, -1, dtype=np.float64)
@@ -32,11 +35,13 @@ def fidelity_weights(problem: FoldProblem, alpha: float = DEFAULT_ALPHA) -> npt.
         after = np.concatenate([np.cumsum(span[::-1])[::-1][1:], [0]])
         age = (after + 1).astype(np.float64)
     weights = idx.salience * age ** (-alpha) * idx.raw_tokens
-    for i in idx.parted.tolist():
-        parts = np.asarray(problem.leaves[i].parts, dtype=np.float64)
-        ages = age[i] + np.arange(len(parts) - 1, -1, -1, dtype=np.float64)  # oldest first
-        weights[i] = idx.salience[i] * float(parts @ ages ** (-alpha))
-    return weights
+    if idx.parted.size:
+        leaf, later, tokens = idx.parts
+        each = tokens * (age[leaf] + later) ** (-alpha)
+        summed = np.bincount(leaf, weights=each, minlength=idx.n)
+        weights[idx.parted] = idx.salience[idx.parted] * summed[idx.parted]
+    idx.weights[alpha] = weights
+    return weights.copy()
 
 
 def fidelity_loss(problem: FoldProblem, frontier: Frontier, alpha: float = DEFAULT_ALPHA) -> float:

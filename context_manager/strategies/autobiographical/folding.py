@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from operator import is_
 from typing import overload
 
@@ -161,17 +161,9 @@ def snapshot(
             specs.extend(memories.kept[key])
     specs.sort(key=lambda x: x.level)  # children before their parents
     outside = _outside(found, n)
-    previous: dict[int, int] | None = None
+    previous: _Levels | None = None
     if carried is not None:
-        previous = {}
-        for a, b, level in carried:
-            for lo, hi in outside:
-                for j in range(max(a, lo), min(b + 1, hi)):
-                    previous[j] = level
-        starts = [a for a, _, _ in carried]
-        for blk in found:
-            for leaf in blk.leaves:
-                previous[leaf.first] = _level_at(carried, starts, leaf.first)
+        previous = _Levels(carried, outside, [leaf.first for blk in found for leaf in blk.leaves])
     total = budget.input_tokens
     allowance = min(budget.max_tokens, math.floor(total * (1 + cfg.over_budget_grace_ratio)))
     return Snapshot(
@@ -279,6 +271,48 @@ def _finest(carried: Sequence[tuple[int, int, int]], starts: list[int], a: int, 
         at = carried[k][1] + 1
         k += 1
     return finest or 0
+
+
+class _Levels(Mapping[int, int]):
+    """The level the last frontier showed each stated position at (positions outside the
+    blocks, and each block leaf's first), read from its runs: building it costs the
+    runs, not the messages they cover."""
+
+    def __init__(
+        self,
+        carried: Sequence[tuple[int, int, int]],
+        outside: Sequence[tuple[int, int]],
+        block_leaves: Sequence[int],
+    ) -> None:
+        self._carried = carried
+        self._starts = [a for a, _, _ in carried]
+        self._outside = outside
+        self._bounds = [lo for lo, _ in outside]
+        self._points = block_leaves
+        self._pointed = set(block_leaves)
+
+    def _stated(self, j: int) -> bool:
+        if j in self._pointed:
+            return True
+        k = bisect.bisect_right(self._bounds, j) - 1
+        return k >= 0 and j < self._outside[k][1]
+
+    def __getitem__(self, j: int) -> int:
+        if not self._stated(j):
+            raise KeyError(j)
+        level = _level_at(self._carried, self._starts, j)
+        if not level:
+            raise KeyError(j)
+        return level
+
+    def __iter__(self) -> Iterator[int]:
+        spots = [j for lo, hi in self._outside for j in range(lo, hi)]
+        for j in sorted(spots + list(self._points)):
+            if _level_at(self._carried, self._starts, j):
+                yield j
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _level_at(carried: Sequence[tuple[int, int, int]], starts: list[int], j: int) -> int:
