@@ -931,3 +931,25 @@ def test_a_refusal_names_the_raw_pins_that_still_hold(tmp_path: Path) -> None:
     assert [p["pin"] for p in raw] == [held] and raw[0]["name"] == "held" and lapsed != held
     assert raw[0]["tokens"] > 400
     cm.close()
+
+
+@pytest.mark.parametrize("cap", [None, 60])
+def test_memories_of_short_messages_keep_merging(tmp_path: Path, cap: int | None) -> None:
+    """An agent of many short messages: without a span cap every level keeps merging, so
+    the memories with no parent stay a few per level however long the history; a cap
+    that stops wide memories also strands their neighbours one level up."""
+    options = {"merge_threshold": 3, "min_chunk_messages": 1}
+    if cap is not None:
+        options["merge_max_source_span_messages"] = cap
+    cm, strategy = open_cm(tmp_path, ScriptedSummarizer(), **options)
+    for i in range(1800):
+        cm.add_message("User" if i % 2 else "Claude", f"ok {i}")
+        if i % 60 == 59:
+            cm.drain()
+    tops = [s for s in strategy.summaries.values() if s.parent_id is None]
+    depth = max(s.level for s in strategy.summaries.values())
+    if cap is None:
+        assert len(tops) <= 3 * depth
+    else:
+        assert len(tops) > 3 * depth
+    cm.close()

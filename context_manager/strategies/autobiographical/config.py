@@ -30,9 +30,13 @@ class AutobiographicalConfig(BaseModel):
     """Text-only chunks with fewer non-space characters get a stub memory, no call."""
     merge_threshold: int = Field(default=6, ge=2)
     merge_attempt_limit: int = Field(default=5, ge=1)
-    merge_max_source_span_messages: int = Field(default=1500, ge=1)
-    """A memory spanning more messages than this x merge_threshold^(level - 3) (the
-    exponent floored at 0) is not merged further."""
+    merge_max_source_span_messages: int | None = Field(default=None, ge=1)
+    """When set, a memory spanning more messages than this x merge_threshold^(level - 3)
+    (the exponent floored at 0) is not merged further. None (the default): no cap. A
+    cap keeps old memories finer, but a memory it stops also stops its neighbours one
+    level up (a merge takes contiguous memories of one level), so on an agent with many
+    short messages the fully folded history grows with its length until no budget
+    holds it: set one only for histories of bounded length."""
     chunk_attempt_limit: int = Field(default=3, ge=1)
     """Answers that are not memory (a refusal, a truncation, an empty answer) on one chunk
     before it stays raw (persisted; ``retry_given_up`` starts over). A provider error,

@@ -75,7 +75,7 @@ def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
         if s.first not in index or s.last not in index:
             continue
         span = index[s.last] - index[s.first] + 1
-        if span > base * threshold ** max(0, s.level - 3):
+        if base is not None and span > base * threshold ** max(0, s.level - 3):
             continue  # too wide for its level: never merged further
         by_level.setdefault(s.level, []).append(s)
     for _, entries in sorted(by_level.items()):
