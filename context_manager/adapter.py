@@ -393,17 +393,21 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
     if result.status in Status.with_plan() or graced:
         layout = result.layout or render(problem, result.frontier)  # rendered once
         plan.layout = layout
-        zones = {leaf.id: leaf.zone for leaf in problem.leaves}
-        levels_of = {x.id: x.level + offsets.get(x.id, 0) for x in problem.summaries}
+        h = problem.hierarchy
+        leaves, leaf_index = problem.leaves, h.leaf_index
+        summaries, summary_index = problem.summaries, h.summary_index
         buckets: dict[int, dict[str, int]] = {}
         middle_raw = {"messages": 0, "tokens": 0}
         for u in layout.units:
-            shown = levels_of.get(u.key) if u.kind == "recall" else offsets.get(u.key)
+            if u.kind == "recall":
+                shown = summaries[summary_index[u.key]].level + offsets.get(u.key, 0)
+            else:
+                shown = offsets.get(u.key, 0)
             if shown:  # a memory: a recall unit, or a leaf of a block shown as itself
                 bucket = buckets.setdefault(shown, {"count": 0, "tokens": 0})
                 bucket["count"] += 1
                 bucket["tokens"] += u.tokens
-            elif zones[u.key] == "middle":
+            elif leaves[leaf_index[u.key]].zone == "middle":
                 a, b = spans[u.key]
                 middle_raw["messages"] += b - a
                 middle_raw["tokens"] += u.tokens
