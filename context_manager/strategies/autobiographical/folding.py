@@ -297,11 +297,17 @@ class _Levels(Mapping[int, int]):
         k = bisect.bisect_right(self._bounds, j) - 1
         return k >= 0 and j < self._outside[k][1]
 
+    def get(self, j: int, default: int | None = None) -> int | None:  # type: ignore[override]
+        # most positions a compile asks for are raw: answer them without raising
+        if self._stated(j):
+            level = _level_at(self._carried, self._starts, j)
+            if level:
+                return level
+        return default
+
     def __getitem__(self, j: int) -> int:
-        if not self._stated(j):
-            raise KeyError(j)
-        level = _level_at(self._carried, self._starts, j)
-        if not level:
+        level = self.get(j)
+        if level is None:
             raise KeyError(j)
         return level
 
