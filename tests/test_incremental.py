@@ -191,7 +191,7 @@ def test_the_memory_tree_grown_in_place_is_the_tree_built_anew(tmp_path: Path) -
     cm = _open(tmp_path / "s.db")
     st = cm.strategy.state  # type: ignore[attr-defined]
     ctx = cm._ctx
-    extended = 0
+    extended = kept_spans = 0
     previous = None
     for chunk in range(12):
         _grow(cm, chunk * 50, 50)
@@ -206,9 +206,14 @@ def test_the_memory_tree_grown_in_place_is_the_tree_built_anew(tmp_path: Path) -
         }
         assert [x.id for x in grown.tops] == [x.id for x in built.tops]
         assert grown.overlapping == built.overlapping
+        spans = grown.kept.get(("l1-spans",))  # kept sorted as L1 memories are added
+        if spans is not None:
+            kept_spans += 1
+            assert spans == sorted((x.first, x.last) for x in built.nodes.values() if x.level == 1)
         st.cache[("tree",)] = (kept[0], grown)
         previous = grown
     assert extended >= 6
+    assert kept_spans >= 6
 
 
 def test_a_block_shown_as_its_own_memories_is_committed_at_their_level() -> None:

@@ -63,10 +63,14 @@ def orphaned(st: State, ctx: StrategyContext) -> bool:
     message is edited or removed (or the branch switches)."""
     chunks = st.records.chunks
     key = (ctx.version(), len(chunks))
-    if st.orphan_check[0] == key:
-        return st.orphan_check[1]
+    (version, count, revision, orphans), was = st.orphan_check
+    if (version, count) == key and revision == st.records.revision:
+        return was
+    if version != key[0] or revision != st.records.revision or count > len(chunks):
+        count, orphans = 0, 0  # a message or a record changed or went: count them all
     live = st.positions(ctx, ctx.messages())
-    orphans = sum(1 for c in chunks if not any(i in live for i in c.source_ids))
+    # appends leave the old records' answer as it was: count only the records added
+    orphans += sum(1 for c in chunks[count:] if not any(i in live for i in c.source_ids))
     broken = len(chunks) >= 3 and orphans * 2 > len(chunks)
     if broken and not st.failed_closed:
         st.failed_closed = True
@@ -76,7 +80,7 @@ def orphaned(st: State, ctx: StrategyContext) -> bool:
             orphans,
             len(chunks),
         )
-    st.orphan_check = (key, broken)
+    st.orphan_check = ((key[0], len(chunks), st.records.revision, orphans), broken)
     return broken
 
 

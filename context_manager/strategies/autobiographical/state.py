@@ -52,7 +52,8 @@ class State:
         the adapter's own entries)."""
         self._positions: tuple[dict[str, int], int] = ({}, -1)
         self._owned: tuple[set[str], int, int] = (set(), 0, records.revision)
-        self.orphan_check: tuple[tuple[int, int], bool] = ((-1, -1), False)
+        self.orphan_check: tuple[tuple[int, int, int, int], bool] = ((-1, -1, -1, 0), False)
+        """(version, records counted, records revision, orphans among them), and the answer."""
         """``((version, chunk count), answer)`` of the last orphan check."""
 
     @property

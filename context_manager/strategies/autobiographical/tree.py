@@ -120,8 +120,9 @@ def tree(st: State, ctx: StrategyContext, position: dict[str, int]) -> Tree:
             gone = set(node.children)
             grown.tops = [x for x in grown.tops if x.id not in gone] if gone else grown.tops
             bisect.insort(grown.tops, node, key=_order)
-            if node.level == 1:
-                grown.kept.pop(("l1-spans",), None)
+            spans = grown.kept.get(("l1-spans",))
+            if node.level == 1 and spans is not None:
+                bisect.insort(spans, (node.first, node.last))  # the L1 spans, kept sorted
         grown.overlapping = _overlapping(grown.tops)
         st.cache[("tree",)] = (key, grown)
         return grown
