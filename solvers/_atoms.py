@@ -200,6 +200,32 @@ def path_min(
     return ahead[n_atoms]
 
 
+def path_argmin(
+    n_atoms: int, order: list[int], start: list[int], end: list[int], weight: list[float]
+) -> list[int]:
+    """The edges of a least-weight path from boundary 0 to ``n_atoms`` (the sweep of
+    :func:`path_min`, remembering the edge into each boundary; ties keep the edge
+    first in ``order``). Empty when boundary ``n_atoms`` is unreachable."""
+    ahead = [_UNREACHABLE] * (n_atoms + 1)
+    ahead[0] = 0.0
+    via = [-1] * (n_atoms + 1)
+    for k in order:
+        v = ahead[start[k]] + weight[k]
+        if v < ahead[end[k]]:
+            ahead[end[k]] = v
+            via[end[k]] = k
+    edges: list[int] = []
+    b = n_atoms
+    while b > 0:
+        k = via[b]
+        if k < 0:
+            return []
+        edges.append(k)
+        b = start[k]
+    edges.reverse()
+    return edges
+
+
 @dataclass
 class Choices:
     """Which ways of showing atoms remain open, and which the constraints force.

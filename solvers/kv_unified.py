@@ -22,15 +22,20 @@ The squares are modelled as maxima of tangent lines (a piecewise-linear
 under-estimator, exact at the tangent points); every candidate is then
 re-scored exactly, and the worst under-estimate is reported in
 ``diagnostics["pwl_error_bound"]``. Candidates: the CP-SAT optimum, the
-floor (min-token) frontier and the carried frontier. Hysteresis: the carried
+floor (min-token) frontier, the kv-stable ideal cut, the best vertex of the
+(tokens, fidelity) hull and the carried frontier. Hysteresis: the carried
 frontier is kept when its exact score is within ``adopt_epsilon`` of the best.
 
 The integer model holds variables only where a choice exists: edges no frontier
 under the wall can use are closed, edges the one-representation rows force are
 constants, and edges whose Lagrangian lower bound exceeds the best hint's value
 are closed (reduced-cost fixing); none of this changes the model's optimum
-value. The carried frontier (when it fits), else the ideal cut, is the CP-SAT
-hint (``stats["hint"]``, ``stats["hint_kept"]``).
+value. The hint and incumbent is the best by the main objective of the carried
+frontier (when it fits), the ideal cut and the best vertex of the lower convex
+hull of (tokens, fidelity), found by a parametric shortest-path search
+(``stats["hint"]``, ``stats["hint_kept"]``). A near-optimal incumbent is what
+makes the bound close most edges: on a 75,000-leaf history it takes the model
+from 5,900 variables to about 2,000.
 
 The policy is explicit: every field is required and there are no live
 defaults. Pass a :class:`KvUnifiedPolicy` or the name of a shipped preset
@@ -58,6 +63,7 @@ from ._atoms import (
     build_atoms,
     every_choice,
     open_choices,
+    path_argmin,
     path_bounds,
     path_min,
     summary_atoms,
@@ -984,6 +990,100 @@ def _bound_kills(
     return z_dead, r_dead
 
 
+HULL_SOLVES = 48
+"""Most shortest-path solves :func:`_hull_hint` spends."""
+
+
+@dataclass(frozen=True)
+class _Vertex:
+    """A frontier on the lower convex hull of (tokens, fidelity), by its edges."""
+
+    tokens: float
+    fidelity: float
+    value: float  # the main objective's least value (inf: outside its domain)
+    z_on: npt.NDArray[np.bool_]
+    r_on: npt.NDArray[np.bool_]
+
+
+def _hull_hint(
+    space: _Space,
+    obj: _Objective,
+    cache: tuple[list[tuple[int, int]], list[list[tuple[str, int]]], int] | None,
+    choices: Choices,
+) -> _Vertex | None:
+    """The best frontier by the main objective among the vertices of the lower convex
+    hull of (tokens, fidelity) over the open choices.
+
+    For a multiplier ``lam >= 0`` the least-weight frontier under ``fidelity + lam x
+    tokens`` is such a vertex (one shortest-path sweep). Between two known vertices,
+    the multiplier at which they tie finds a vertex between them when there is one
+    (Eisner and Severance's parametric search). When the objective depends on the
+    frontier only through its fidelity and its tokens (no churn or change term) it
+    is convex along the vertices, so the search follows only the side that can hold
+    the best one; otherwise the search is a heuristic. Every vertex is a valid
+    frontier of ``choices``: the answer is a hint and an incumbent, never a claim of
+    optimality. At most :data:`HULL_SOLVES` sweeps.
+    """
+    live_z = np.flatnonzero(choices.z_live)
+    live_r = np.flatnonzero(choices.r_live)
+    if not live_z.size + live_r.size:
+        return None
+    n_z, n_atoms = live_z.size, space.atoms.n_atoms
+    start = np.concatenate([space.z_start[live_z], live_r])
+    end = np.concatenate([space.z_end[live_z], live_r + 1])
+    tokens = np.concatenate([space.z_tokens[live_z], space.r_tokens[live_r]]).astype(np.float64)
+    fid = np.concatenate(
+        [np.asarray(obj.fidelity_z, dtype=np.float64)[live_z], np.zeros(live_r.size)]
+    )
+    order = np.argsort(start, kind="stable").tolist()
+    starts, ends = start.tolist(), end.tolist()
+
+    def vertex(lam: float) -> _Vertex | None:
+        edges = path_argmin(n_atoms, order, starts, ends, (fid + lam * tokens).tolist())
+        if not edges:
+            return None
+        picked = np.asarray(edges, dtype=np.int64)
+        z_on = np.zeros(space.sel.size, dtype=np.bool_)
+        r_on = np.zeros(n_atoms, dtype=np.bool_)
+        z_on[live_z[picked[picked < n_z]]] = True
+        r_on[live_r[picked[picked >= n_z] - n_z]] = True
+        value, _ = _value(space, obj, cache, z_on, r_on)
+        return _Vertex(float(tokens[picked].sum()), float(fid[picked].sum()), value, z_on, r_on)
+
+    # a multiplier above every fidelity sum trades any fidelity for one token
+    top = vertex(0.0)
+    bottom = vertex(float(np.abs(fid).sum()) + 1.0)
+    if top is None or bottom is None:
+        return None
+    best = min((top, bottom), key=lambda v: v.value)
+    stack = [(top, bottom)]
+    solves = 2
+    while stack and solves < HULL_SOLVES:
+        a, b = stack.pop()  # a has more tokens and less fidelity loss than b
+        if a.tokens <= b.tokens:
+            continue
+        m = vertex(max(0.0, (b.fidelity - a.fidelity) / (a.tokens - b.tokens)))
+        solves += 1
+        if m is None or not b.tokens < m.tokens < a.tokens:
+            continue  # a and b are neighbours on the hull
+        if m.value < best.value:
+            best = m
+        if math.isinf(m.value):  # outside the domain: too many tokens or too few
+            if math.isinf(a.value):
+                stack.append((m, b))
+            elif math.isinf(b.value):
+                stack.append((a, m))
+            else:
+                stack += [(m, b), (a, m)]
+        elif a.value <= m.value:
+            stack.append((a, m))
+        elif b.value <= m.value:
+            stack.append((m, b))
+        else:
+            stack += [(m, b), (a, m)]
+    return best if math.isfinite(best.value) else None
+
+
 def _ranges(
     space: _Space,
     obj: _Objective,
@@ -1090,12 +1190,14 @@ def _search(
     carried_fits: bool,
     diag: dict[str, Any],
     stats: dict[str, Any],
-) -> tuple[Status | None, Any, _Model | None, float, float]:
+) -> tuple[Status | None, Any, _Model | None, float, float, list[tuple[str, IntArray]]]:
     """The CP-SAT solves: the churn and change floors, then the score.
 
     ``hints`` are valid frontiers under the wall; the best of them by the main
-    objective warm-starts the solves and bounds the main model. Returns the main
-    solve's status, solver and model, and the two floors. Raises :class:`_ScaleError`
+    objective, with the best vertex of the (tokens, fidelity) hull
+    (:func:`_hull_hint`), warm-starts the solves and bounds the main model. Returns
+    the main solve's status, solver and model, the two floors, and the frontiers
+    found on the way (the hull vertex) for the final ranking. Raises :class:`_ScaleError`
     when the numbers of the integer model would not fit.
     """
     # floors of avoidable churn and change: zero when the carried frontier fits,
@@ -1128,6 +1230,12 @@ def _search(
     diag["floors_proven"] = floors_proven
     obj = _objective(space, cfg, terms, (k_floor, c_floor))
     cache = _cache_plan(space, terms, open_) if terms.before is not None else None
+    hull = _hull_hint(space, obj, cache, open_)
+    found: list[tuple[str, IntArray]] = []
+    if hull is not None:
+        assigned.append(("hull", hull.z_on, hull.r_on))
+        chosen_ids = space.sel[hull.z_on].tolist()
+        found.append(("hull", space.atoms.levels(problem, [], chosen_ids)))
     # the incumbent: the best hint by the main objective
     incumbent = math.inf
     chosen: tuple[str, npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | None = None
@@ -1207,7 +1315,7 @@ def _search(
             np.array_equal(z_on, chosen[1]) and np.array_equal(r_on, chosen[2])
         )
     diag["pwl_error_bound"] = sum(epi.error for _, epi in epis)
-    return status, solver, model, k_floor, c_floor
+    return status, solver, model, k_floor, c_floor, found
 
 
 @register
@@ -1283,13 +1391,14 @@ class KvUnified(Solver):
         status: Status | None
         model: _Model | None
         try:
-            status, solver, model, k_floor, c_floor = _search(
+            status, solver, model, k_floor, c_floor, found = _search(
                 problem, cfg, terms, space, hints, deadline, carried_fits, diag, stats
             )
         except _ScaleError as exc:
             # Beyond 64-bit integer arithmetic (walls near the model's limit with a
             # steep policy): the exact score still ranks the other candidates.
             status, solver, model, k_floor, c_floor = None, None, None, 0.0, 0.0
+            found = []
             diag["fallback"] = (
                 f"no integer search ({exc}); the best of the floor, the ideal cut and the "
                 "carried frontier by the exact score"
@@ -1298,7 +1407,7 @@ class KvUnified(Solver):
             stats["cpsat_status"] = "not run"
         proven &= status is Status.OPTIMAL
         floors = (k_floor, c_floor)
-        candidates: list[tuple[str, IntArray]] = [("floor", floor), ("ideal", ideal)]
+        candidates: list[tuple[str, IntArray]] = [("floor", floor), ("ideal", ideal), *found]
         if status is not None:
             assert model is not None
             candidates.insert(0, ("optimum", model.levels(solver)))

@@ -223,7 +223,7 @@ def test_kv_unified_warm_starts_from_the_carried_frontier() -> None:
     cold = solvers.solve(
         agent_history(2_000, total=16_000, tail_tokens=2_000), method="kv-unified", **options
     )
-    assert cold.stats["hint"] == "ideal"
+    assert cold.stats["hint"] in ("ideal", "hull")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
