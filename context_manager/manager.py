@@ -21,7 +21,17 @@ from typing import Any, Literal, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigError, ContextManagerError, OverBudgetError
-from .messages import MAX_CACHE_BREAKPOINTS, ContentBlock, Message, TextBlock
+from .messages import (
+    AGENT,
+    MAX_CACHE_BREAKPOINTS,
+    CacheTTL,
+    ContentBlock,
+    Message,
+    TextBlock,
+    text_of,
+    to_anthropic,
+    to_openai,
+)
 from .pairing import SendForm, send_form, tool_pair_problems
 from .store import Branch, Store, StoreError
 from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
@@ -261,6 +271,134 @@ class CompileResult:
     """The system prompt this request was priced with (send it, and nothing else)."""
     tools: list[dict[str, Any]] = field(default_factory=list)
     """The tool definitions this request was priced with."""
+
+    def to_anthropic(
+        self,
+        *,
+        agent: str = AGENT,
+        cache: bool = True,
+        cache_ttl: CacheTTL | None = None,
+        **params: Any,
+    ) -> dict[str, Any]:
+        """The keyword arguments of Anthropic's ``client.messages.create`` for this request.
+
+        ``system`` holds the system prompt, then the system injections, as text blocks;
+        ``tools`` the tool definitions in the Messages API shape; ``messages`` the
+        history (:func:`~context_manager.messages.to_anthropic`, which leaves out what
+        the API refuses, such as unsigned thinking). ``params`` (``model``,
+        ``max_tokens``, ...) are added as given.
+
+        Prompt-cache marks stay within the API's four: one on the system prompt (which
+        caches the tools before it too), or on the last tool when there is no system
+        prompt, and the rest on the latest of :attr:`cache_breakpoints`, the last
+        message's always among them.
+
+        Parameters
+        ----------
+        agent : str
+            The participant whose turns are the assistant's.
+        cache : bool
+            Put ``cache_control`` marks (False: none).
+        cache_ttl : {"5m", "1h"}, optional
+            The marks' lifetime (the API's default when None).
+        **params
+            Other arguments of ``messages.create``.
+
+        Raises
+        ------
+        ConfigError
+            When ``params`` names ``system``, ``tools`` or ``messages``, which this builds.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     cm.set_system_prompt("You are terse.")
+        ...     _ = cm.add_message("User", "hello there")
+        ...     request = cm.compile(max_tokens=1000, reserve_for_response=100).to_anthropic(
+        ...         model="claude-sonnet-4-5", max_tokens=100
+        ...     )
+        >>> request["system"][0]
+        {'type': 'text', 'text': 'You are terse.', 'cache_control': {'type': 'ephemeral'}}
+        >>> request["messages"][0]["role"], request["max_tokens"]
+        ('user', 100)
+        """
+        from .providers.anthropic import anthropic_tools  # imports the SDK
+
+        _check_params(params, "to_anthropic", {"system", "tools", "messages"})
+        control: dict[str, Any] = {"type": "ephemeral"}
+        if cache_ttl is not None:
+            control["ttl"] = cache_ttl
+        system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in self._system_texts()]
+        tools = anthropic_tools(self.tools) if self.tools else []
+        used = 0
+        if cache and self.system_prompt:
+            system[0]["cache_control"] = dict(control)
+            used = 1
+        elif cache and tools:
+            tools[-1] = {**tools[-1], "cache_control": dict(control)}
+            used = 1
+        marks = self.cache_breakpoints[-(MAX_CACHE_BREAKPOINTS - used) :] if cache else []
+        out: dict[str, Any] = {
+            "messages": to_anthropic(
+                self.messages, agent=agent, cache_breakpoints=marks, cache_ttl=cache_ttl
+            )
+        }
+        if system:
+            out["system"] = system
+        if tools:
+            out["tools"] = tools
+        return out | params
+
+    def to_openai(self, *, agent: str = AGENT, **params: Any) -> dict[str, Any]:
+        """The keyword arguments of OpenAI's ``client.chat.completions.create``.
+
+        ``messages`` starts with one ``system`` message (the system prompt and the
+        system injections) and goes on with the history
+        (:func:`~context_manager.messages.to_openai`); ``tools`` holds the tool
+        definitions in the Chat Completions shape. OpenAI caches prompt prefixes on
+        its own, so there are no marks. ``params`` (``model``, ...) are added as given.
+
+        Raises
+        ------
+        ConfigError
+            When ``params`` names ``tools`` or ``messages``, which this builds.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     cm.set_system_prompt("You are terse.")
+        ...     _ = cm.add_message("User", "hello there")
+        ...     request = cm.compile(max_tokens=1000, reserve_for_response=100).to_openai(
+        ...         model="gpt-4o"
+        ...     )
+        >>> [(m["role"], m["content"]) for m in request["messages"]]
+        [('system', 'You are terse.'), ('user', 'hello there')]
+        """
+        from .providers.openai import openai_tools  # imports the SDK
+
+        _check_params(params, "to_openai", {"tools", "messages"})
+        texts = self._system_texts()
+        head = [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
+        out: dict[str, Any] = {"messages": head + to_openai(self.messages, agent=agent)}
+        if self.tools:
+            out["tools"] = openai_tools(self.tools)
+        return out | params
+
+    def _system_texts(self) -> list[str]:
+        """The system prompt, then each system injection's text, leaving out empty ones."""
+        texts = [self.system_prompt or ""] + [text_of([b]) for b in self.system_injections]
+        return [t for t in texts if t.strip()]
+
+
+def _check_params(params: dict[str, Any], method: str, built: set[str]) -> None:
+    clash = sorted(built & set(params))
+    if clash:
+        raise ConfigError(
+            f"{method}() builds {', '.join(clash)} from the compiled request; pass only the "
+            "other arguments of the call (model, max_tokens, ...)"
+        )
 
 
 def counter_key(counter: TokenCounter) -> str:

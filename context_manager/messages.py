@@ -6,7 +6,10 @@ and a timestamp. Blocks: :class:`TextBlock`, :class:`ImageBlock`,
 :class:`ToolUseBlock`, :class:`ToolResultBlock`, :class:`ThinkingBlock`.
 
 The agent's own participant name maps to the provider's ``assistant`` role;
-every other participant maps to ``user``.
+every other participant maps to ``user``. Every converter, the manager and the
+summarisers share one convention: the agent is :data:`AGENT` (``"Claude"``), the
+person :data:`USER` (``"User"``) and system prompts :data:`SYSTEM` (``"System"``),
+unless the caller names others.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import ExtraValues
 
 __all__ = [
+    "AGENT",
+    "SYSTEM",
+    "USER",
     "ContentBlock",
     "ImageBlock",
     "Message",
@@ -35,6 +41,14 @@ __all__ = [
     "to_anthropic",
     "to_openai",
 ]
+
+
+AGENT = "Claude"
+"""The participant whose turns are the assistant's, unless a caller names another."""
+USER = "User"
+"""The participant of the person's turns read from a provider format."""
+SYSTEM = "System"
+"""The participant of system prompts read from a provider format."""
 
 
 class MessageFormatError(ValueError):
@@ -412,7 +426,7 @@ def _block_from_anthropic(raw: Mapping[str, Any], where: str) -> ContentBlock:
 
 
 def from_anthropic(
-    messages: Sequence[Mapping[str, Any]], *, agent: str = "Claude", user: str = "User"
+    messages: Sequence[Mapping[str, Any]], *, agent: str = AGENT, user: str = USER
 ) -> list[Message]:
     """Read Anthropic Messages API messages (``role`` + ``content``).
 
@@ -451,11 +465,15 @@ CacheTTL = Literal["5m", "1h"]
 def to_anthropic(
     messages: Sequence[Message],
     *,
-    agent: str = "Claude",
+    agent: str = AGENT,
     cache_breakpoints: Sequence[int] = (),
     cache_ttl: CacheTTL | None = None,
 ) -> list[dict[str, Any]]:
     """Write Anthropic Messages API messages; consecutive same-role turns are merged.
+
+    What the API refuses is left out: a thinking block without a signature or outside
+    the agent's turns, and a text block with no visible text; a message left with no
+    block is dropped (its turn merges with its neighbours).
 
     Parameters
     ----------
@@ -485,7 +503,8 @@ def to_anthropic(
         blocks: list[dict[str, Any]] = []
         for b in m.content:
             if isinstance(b, TextBlock):
-                blocks.append({"type": "text", "text": b.text})
+                if b.text.strip():
+                    blocks.append({"type": "text", "text": b.text})
             elif isinstance(b, ImageBlock):
                 source = (
                     {"type": "url", "url": b.url}
@@ -509,14 +528,13 @@ def to_anthropic(
                         "is_error": b.is_error,
                     }
                 )
-            elif isinstance(b, ThinkingBlock):
-                block = {"type": "thinking", "thinking": b.thinking}
-                if b.signature:
-                    block["signature"] = b.signature
-                blocks.append(block)
-        if out and out[-1]["role"] == role:
+            elif isinstance(b, ThinkingBlock) and b.signature and role == "assistant":
+                blocks.append(
+                    {"type": "thinking", "thinking": b.thinking, "signature": b.signature}
+                )
+        if blocks and out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
-        else:
+        elif blocks:
             out.append({"role": role, "content": blocks})
         if position in marked:
             _mark_last_block(out, control)
@@ -533,7 +551,7 @@ def _mark_last_block(out: list[dict[str, Any]], control: dict[str, Any]) -> None
 
 
 def from_openai(
-    messages: Sequence[Mapping[str, Any]], *, agent: str = "assistant", user: str = "User"
+    messages: Sequence[Mapping[str, Any]], *, agent: str = AGENT, user: str = USER
 ) -> list[Message]:
     """Read OpenAI chat-completions messages (system, user, assistant with tool_calls, tool).
 
@@ -547,7 +565,7 @@ def from_openai(
         content = raw.get("content")
         text = _openai_text(content, i)
         if role == "system" or role == "developer":
-            out.add(Message.text_message("System", text))
+            out.add(Message.text_message(SYSTEM, text))
         elif role == "user":
             out.add(Message.text_message(user, text))
         elif role == "assistant":
@@ -584,8 +602,17 @@ def _openai_text(content: Any, i: int) -> str:
     raise MessageFormatError(f"message {i}: content must be a string or a list of parts")
 
 
-def to_openai(messages: Sequence[Message], *, agent: str = "assistant") -> list[dict[str, Any]]:
-    """Write OpenAI chat-completions messages (tool results become ``tool`` messages)."""
+def to_openai(messages: Sequence[Message], *, agent: str = AGENT) -> list[dict[str, Any]]:
+    """Write OpenAI chat-completions messages (tool results become ``tool`` messages;
+    :data:`SYSTEM` turns ``system`` messages; thinking is not sent).
+
+    Examples
+    --------
+    >>> a = Message.text_message("User", "the task")
+    >>> b = Message.text_message("Claude", "done")
+    >>> [m["role"] for m in to_openai([a, b])]
+    ['user', 'assistant']
+    """
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.participant == agent:
@@ -610,7 +637,7 @@ def to_openai(messages: Sequence[Message], *, agent: str = "assistant") -> list[
             out.append({"role": "tool", "tool_call_id": r.tool_use_id, "content": body})
         rest = [b for b in m.content if not isinstance(b, ToolResultBlock)]
         if rest or not results:
-            role = "system" if m.participant == "System" else "user"
+            role = "system" if m.participant == SYSTEM else "user"
             out.append({"role": role, "content": text_of(rest)})
     return out
 

@@ -69,7 +69,7 @@ def test_openai_round_trip_with_tool_calls() -> None:
         {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
     ]
     messages = from_openai(raw)
-    assert [m.participant for m in messages] == ["System", "User", "assistant", "Tool"]
+    assert [m.participant for m in messages] == ["System", "User", "Claude", "Tool"]
     assert messages[2].content[0] == ToolUseBlock(id="c1", name="ls", input={"p": 1})
     back = to_openai(messages)
     assert back[2]["tool_calls"][0]["function"]["arguments"] == '{"p": 1}'

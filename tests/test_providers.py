@@ -409,7 +409,10 @@ def test_cache_breakpoints_become_cache_control_marks_where_the_api_has_them(
 ) -> None:
     thought = Message(
         participant="Claude",
-        content=(TextBlock(text="Fixed it."), ThinkingBlock(thinking="was it the loop?")),
+        content=(
+            TextBlock(text="Fixed it."),
+            ThinkingBlock(thinking="was it the loop?", signature="sig"),
+        ),
     )
     messages = (
         Message.text_message("User", "Please fix parse_config."),
