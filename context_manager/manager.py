@@ -316,7 +316,7 @@ class CompileResult:
         ...     cm.set_system_prompt("You are terse.")
         ...     _ = cm.add_message("User", "hello there")
         ...     request = cm.compile(max_tokens=1000, reserve_for_response=100).to_anthropic(
-        ...         model="claude-sonnet-4-5", max_tokens=100
+        ...         model="claude-sonnet-4-6", max_tokens=100
         ...     )
         >>> request["system"][0]
         {'type': 'text', 'text': 'You are terse.', 'cache_control': {'type': 'ephemeral'}}

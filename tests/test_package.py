@@ -206,9 +206,51 @@ def test_cli_solve_solvers_and_sweep(tmp_path: Path) -> None:
     assert "flat-profile" in result.output and "57%" in result.output
 
 
+def _anthropic_reply(*content: dict[str, object], stop: str) -> dict[str, object]:
+    return {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6",
+        "content": list(content),
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
+
+
 def test_readme_quick_start_runs_and_prints_what_it_says(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    from loopback import LoopbackServer, Reply
+
+    server = LoopbackServer()
+    call = {"type": "tool_use", "id": "toolu_1", "name": "count_files", "input": {"suffix": ".py"}}
+    answer = {"type": "text", "text": "There are the Python files I counted."}
+    server.script(
+        "/v1/messages",
+        Reply(_anthropic_reply(call, stop="tool_use")),
+        Reply(_anthropic_reply(answer, stop="end_turn")),
+    )
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-real")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    (tmp_path / "a.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    try:
+        _run_readme(capsys)
+    finally:
+        server.close()
+    first, second = (r.body for r in server.requests_to("/v1/messages"))
+    assert first["system"][0]["text"] == "You are a careful engineer."
+    assert [t["name"] for t in first["tools"]] == ["count_files"]
+    # the second call carries the tool call and its result
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
+    assert second["messages"][1]["content"][0]["type"] == "tool_use"
+    result = second["messages"][2]["content"][0]
+    assert result["type"] == "tool_result" and result["content"] == "1"
+
+
+def _run_readme(capsys: pytest.CaptureFixture[str]) -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     blocks = [part.split("```", 1)[0] for part in text.split("```python\n")[1:]]
     assert len(blocks) >= 2
