@@ -12,15 +12,26 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from operator import is_
 from typing import overload
 
 import solvers
 
-from ...adapter import Block, PinSpec, Snapshot, SummarySpec, read_plan, state_problem
-from ...errors import UncoveredDropError
+from ...adapter import (
+    Block,
+    PinSpec,
+    Plan,
+    Snapshot,
+    StatedProblem,
+    SummarySpec,
+    read_plan,
+    state_problem,
+)
+from ...errors import OverBudgetError, UncoveredDropError
 from ...pairing import SendForm
 from ..base import Entry, RequestBudget, Selection, StoredMessage, StrategyContext
+from .capping import Capped, cap_forms, unfoldable
 from .chunking import rebuild_chunks
 from .state import State
 from .tree import Node, Tree, tree
@@ -44,21 +55,36 @@ def select(
         rebuild_chunks(st, ctx)
     stored = ctx.messages()
     forms, _ = ctx.forms()
-    snap = snapshot(st, ctx, stored, budget)
-    for _ in range(MAX_REWINDOWS + 1):
-        stated = state_problem(snap, st.cache)
-        plan = read_plan(snap, stated, solver.solve(stated.problem))
-        if plan.error is not None or not _is_windowed(st, snap):
+    caps: dict[int, Capped] = {}
+    level: int | None = None
+    for _ in range(MAX_CAP_ROUNDS + 1):
+        plan, snap, stated = _solve(st, ctx, stored, budget, solver, caps)
+        if not isinstance(plan.error, OverBudgetError):
             break
-        # the blocks the next compile would state from this answer: when they differ,
-        # solve over them now, so compiling again with nothing changed sends the same
-        shape = [(a, b - 1, v) for a, b, v in plan.levels]
-        if shape == snap.window:
-            break  # the frontier they were chosen from: the same blocks
-        again = snapshot(st, ctx, stored, budget, shape=shape)
-        if again.blocks == snap.blocks:
+        # cap, don't refuse: the results of what cannot fold, in the copy sent
+        fixed = unfoldable(snap)
+        found = cap_forms(
+            stored,
+            forms,
+            (i for i, f in enumerate(fixed) if f),
+            plan.error.actual - plan.error.budget,
+            ctx.counter,
+            level,
+        )
+        if found is None:
             break
-        snap = again
+        caps, level = found
+    if caps:
+        capped = {
+            "messages": len(caps),
+            "results": sum(len(c.tools) for c in caps.values()),
+            "cap_tokens": level,
+            "tokens_saved": sum(c.before - c.tokens for c in caps.values()),
+        }
+        if isinstance(plan.error, OverBudgetError):
+            plan.error.diagnostics["capped_results"] = capped
+        else:
+            plan.stats["capped_results"] = capped
     if not dry_run:
         demand(st, ctx, plan.produce, stored)
     if plan.error is not None:
@@ -74,7 +100,10 @@ def select(
     for unit in plan.layout.units:
         if unit.kind == "raw" and unit.key not in stated.offsets:
             first, end = plan.spans[unit.key]
-            kept = _raw_entries(stored, forms[first:end], first, last.get(unit.key))
+            sent = forms[first:end]
+            if caps and any(j in caps for j in range(first, end)):
+                sent = [caps[j].form if j in caps else forms[j] for j in range(first, end)]
+            kept = _raw_entries(stored, sent, first, last.get(unit.key))
             shown[unit.key] = kept
             entries.extend(kept[1])
             covered.append((first, end - 1))
@@ -95,6 +124,47 @@ def select(
         marks = _cache_breakpoints(st, entries, {s.id for s in stored[: snap.head_end]})
     history = plan.layout.total - budget.fixed_tokens
     return Selection(entries, stats, marks, tokens=history)
+
+
+MAX_CAP_ROUNDS = 4
+"""Rounds of capping one compile may try, each at a lower cap, before it refuses."""
+
+
+def _solve(
+    st: State,
+    ctx: StrategyContext,
+    stored: Sequence[StoredMessage],
+    budget: RequestBudget,
+    solver: solvers.Solver,
+    caps: Mapping[int, Capped],
+) -> tuple[Plan, Snapshot, StatedProblem]:
+    """Solve the compile, following a windowed answer's blocks, with ``caps`` applied."""
+    snap = _with_caps(snapshot(st, ctx, stored, budget), caps)
+    for _ in range(MAX_REWINDOWS + 1):
+        stated = state_problem(snap, st.cache)
+        plan = read_plan(snap, stated, solver.solve(stated.problem))
+        if plan.error is not None or not _is_windowed(st, snap):
+            break
+        # the blocks the next compile would state from this answer: when they differ,
+        # solve over them now, so compiling again with nothing changed sends the same
+        shape = [(a, b - 1, v) for a, b, v in plan.levels]
+        if shape == snap.window:
+            break  # the frontier they were chosen from: the same blocks
+        again = _with_caps(snapshot(st, ctx, stored, budget, shape=shape), caps)
+        if again.blocks == snap.blocks:
+            break
+        snap = again
+    return plan, snap, stated
+
+
+def _with_caps(snap: Snapshot, caps: Mapping[int, Capped]) -> Snapshot:
+    """The snapshot with the capped messages at their capped tokens."""
+    if not caps:
+        return snap
+    tokens = list(snap.tokens)
+    for i, c in caps.items():
+        tokens[i] = c.tokens
+    return replace(snap, tokens=tokens)
 
 
 _Shown = tuple[Sequence[SendForm], tuple[Entry, ...]]

@@ -1,0 +1,93 @@
+"""Cap, don't refuse: a tool result too large for the window is capped in the sent copy."""
+
+from __future__ import annotations
+
+import pytest
+
+from context_manager import (
+    CharsCounter,
+    ContextManager,
+    ExtractiveSummarizer,
+    OverBudgetError,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from context_manager.strategies.autobiographical import AutobiographicalStrategy
+from context_manager.strategies.autobiographical.capping import _level
+
+LOG = "".join(f"line {i}: build step finished\n" for i in range(2_000))  # ~14k tokens
+
+
+def _manager() -> ContextManager:
+    strategy = AutobiographicalStrategy(
+        compression_model="extractive",
+        target_chunk_tokens=200,
+        summary_target_tokens=40,
+        recent_window_tokens=300,
+        folding_strategy="kv-stable",
+    )
+    return ContextManager.open(
+        path=":memory:",
+        strategy=strategy,
+        counter=CharsCounter(),
+        summarizer=ExtractiveSummarizer(),
+    )
+
+
+def _tool_turn(cm: ContextManager, k: int, output: str) -> None:
+    cm.add_message("Claude", [ToolUseBlock(id=f"call_{k}", name="bash", input={"cmd": "make"})])
+    cm.add_message("bash", [ToolResultBlock(tool_use_id=f"call_{k}", content=output)])
+
+
+def test_a_result_larger_than_the_window_is_capped_not_refused() -> None:
+    with _manager() as cm:
+        for i in range(10):
+            cm.add_message("User", f"step {i}: " + "context " * 20)
+            cm.tick()
+        _tool_turn(cm, 0, LOG)
+        request = cm.compile(max_tokens=2_000, reserve_for_response=200)
+        capped = request.render_stats["capped_results"]
+        assert capped["messages"] == 1 and capped["results"] == 1
+        assert capped["tokens_saved"] > 10_000
+        assert request.render_stats["tokens"] <= 1_800
+        [result] = [
+            b for m in request.messages for b in m.content if isinstance(b, ToolResultBlock)
+        ]
+        assert isinstance(result.content, str)
+        assert "result capped" in result.content and "bash" in result.content
+        assert result.content.startswith("line 0: ") and result.content.endswith("finished\n")
+        # the stored message is unchanged
+        [stored] = [s.message for s in cm.get_messages() if s.message.participant == "bash"]
+        assert stored.content == (ToolResultBlock(tool_use_id="call_0", content=LOG),)
+        # the same request twice gives the same bytes
+        again = cm.compile(max_tokens=2_000, reserve_for_response=200)
+        assert [m.canonical_json() for m in again.messages] == [
+            m.canonical_json() for m in request.messages
+        ]
+
+
+def test_a_result_that_fits_is_never_capped() -> None:
+    with _manager() as cm:
+        _tool_turn(cm, 0, "line 0: ok\n" * 50)
+        request = cm.compile(max_tokens=4_000, reserve_for_response=200)
+        assert "capped_results" not in request.render_stats
+        [result] = [
+            b for m in request.messages for b in m.content if isinstance(b, ToolResultBlock)
+        ]
+        assert result.content == "line 0: ok\n" * 50
+
+
+def test_text_that_is_not_a_tool_result_still_refuses() -> None:
+    with _manager() as cm:
+        cm.add_message("User", [TextBlock(text="word " * 4_000)])
+        with pytest.raises(OverBudgetError) as info:
+            cm.compile(max_tokens=2_000, reserve_for_response=200)
+        assert "capped_results" not in info.value.diagnostics
+
+
+def test_the_cap_frees_the_excess_from_the_largest_results_first() -> None:
+    # sizes 1000, 500, 100 and an excess of 700: capping both large ones at 400 frees 700
+    assert _level([1_000, 500, 100], 700) == 400
+    assert _level([1_000, 500, 100], 100) == 900  # only the largest
+    assert _level([1_000, 500, 100], 5_000) == 0  # nothing frees that much
