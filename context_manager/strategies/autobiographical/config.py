@@ -1,105 +1,393 @@
-"""The options of :class:`~context_manager.strategies.autobiographical.AutobiographicalStrategy`."""
+"""The options of :class:`~context_manager.strategies.autobiographical.AutobiographicalStrategy`.
+
+Every option carries a description (``AutobiographicalConfig.model_fields[name].description``,
+also in ``AutobiographicalConfig.model_json_schema()``). The defaults suit a window of
+about 200k tokens; :meth:`AutobiographicalConfig.for_window` sizes the options for any
+window from 4k to 1M tokens.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...messages import CacheTTL
 
 __all__ = ["AutobiographicalConfig"]
 
+_MIN_WINDOW = 1024
+"""The smallest window :meth:`AutobiographicalConfig.for_window` sizes for."""
+
 
 class AutobiographicalConfig(BaseModel):
-    """Options of :class:`AutobiographicalStrategy` (unknown keys are rejected)."""
+    """Options of :class:`AutobiographicalStrategy` (unknown keys are rejected).
+
+    The defaults suit a window of about 200k tokens (a recent window of 30k, chunks of
+    3k, memories of 2k); :meth:`for_window` sizes them for another window. Each field's
+    description is in :attr:`model_fields` and :meth:`model_json_schema`.
+
+    Examples
+    --------
+    >>> config = AutobiographicalConfig.for_window(8000, compression_model="extractive")
+    >>> config.recent_window_tokens, config.reserve_for_response_tokens
+    (1750, 1000)
+    >>> AutobiographicalConfig.model_fields["recent_window_tokens"].description.split(":")[0]
+    'The raw tail'
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    compression_model: str | None = None
-    """The model whose voice memories are written in. No default: without it the
-    strategy refuses to write summaries."""
-    target_chunk_tokens: int = Field(default=3000, gt=0)
-    """A chunk closes once it holds this many tokens and ``min_chunk_messages`` messages,
-    or twice this many tokens whatever its length (so a huge message can still fold)."""
-    min_chunk_messages: int = Field(default=4, ge=1)
-    recent_window_tokens: int = Field(default=30_000, ge=0)
-    head_window_tokens: int = Field(default=0, ge=0)
-    l1_holdback_chunks: int = Field(default=1, ge=0)
-    min_chunk_chars_for_llm: int = Field(default=200, ge=0)
-    """Text-only chunks with fewer non-space characters get a stub memory, no call."""
-    merge_threshold: int = Field(default=6, ge=2)
-    merge_attempt_limit: int = Field(default=5, ge=1)
-    merge_max_source_span_messages: int | None = Field(default=None, ge=1)
-    """When set, a memory spanning more messages than this x merge_threshold^(level - 3)
-    (the exponent floored at 0) is not merged further. None (the default): no cap. A
-    cap keeps old memories finer, but a memory it stops also stops its neighbours one
-    level up (a merge takes contiguous memories of one level), so on an agent with many
-    short messages the fully folded history grows with its length until no budget
-    holds it: set one only for histories of bounded length."""
-    chunk_attempt_limit: int = Field(default=3, ge=1)
-    """Answers that are not memory (a refusal, a truncation, an empty answer) on one chunk
-    before it stays raw (persisted; ``retry_given_up`` starts over). A provider error,
-    an exception or a missed deadline is not an answer: it never counts."""
-    summary_timeout_seconds: float = Field(default=320.0, gt=0, allow_inf_nan=False)
-    """Deadline of one summariser call (sent as ``CompletionRequest.timeout``); a call
-    still running then is abandoned and the work retried later, as after an error."""
-    retry_backoff_seconds: float = Field(default=30.0, ge=0, allow_inf_nan=False)
-    """Wait before retrying work whose call failed (an error, an exception, a missed
-    deadline), doubled after each further failure in a row, at most an hour."""
-    compression_refusal_curve_fallbacks: int = Field(default=3, ge=0)
-    """After a refused L1 request, at most this many variants, each showing one merged
-    memory of the recall ladder as its children instead; 0 disables."""
-    compression_context_budget_tokens: int = Field(default=200_000, gt=0)
-    """A variant is sent only if its input plus the output cap fits this."""
-    summary_target_tokens: int = Field(default=2000, gt=0)
-    summary_participant: str = "Claude"
-    summary_context_label: str = "What do you remember from earlier?"
-    recall_budget_tokens: int = Field(default=100_000, gt=0)
-    """Cap on recall pairs in a compression request (newest first)."""
-    adaptive_resolution: bool = True
-    """True: a solver (``folding_strategy``) picks the fold depth per region under the
-    budget. False: the threshold pyramid (newest history at L1, older at L2, oldest
-    coarser, within ``l1_budget_tokens`` / ``l2_budget_tokens`` / ``l3_budget_tokens``)."""
-    folding_strategy: str = "kv-stable"
-    solver_options: dict[str, Any] = Field(default_factory=dict)
-    l1_budget_tokens: int = Field(default=30_000, ge=0)
-    l2_budget_tokens: int = Field(default=30_000, ge=0)
-    l3_budget_tokens: int = Field(default=30_000, ge=0)
-    """Pyramid allowance of level 3 and of every level above."""
-    recall_header_template: str = "[Recall {id}]"
-    """Question of each recall pair on the pyramid path; ``{id}``, ``{level}``, ``{first}``
-    and ``{last}`` are substituted. The adaptive path asks ``summary_context_label``."""
-    compression_cache_breakpoints: bool = True
-    """Mark the end of the raw head, of the last merged memory (level 2 or more) and of
-    the last memory as prompt-cache breakpoints, in compiled contexts
-    (:attr:`CompileResult.cache_breakpoints`) and in the summariser's requests
-    (:attr:`CompletionRequest.cache_breakpoints`): a refold, and the next memory
-    request, usually add after them, so those prefixes keep hitting the cache (a merge
-    or a deeper cut changes them). A request whose recall ladder was cut to the recall
-    budget marks only its head: its ladder's start moves as memories are added."""
-    compression_cache_ttl: CacheTTL = "1h"
-    """Lifetime asked for the summariser requests' cached prefixes: memory requests come
-    minutes apart, so the longer one keeps them warm."""
-    compression_slack_ratio: float = Field(default=0.3, ge=0.0, lt=1.0, allow_inf_nan=False)
-    """Solvers fold the history down to ``(1 - slack) x`` what the request's overhead
-    (system prompt, tools, injections) leaves of the input budget; appends then fill the
-    band up to the budget without refolding, so the prefix (and the provider's cache) stays put.
-    A wider band refolds less often; on the bundled replays 0.3 billed 25-40% less input
-    than 0.1 with every request still within budget."""
-    over_budget_grace_ratio: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
-    """Overshoot of the input budget tolerated when nothing fits it, taken from the
-    response reserve only: a compile never exceeds ``max_tokens``. Solvers still aim
-    for the plain budget."""
-    fold_window: bool = True
-    """State each compile over the part of history the frontier can reach: a memory the
-    last frontier showed (as itself or through memories only) is stated at the grain of
-    its memories one level below the finest shown, not message by message, so a compile
-    costs about the same at 1,000 messages and at 1,000,000. A compile may then unfold a
-    region by one level below what the last one showed (the next, one more). False
-    states every message on every compile: the solver sees the whole history. Only
-    solvers built for long-lived agents (``solvers.capabilities(name).windowed``:
-    kv-stable, kv-unified) are given the window; the others always see all of it."""
+    compression_model: str | None = Field(
+        default=None,
+        description="The model whose voice memories are written in (the ``model`` of every "
+        "summariser request). No default: without it the strategy refuses to write memories.",
+    )
+    target_chunk_tokens: int = Field(
+        default=3000,
+        gt=0,
+        description="A chunk closes once it holds this many tokens and ``min_chunk_messages`` "
+        "messages, or twice this many tokens whatever its length (so a huge message can still "
+        "fold). Each closed chunk becomes one L1 memory.",
+    )
+    min_chunk_messages: int = Field(
+        default=4,
+        ge=1,
+        description="Messages a chunk needs before it closes at ``target_chunk_tokens`` (a chunk "
+        "of twice that many tokens closes with fewer).",
+    )
+    recent_window_tokens: int = Field(
+        default=30_000,
+        ge=0,
+        description="The raw tail: the newest messages up to this many tokens are never folded "
+        "and always sent verbatim (the boundary never falls between a tool call and its "
+        "answer). It must fit the input budget with room to spare: lower it for small windows.",
+    )
+    head_window_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="The raw head: the oldest messages up to this many tokens (the task "
+        "statement, say) are never folded and always sent verbatim. 0: no head.",
+    )
+    l1_holdback_chunks: int = Field(
+        default=1,
+        ge=0,
+        description="The newest closed chunks left uncompressed until more close (unless a "
+        "compile asks for their memories): recent history stays raw a little longer.",
+    )
+    min_chunk_chars_for_llm: int = Field(
+        default=200,
+        ge=0,
+        description="Text-only chunks with fewer non-space characters get a stub memory, "
+        "without a summariser call.",
+    )
+    merge_threshold: int = Field(
+        default=6,
+        ge=2,
+        description="Contiguous parentless memories of one level merged into one memory of the "
+        "next level (older runs merge with fewer, at least two).",
+    )
+    merge_attempt_limit: int = Field(
+        default=5,
+        ge=1,
+        description="Answers that are not memory on one merge before it is no longer tried "
+        "(persisted).",
+    )
+    merge_max_source_span_messages: int | None = Field(
+        default=None,
+        ge=1,
+        description="When set, a memory spanning more messages than this x "
+        "merge_threshold^(level - 3) (the exponent floored at 0) is not merged further. None "
+        "(the default): no cap. A cap keeps old memories finer, but a memory it stops also "
+        "stops its neighbours one level up (a merge takes contiguous memories of one level), "
+        "so on an agent with many short messages the fully folded history grows with its "
+        "length until no budget holds it: set one only for histories of bounded length.",
+    )
+    chunk_attempt_limit: int = Field(
+        default=3,
+        ge=1,
+        description="Answers that are not memory (a refusal, a truncation, an empty answer) on "
+        "one chunk before it stays raw (persisted; ``retry_given_up`` starts over). A provider "
+        "error, an exception or a missed deadline is not an answer: it never counts.",
+    )
+    summary_timeout_seconds: float = Field(
+        default=320.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Deadline of one summariser call (sent as ``CompletionRequest.timeout``); a "
+        "call still running then is abandoned and the work retried later, as after an error.",
+    )
+    retry_backoff_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Wait before retrying work whose call failed (an error, an exception, a "
+        "missed deadline), doubled after each further failure in a row, at most an hour.",
+    )
+    compression_refusal_curve_fallbacks: int = Field(
+        default=3,
+        ge=0,
+        description="After a refused L1 request, at most this many variants, each showing one "
+        "merged memory of the recall ladder as its children instead; 0 disables.",
+    )
+    compression_context_budget_tokens: int = Field(
+        default=200_000,
+        gt=0,
+        description="The summariser's window: a request variant is sent only if its input plus "
+        "the output cap fits this.",
+    )
+    summary_target_tokens: int = Field(
+        default=2000,
+        gt=0,
+        description="The length each memory is asked to have (the summariser's output cap is "
+        "the larger of 16,000 and 1.5x this). A memory shown in a context costs about this "
+        "much, so it must be well below the input budget.",
+    )
+    summary_participant: str = Field(
+        default="Claude",
+        description="The participant memories are written as: the assistant side of "
+        "summariser requests and the speaker of every recalled memory in a compiled context.",
+    )
+    summary_context_label: str = Field(
+        default="What do you remember from earlier?",
+        description="The question of each recall pair on the adaptive path (the pyramid path "
+        "uses ``recall_header_template``).",
+    )
+    recall_budget_tokens: int = Field(
+        default=100_000,
+        gt=0,
+        description="Cap on recall pairs in a compression request (newest first).",
+    )
+    adaptive_resolution: bool = Field(
+        default=True,
+        description="True: a solver (``folding_strategy``) picks the fold depth per region "
+        "under the budget. False: the threshold pyramid (newest history at L1, older at L2, "
+        "oldest coarser, within ``l1_budget_tokens`` / ``l2_budget_tokens`` / "
+        "``l3_budget_tokens``).",
+    )
+    folding_strategy: str = Field(
+        default="kv-stable",
+        description="The registered solver (``solvers.names()``) that picks the fold depth on "
+        "each compile when ``adaptive_resolution`` is on.",
+    )
+    solver_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options passed to the ``folding_strategy`` solver (e.g. "
+        "``{'policy': 'reference'}`` for kv-unified).",
+    )
+    l1_budget_tokens: int = Field(
+        default=30_000,
+        ge=0,
+        description="Pyramid allowance of level 1 (the newest folded history), used only when "
+        "``adaptive_resolution`` is off.",
+    )
+    l2_budget_tokens: int = Field(
+        default=30_000,
+        ge=0,
+        description="Pyramid allowance of level 2, used only when ``adaptive_resolution`` is off.",
+    )
+    l3_budget_tokens: int = Field(
+        default=30_000,
+        ge=0,
+        description="Pyramid allowance of level 3 and of every level above, used only when "
+        "``adaptive_resolution`` is off.",
+    )
+    recall_header_template: str = Field(
+        default="[Recall {id}]",
+        description="Question of each recall pair on the pyramid path; ``{id}``, ``{level}``, "
+        "``{first}`` and ``{last}`` are substituted. The adaptive path asks "
+        "``summary_context_label``.",
+    )
+    compression_cache_breakpoints: bool = Field(
+        default=True,
+        description="Mark the end of the raw head, of the last merged memory (level 2 or more) "
+        "and of the last memory as prompt-cache breakpoints, in compiled contexts "
+        "(``CompileResult.cache_breakpoints``) and in the summariser's requests "
+        "(``CompletionRequest.cache_breakpoints``): a refold, and the next memory request, "
+        "usually add after them, so those prefixes keep hitting the cache (a merge or a deeper "
+        "cut changes them). A request whose recall ladder was cut to the recall budget marks "
+        "only its head: its ladder's start moves as memories are added.",
+    )
+    compression_cache_ttl: CacheTTL = Field(
+        default="1h",
+        description="Lifetime asked for the summariser requests' cached prefixes: memory "
+        "requests come minutes apart, so the longer one keeps them warm.",
+    )
+    compression_slack_ratio: float = Field(
+        default=0.3,
+        ge=0.0,
+        lt=1.0,
+        allow_inf_nan=False,
+        description="Solvers fold the history down to ``(1 - slack) x`` what the request's "
+        "overhead (system prompt, tools, injections) leaves of the input budget; appends then "
+        "fill the band up to the budget without refolding, so the prefix (and the provider's "
+        "cache) stays put. A wider band refolds less often; on the bundled replays 0.3 billed "
+        "25-40% less input than 0.1 with every request still within budget.",
+    )
+    over_budget_grace_ratio: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="Overshoot of the input budget tolerated when nothing fits it, taken from "
+        "the response reserve only: a compile never exceeds ``max_tokens``. Solvers still aim "
+        "for the plain budget.",
+    )
+    fold_window: bool = Field(
+        default=True,
+        description="State each compile over the part of history the frontier can reach: a "
+        "memory the last frontier showed (as itself or through memories only) is stated at the "
+        "grain of its memories one level below the finest shown, not message by message, so a "
+        "compile costs about the same at 1,000 messages and at 1,000,000. A compile may then "
+        "unfold a region by one level below what the last one showed (the next, one more). "
+        "False states every message on every compile: the solver sees the whole history. Only "
+        "solvers built for long-lived agents (``solvers.capabilities(name).windowed``: "
+        "kv-stable, kv-unified) are given the window; the others always see all of it.",
+    )
+    window_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="The context window (the ``max_tokens`` of each compile) these options "
+        "were sized for, as set by ``for_window``. When set, the options are checked against "
+        "it: the head and recent windows, the response reserve and one memory must leave room "
+        "for folded history. None: not checked.",
+    )
+    reserve_for_response_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="The part of ``window_tokens`` kept for the model's answer, as sized by "
+        "``for_window``: pass it as ``reserve_for_response`` to ``ContextManager.compile`` "
+        "(with ``max_tokens=window_tokens``). None: not sized.",
+    )
+
+    @model_validator(mode="after")
+    def _fits_window(self) -> AutobiographicalConfig:
+        window = self.window_tokens
+        if window is None:
+            return self
+        reserve = self.reserve_for_response_tokens or 0
+        if reserve >= window:
+            raise ValueError(
+                f"reserve_for_response_tokens={reserve} leaves no input in "
+                f"window_tokens={window}: lower reserve_for_response_tokens, or size every "
+                f"option with AutobiographicalConfig.for_window({window})"
+            )
+        parts = {
+            "head_window_tokens": self.head_window_tokens,
+            "recent_window_tokens": self.recent_window_tokens,
+            "reserve_for_response_tokens": reserve,
+            "summary_target_tokens": self.summary_target_tokens,
+        }
+        if sum(parts.values()) >= window:
+            named = ", ".join(f"{k}={v}" for k, v in parts.items() if v)
+            lower = " or ".join(
+                k for k in ("recent_window_tokens", "head_window_tokens") if parts[k]
+            )
+            raise ValueError(
+                f"{named} add up to {sum(parts.values())} tokens, which leaves no room for "
+                f"folded history in window_tokens={window}: lower "
+                f"{lower or 'summary_target_tokens'}, or size every option with "
+                f"AutobiographicalConfig.for_window({window})"
+            )
+        return self
+
+    @classmethod
+    def for_window(cls, window_tokens: int, **overrides: Any) -> AutobiographicalConfig:
+        """Options sized for a context window of ``window_tokens`` (4k to 1M tokens).
+
+        From the window ``W``: a response reserve of ``W / 8`` (256 to 16,000 tokens),
+        and of the input ``I = W - reserve``, a recent window of ``I / 4``, chunks of
+        ``I / 12`` (200 to 12,000 tokens), memories of ``I / 60`` (40 to 2,400 tokens; a
+        chunk folds about 5:1), a recall budget of ``I / 2`` (1,000 to 100,000 tokens)
+        and pyramid allowances of a quarter of what the recent window leaves each. The
+        chunk and memory caps keep each summariser call a sensible size on huge windows;
+        the floors keep memories worth writing on tiny ones. Solvers that size their own
+        options to the window (``solvers.window_options``: kv-unified) get them.
+
+        Parameters
+        ----------
+        window_tokens : int
+            The model's context window: the ``max_tokens`` each compile will be given.
+        **overrides
+            Any other option (``compression_model``, ``folding_strategy``, ...), or a sized
+            one to replace; the result is checked against the window all the same.
+
+        Returns
+        -------
+        AutobiographicalConfig
+            With ``window_tokens`` and ``reserve_for_response_tokens`` set: compile with
+            ``max_tokens=config.window_tokens,
+            reserve_for_response=config.reserve_for_response_tokens``.
+
+        Raises
+        ------
+        pydantic.ValidationError
+            For a window under 1,024 tokens, or overrides that do not fit the window (the
+            message names the options to lower).
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer
+        >>> from context_manager.strategies.autobiographical import AutobiographicalStrategy
+        >>> config = AutobiographicalConfig.for_window(4000, compression_model="extractive")
+        >>> (config.target_chunk_tokens, config.summary_target_tokens,
+        ...  config.recent_window_tokens, config.reserve_for_response_tokens)
+        (291, 58, 875, 500)
+        >>> cm = ContextManager.open(
+        ...     path=":memory:",
+        ...     strategy=AutobiographicalStrategy(config),
+        ...     summarizer=ExtractiveSummarizer(),
+        ...     counter=CharsCounter(),
+        ... )
+        >>> _ = cm.add_message("User", "Fix the failing test in src/app.py.")
+        >>> result = cm.compile(
+        ...     max_tokens=config.window_tokens,
+        ...     reserve_for_response=config.reserve_for_response_tokens,
+        ... )
+        >>> [m.text for m in result.messages]
+        ['Fix the failing test in src/app.py.']
+        >>> cm.close()
+        >>> AutobiographicalConfig.for_window(1_000_000).target_chunk_tokens
+        12000
+        """
+        if isinstance(window_tokens, bool) or not isinstance(window_tokens, int):
+            raise TypeError(f"window_tokens must be an int, got {window_tokens!r}")
+        if window_tokens < _MIN_WINDOW:
+            raise ValueError(
+                f"window_tokens={window_tokens} is too small to fold into: for_window sizes "
+                f"windows of at least {_MIN_WINDOW} tokens"
+            )
+        w = window_tokens
+        reserve = overrides.get("reserve_for_response_tokens")
+        if reserve is None:
+            reserve = _clamp(w // 8, 256, 16_000)
+        budget = max(1, w - reserve)
+        recent = overrides.get("recent_window_tokens", budget // 4)
+        head = overrides.get("head_window_tokens", 0)
+        middle = max(0, budget - recent - head)
+        sized: dict[str, Any] = {
+            "window_tokens": w,
+            "reserve_for_response_tokens": reserve,
+            "recent_window_tokens": recent,
+            "target_chunk_tokens": _clamp(budget // 12, 200, 12_000),
+            "summary_target_tokens": _clamp(budget // 60, 40, 2_400),
+            "recall_budget_tokens": _clamp(budget // 2, 1_000, 100_000),
+            "l1_budget_tokens": middle // 4,
+            "l2_budget_tokens": middle // 4,
+            "l3_budget_tokens": middle // 4,
+        }
+        if "solver_options" not in overrides:
+            import solvers
+
+            method = overrides.get("folding_strategy", cls.model_fields["folding_strategy"].default)
+            slack = overrides.get(
+                "compression_slack_ratio", cls.model_fields["compression_slack_ratio"].default
+            )
+            if method in solvers.names():  # an unknown one is refused by the strategy
+                options = solvers.window_options(method, budget, 1.0 - slack)
+                if options:
+                    sized["solver_options"] = options
+        return cls(**{**sized, **overrides})
 
     @property
     def solver(self) -> tuple[str, dict[str, Any]]:
@@ -116,3 +404,7 @@ class AutobiographicalConfig(BaseModel):
             return self.folding_strategy, dict(self.solver_options)
         budgets = (self.l1_budget_tokens, self.l2_budget_tokens, self.l3_budget_tokens)
         return "threshold-pyramid", {"level_budgets": budgets}
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(high, value))
