@@ -33,6 +33,7 @@ __all__ = [
     "StopReason",
     "Summarizer",
     "Usage",
+    "needs_tool_definitions",
 ]
 
 StopReason = Literal["end_turn", "max_tokens", "refusal", "tool_use", "error"]
@@ -114,11 +115,39 @@ class Completion(BaseModel):
 
 @runtime_checkable
 class Summarizer(Protocol):
-    """Anything that completes a request."""
+    """Anything that completes a request.
+
+    A summariser may also declare ``needs_tool_definitions`` (a bool class attribute):
+    True when it sends requests to an API that refuses a history holding tool calls
+    without the definitions of those tools (Anthropic's and OpenAI's do), False when
+    it reads the messages itself (:class:`ExtractiveSummarizer`). The strategy holds
+    back memories of chunks with tool calls until
+    :meth:`~context_manager.ContextManager.set_tool_definitions` has been called only
+    for a summariser that needs them; one that does not declare it is taken to need
+    them (see :func:`needs_tool_definitions`). It is not a protocol member, so a
+    summariser without it still is a :class:`Summarizer`.
+    """
 
     def complete(self, request: CompletionRequest) -> Completion:
         """Answer ``request``."""
         ...
+
+
+def needs_tool_definitions(summarizer: object) -> bool:
+    """Whether ``summarizer`` must be sent tool definitions with a history that holds
+    tool calls: its ``needs_tool_definitions`` attribute, True when it has none (the
+    safe answer for a summariser that calls a provider).
+
+    Examples
+    --------
+    >>> needs_tool_definitions(ExtractiveSummarizer())
+    False
+    >>> class MySummarizer:
+    ...     def complete(self, request): ...
+    >>> needs_tool_definitions(MySummarizer())
+    True
+    """
+    return bool(getattr(summarizer, "needs_tool_definitions", True))
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -148,6 +177,9 @@ class ExtractiveSummarizer:
     >>> s.complete(req).text
     'Please fix parse_config in src/app.py line 42.'
     """
+
+    needs_tool_definitions = False
+    """It reads the messages itself: a history with tool calls needs no definitions."""
 
     def __init__(
         self,

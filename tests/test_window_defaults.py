@@ -1,20 +1,31 @@
-"""Options sized for a window, and described fields."""
+"""Options sized for a window, described fields, and the tool-definition gate."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer
+from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer, OverBudgetError
 from context_manager.messages import ToolResultBlock, ToolUseBlock
+from context_manager.providers.anthropic import AnthropicSummarizer
+from context_manager.providers.openai import OpenAISummarizer
 from context_manager.strategies.autobiographical import (
     AutobiographicalConfig,
     AutobiographicalStrategy,
 )
+from context_manager.summarizer import (
+    Completion,
+    CompletionRequest,
+    Summarizer,
+    Usage,
+    needs_tool_definitions,
+)
 
 WINDOWS = [4_000, 8_000, 32_000, 200_000, 1_000_000]
+WRITER_LOG = "context_manager.strategies.autobiographical.writer"
 
 
 def words(n: int, tag: str) -> str:
@@ -81,6 +92,26 @@ def test_a_manager_sized_for_its_window_compiles_at_4000_tokens(window: int) -> 
         assert len(full.messages) == 2
 
 
+def test_a_long_conversation_with_tools_fits_4k_with_for_window() -> None:
+    config = AutobiographicalConfig.for_window(4_000, compression_model="extractive")
+    reserve = config.reserve_for_response_tokens or 0
+    counter = CharsCounter()
+    strategy = AutobiographicalStrategy(config)
+    with open_cm(strategy, ExtractiveSummarizer()) as cm:
+        for i in range(120):
+            cm.add_message("User", words(25, f"u{i}") + ".")
+            tool_cycle(cm, i)
+            try:
+                result = cm.compile(max_tokens=4_000, reserve_for_response=reserve)
+            except OverBudgetError:  # memories not yet written: write them, then compile
+                cm.drain()
+                result = cm.compile(max_tokens=4_000, reserve_for_response=reserve)
+            assert sum(counter.count_message(m) for m in result.messages) <= 4_000 - reserve
+        stored = sum(counter.count_message(m.message) for m in cm.get_messages())
+        assert stored > 2 * 4_000  # the history is far larger than the window
+        assert strategy.summaries
+
+
 def test_for_window_keeps_overrides_and_names_what_does_not_fit() -> None:
     config = AutobiographicalConfig.for_window(
         32_000, recent_window_tokens=5_000, folding_strategy="kv-unified"
@@ -113,3 +144,109 @@ def test_every_config_field_has_a_description_in_the_schema() -> None:
     assert set(properties) == set(AutobiographicalConfig.model_fields)
     missing = [name for name, prop in properties.items() if not prop.get("description", "").strip()]
     assert missing == []
+
+
+# ------------------------------------------------------------------ the tool gate
+class ScriptedSummarizer:
+    """A provider stand-in that answers every request with a fixed memory."""
+
+    def __init__(self) -> None:
+        self.requests: list[CompletionRequest] = []
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        self.requests.append(request)
+        return Completion(
+            text=f"I remember part {len(self.requests)}.",
+            stop_reason="end_turn",
+            usage=Usage(output_tokens=6),
+        )
+
+
+class ProviderLike(ScriptedSummarizer):
+    needs_tool_definitions = True
+
+
+class LocalSummarizer(ScriptedSummarizer):
+    needs_tool_definitions = False
+
+
+def tool_strategy() -> AutobiographicalStrategy:
+    return AutobiographicalStrategy(
+        compression_model="test-model",
+        target_chunk_tokens=100,
+        recent_window_tokens=0,
+        l1_holdback_chunks=0,
+        min_chunk_chars_for_llm=0,
+    )
+
+
+def add_tool_history(cm: ContextManager, cycles: int = 4) -> None:
+    for i in range(cycles):
+        cm.add_message("User", words(15, f"u{i}"))
+        tool_cycle(cm, i)
+    cm.add_message("User", "done")
+
+
+def test_the_summarisers_declare_whether_they_need_tool_definitions() -> None:
+    assert needs_tool_definitions(ExtractiveSummarizer()) is False
+    assert AnthropicSummarizer.needs_tool_definitions is True
+    assert OpenAISummarizer.needs_tool_definitions is True
+    assert needs_tool_definitions(ScriptedSummarizer()) is True  # undeclared: the safe side
+    assert needs_tool_definitions(LocalSummarizer()) is False
+    assert isinstance(ScriptedSummarizer(), Summarizer)  # not a protocol member
+
+
+def test_the_extractive_summariser_folds_tool_calls_without_tool_definitions(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    strategy = tool_strategy()
+    with (
+        caplog.at_level(logging.WARNING, logger=WRITER_LOG),
+        open_cm(strategy, ExtractiveSummarizer()) as cm,
+    ):
+        add_tool_history(cm)
+        assert cm.tick() is True
+        assert strategy.summaries
+        first = next(iter(strategy.summaries.values()))
+        assert not first.stub
+        sources = [cm.get_message(i) for i in strategy.chunks[0].source_ids]
+        assert any(isinstance(b, ToolUseBlock) for m in sources for b in m.content)
+    assert "set_tool_definitions" not in caplog.text
+
+
+def test_a_local_summariser_gets_tool_chunks_without_definitions() -> None:
+    strategy, summarizer = tool_strategy(), LocalSummarizer()
+    with open_cm(strategy, summarizer) as cm:
+        add_tool_history(cm)
+        assert cm.tick() is True and len(summarizer.requests) == 1
+        assert not summarizer.requests[0].tools
+
+
+@pytest.mark.parametrize("summarizer_type", [ProviderLike, ScriptedSummarizer])
+def test_a_summariser_that_needs_tools_holds_and_says_so_once(
+    summarizer_type: type[ScriptedSummarizer], caplog: pytest.LogCaptureFixture
+) -> None:
+    strategy, summarizer = tool_strategy(), summarizer_type()
+    with caplog.at_level(logging.WARNING, logger=WRITER_LOG), open_cm(strategy, summarizer) as cm:
+        add_tool_history(cm)
+        assert [cm.tick() for _ in range(3)] == [False, False, False]
+        add_tool_history(cm)
+        assert cm.tick() is False and summarizer.requests == []
+        told = [r for r in caplog.records if "set_tool_definitions" in r.getMessage()]
+        assert len(told) == 1
+        assert told[0].levelno == logging.WARNING
+        assert summarizer_type.__name__ in told[0].getMessage()
+        assert "ContextManager.set_tool_definitions(tools)" in told[0].getMessage()
+        cm.set_tool_definitions([{"name": "bash", "input_schema": {"type": "object"}}])
+        assert cm.tick() is True and len(summarizer.requests) == 1
+        assert summarizer.requests[0].tools
+
+
+def test_each_strategy_is_told_once(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger=WRITER_LOG):
+        for _ in range(2):
+            with open_cm(tool_strategy(), ProviderLike()) as cm:
+                add_tool_history(cm)
+                assert cm.tick() is False and cm.tick() is False
+    told = [r for r in caplog.records if "set_tool_definitions" in r.getMessage()]
+    assert len(told) == 2

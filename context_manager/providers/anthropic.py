@@ -129,6 +129,7 @@ class AnthropicSummarizer(ProviderSummarizer[anthropic.Anthropic]):
 
     provider = "anthropic"
     env_var = "ANTHROPIC_API_KEY"
+    needs_tool_definitions = True  # the API refuses tool calls in a history without them
 
     def __init__(
         self,

@@ -130,6 +130,7 @@ class OpenAISummarizer(ProviderSummarizer[openai.OpenAI]):
 
     provider = "openai"
     env_var = "OPENAI_API_KEY"
+    needs_tool_definitions = True  # the API refuses tool calls in a history without them
 
     def __init__(
         self,

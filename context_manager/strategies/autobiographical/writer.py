@@ -4,18 +4,22 @@ Work is compressing a closed chunk into an L1 memory (past the
 ``l1_holdback_chunks`` newest, unless a compile asked for it) or merging a run of
 contiguous parentless memories of one level into the next. :func:`tick` does one
 unit of work, the one that frees more context first. Every answer that is not
-memory counts against the chunk's or merge's attempt limit, persisted.
+memory counts against the chunk's or merge's attempt limit, persisted. A chunk with
+tool calls waits for the agent's tool definitions when the summariser declares that it
+needs them (:func:`~context_manager.summarizer.needs_tool_definitions`), and the wait is
+logged once per strategy.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 
-from ...deadline import CallerBusyError, DeadlineError
+from ...deadline import BoundedCaller, CallerBusyError, DeadlineError
 from ...errors import SummarizerNotConfiguredError
 from ...messages import ToolResultBlock, ToolUseBlock
-from ...summarizer import Completion, CompletionRequest
+from ...summarizer import Completion, CompletionRequest, needs_tool_definitions
 from ..base import StoredMessage, StrategyContext
 from .chunking import orphaned, rebuild_chunks
 from .prompts import NO_TOOLS, PLAIN_PROSE, clean, shape, with_suffix
@@ -26,6 +30,10 @@ from .state import State
 __all__ = ["demand", "merge_groups", "pending_work", "queued_chunks", "tick"]
 
 log = logging.getLogger(__name__)
+
+_told_no_tools: weakref.WeakSet[BoundedCaller] = weakref.WeakSet()
+"""The workers of the strategies already told that their tool definitions are missing: a
+strategy keeps its worker across branches (:meth:`State.carry_over`), so each is told once."""
 
 
 # ------------------------------------------------------------------ the queue
@@ -241,7 +249,8 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         records.add_l1(chunk, content, stub=True)
         st.demanded_chunks.discard(chunk.id)
         return True
-    if has_tools and not ctx.tools():
+    if has_tools and not ctx.tools() and needs_tool_definitions(ctx.summarizer):
+        _tell_no_tools(st, ctx, chunk)
         return False  # wait until the agent's tools are known
     steps = ladder(st, ctx, index[chunk.source_ids[0]], index)
     request = l1_request(st, ctx, stored, chunk, steps)
@@ -263,6 +272,24 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     records.add_l1(chunk, completion.text, tokens=completion.usage.output_tokens)
     st.demanded_chunks.discard(chunk.id)
     return True
+
+
+def _tell_no_tools(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> None:
+    """Say once per strategy why chunks with tool calls stay raw, and how to fix it."""
+    if st.caller in _told_no_tools:
+        return
+    _told_no_tools.add(st.caller)
+    name = type(ctx.summarizer).__name__
+    message = (
+        f"memories of chunks with tool calls (the first: {chunk.id}) are held back: the "
+        f"summariser ({name}) needs the agent's tool definitions to send a history with tool "
+        "calls, and none are set. Call ContextManager.set_tool_definitions(tools) with the "
+        "agent's tools, or give a summariser that declares needs_tool_definitions = False "
+        "(ExtractiveSummarizer does)."
+    )
+    # Logged (shown on stderr even without logging set up), not warnings.warn: a held
+    # chunk is a state the host can be in for a while, not a misuse at one call site.
+    log.warning("%s", message)
 
 
 def _ask(
