@@ -1,0 +1,38 @@
+"""Drop-ins for agent frameworks, each behind an optional extra.
+
+- :class:`~context_manager.integrations.langchain.ContextFoldingMiddleware`: a LangChain
+  v1 agent middleware (``create_agent(..., middleware=[...])``) that folds the agent's
+  messages before each model call, one store per thread (extra ``langchain``).
+
+Importing this package loads neither framework: each name imports its module, and so
+its framework, on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .langchain import ContextFoldingMiddleware
+
+__all__ = ["ContextFoldingMiddleware"]
+
+_MODULES = {
+    "ContextFoldingMiddleware": (".langchain", "langchain"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    found = _MODULES.get(name)
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, extra = found
+    try:
+        return getattr(importlib.import_module(module, __name__), name)
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"{name} needs the {extra} extra: pip install 'context-folding[{extra}]' "
+            f"({exc.name} is not installed)",
+            name=exc.name,
+        ) from exc

@@ -1,0 +1,99 @@
+"""What the framework drop-ins share: compiling with a catch-up, and mapping a compiled
+message back onto the framework objects it was made from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from ..errors import OverBudgetError
+from ..manager import CompileResult, ContextManager
+from ..messages import ContentBlock, TextBlock
+
+__all__ = ["compile_folded", "default_manager", "regroup"]
+
+_T = TypeVar("_T")
+
+
+def default_manager() -> ContextManager:
+    """A manager on a fresh in-memory store that folds with the extractive summariser.
+
+    The autobiographical strategy with its default sizes (a 30k-token recent window,
+    3k-token chunks, 2k-token memories), which suit windows of about 64k tokens and up;
+    give the drop-ins a manager of your own for smaller windows or a model summariser.
+    """
+    from ..strategies.autobiographical import AutobiographicalStrategy
+    from ..summarizer import ExtractiveSummarizer
+
+    return ContextManager.open(
+        path=":memory:",
+        strategy=AutobiographicalStrategy(compression_model="extractive"),
+        summarizer=ExtractiveSummarizer(),
+    )
+
+
+def compile_folded(
+    manager: ContextManager, *, max_tokens: int, reserve_for_response: int, ticks: int
+) -> CompileResult:
+    """Tick up to ``ticks`` times, then compile; when the compile refuses, run the
+    pending compression (:meth:`ContextManager.drain`) and compile once more.
+
+    Raises
+    ------
+    OverBudgetError
+        When even the fully compressed history does not fit.
+    """
+    for _ in range(ticks):
+        if not manager.tick():
+            break
+    try:
+        return manager.compile(max_tokens=max_tokens, reserve_for_response=reserve_for_response)
+    except OverBudgetError:
+        if not manager.drain():
+            raise
+        return manager.compile(max_tokens=max_tokens, reserve_for_response=reserve_for_response)
+
+
+def content_of(blocks: Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
+    """Blocks to store: an empty text block stands in for none."""
+    return tuple(blocks) or (TextBlock(text=""),)
+
+
+def regroup(
+    content: Sequence[ContentBlock], originals: Sequence[tuple[_T, Sequence[ContentBlock]]]
+) -> list[_T | ContentBlock]:
+    """A compiled message's content, as the original objects it shows whole and the
+    blocks that come from none of them.
+
+    Parameters
+    ----------
+    content : sequence of ContentBlock
+        The compiled message's blocks.
+    originals : sequence of (object, blocks)
+        The framework objects the stored message was made from, each with the blocks it
+        was converted to.
+
+    Returns
+    -------
+    list
+        In the order of ``content``: an original wherever all of its blocks are sent
+        unchanged (once, at its first block), and every other block as it is (a
+        placeholder result, a capped result, what is left of a repaired message).
+
+    Examples
+    --------
+    >>> a, b = TextBlock(text="a"), TextBlock(text="b")
+    >>> regroup([a, TextBlock(text="c")], [("A", [a]), ("B", [b])])
+    ['A', TextBlock(type='text', text='c')]
+    """
+    whole = [k for k, (_, blocks) in enumerate(originals) if all(b in content for b in blocks)]
+    out: list[_T | ContentBlock] = []
+    emitted: set[int] = set()
+    for block in content:
+        owner = next((k for k in whole if block in originals[k][1]), None)
+        if owner is None:
+            out.append(block)
+        elif owner not in emitted:
+            emitted.add(owner)
+            out.append(originals[owner][0])
+    return out

@@ -1,0 +1,447 @@
+"""A LangChain v1 agent middleware that folds the agent's history before each model call.
+
+:class:`ContextFoldingMiddleware` plugs into ``langchain.agents.create_agent``. Before
+every model call it adds the messages of the agent's state that its store does not
+hold yet to the thread's :class:`~context_manager.ContextManager`, compiles the folded
+context within the budget and sends that to the model instead of the whole history.
+The graph state is left alone: it keeps every message, and so does the store.
+
+Needs the ``langchain`` extra (``pip install 'context-folding[langchain]'``).
+
+Examples
+--------
+A scripted chat model stands in for a real one (any chat model with tools works):
+
+>>> from langchain.agents import create_agent
+>>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+>>> from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer
+>>> from context_manager.strategies.autobiographical import AutobiographicalStrategy
+>>> class Scripted(GenericFakeChatModel):
+...     def bind_tools(self, tools, **kwargs):
+...         return self
+>>> def open_manager(thread_id):
+...     strategy = AutobiographicalStrategy(
+...         compression_model="extractive", target_chunk_tokens=200,
+...         summary_target_tokens=40, recent_window_tokens=300,
+...     )
+...     return ContextManager.open(
+...         path=":memory:", strategy=strategy, counter=CharsCounter(),
+...         summarizer=ExtractiveSummarizer(),
+...     )
+>>> folding = ContextFoldingMiddleware(open_manager, max_tokens=1500, reserve_for_response=300)
+>>> model = Scripted(messages=iter(["noted " * 30] * 20))
+>>> agent = create_agent(model=model, middleware=[folding])
+>>> state = {"messages": []}
+>>> for turn in range(20):
+...     state["messages"].append(("user", f"Turn {turn}: " + "details " * 20))
+...     state = agent.invoke(state, {"configurable": {"thread_id": "t1"}})
+>>> len(state["messages"]), len(folding.manager("t1").get_messages())
+(40, 40)
+>>> folding.last_compile("t1").render_stats["tokens"] <= 1200
+True
+>>> folding.close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from threading import RLock
+from typing import Any, cast
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from ..manager import CompileResult, ContextManager
+from ..messages import (
+    AGENT,
+    SYSTEM,
+    USER,
+    ContentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    text_of,
+)
+from ._common import compile_folded, content_of, default_manager, regroup
+
+__all__ = ["ContextFoldingMiddleware", "from_langchain", "to_langchain"]
+
+IDS = "langchain_ids"
+"""Metadata key of a stored message: the ids of the LangChain messages it holds."""
+
+DEFAULT_THREAD = "default"
+"""The thread of a run that names none (no ``thread_id`` in its config)."""
+
+
+# ------------------------------------------------------------------ conversion
+def _parts(content: str | list[Any]) -> list[ContentBlock]:
+    """Our blocks for a LangChain message's content (text, images, reasoning)."""
+    if isinstance(content, str):
+        return [TextBlock(text=content)] if content else []
+    blocks: list[ContentBlock] = []
+    for part in content:
+        if isinstance(part, str):
+            if part:
+                blocks.append(TextBlock(text=part))
+            continue
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "text" and part.get("text"):
+            blocks.append(TextBlock(text=str(part["text"])))
+        elif kind in ("thinking", "reasoning"):
+            text = part.get("thinking") or part.get("reasoning") or ""
+            signature = part.get("signature")
+            blocks.append(
+                ThinkingBlock(
+                    thinking=str(text), signature=signature if isinstance(signature, str) else None
+                )
+            )
+        elif kind == "image_url":
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, dict) else url
+            blocks.append(ImageBlock(url=str(url)) if url else ImageBlock())
+        elif kind == "image":
+            if part.get("url"):
+                blocks.append(ImageBlock(url=str(part["url"])))
+            else:
+                data = part.get("base64") or part.get("data")
+                media = part.get("mime_type") or part.get("media_type")
+                blocks.append(
+                    ImageBlock(
+                        data=str(data) if data else None, media_type=str(media) if media else None
+                    )
+                )
+    return blocks
+
+
+def _tool_text(content: str | list[Any]) -> str:
+    return content if isinstance(content, str) else text_of(_parts(content))
+
+
+def from_langchain(message: BaseMessage, *, agent: str = AGENT) -> tuple[str, list[ContentBlock]]:
+    """The participant and blocks of one LangChain message.
+
+    An ``AIMessage`` is the agent's (its text, reasoning and ``tool_calls``); a
+    ``ToolMessage`` a result of its call, spoken by the tool (its ``name``, else
+    ``"Tool"``); a ``SystemMessage`` :data:`~context_manager.messages.SYSTEM`'s; any
+    other message the user's.
+
+    Examples
+    --------
+    >>> from langchain_core.messages import AIMessage
+    >>> call = AIMessage(content="", tool_calls=[{"name": "ls", "args": {}, "id": "c1"}])
+    >>> from_langchain(call)
+    ('Claude', [ToolUseBlock(type='tool_use', id='c1', name='ls', input={})])
+    """
+    if isinstance(message, AIMessage):
+        blocks = _parts(message.content)
+        for i, call in enumerate(message.tool_calls):
+            blocks.append(
+                ToolUseBlock(
+                    id=call.get("id") or f"call_{i}", name=call["name"], input=call["args"]
+                )
+            )
+        return agent, blocks
+    if isinstance(message, ToolMessage):
+        result = ToolResultBlock(
+            tool_use_id=message.tool_call_id,
+            content=_tool_text(message.content),
+            is_error=message.status == "error",
+        )
+        return message.name or "Tool", [result]
+    if isinstance(message, SystemMessage):
+        return SYSTEM, _parts(message.content)
+    return USER, _parts(message.content)
+
+
+def to_langchain(message: Message, *, agent: str = AGENT) -> list[BaseMessage]:
+    """LangChain messages for one of ours (a memory, a recall, a repaired message).
+
+    The agent's turns become one ``AIMessage`` with its ``tool_calls``; other
+    participants' tool results become ``ToolMessage`` s and the rest one
+    ``HumanMessage`` (a ``SystemMessage`` for :data:`~context_manager.messages.SYSTEM`).
+    Reasoning is not sent.
+
+    Examples
+    --------
+    >>> from context_manager import Message, ToolResultBlock
+    >>> answer = Message(participant="ls", content=[ToolResultBlock(tool_use_id="c1", content="a")])
+    >>> to_langchain(answer)[0].tool_call_id
+    'c1'
+    """
+    return _runs(message.participant, list(message.content), agent=agent)
+
+
+def _runs(participant: str, blocks: list[ContentBlock], *, agent: str) -> list[BaseMessage]:
+    if not blocks:
+        return []
+    if participant == agent:
+        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
+        calls = [
+            {"name": b.name, "args": dict(b.input), "id": b.id, "type": "tool_call"}
+            for b in blocks
+            if isinstance(b, ToolUseBlock)
+        ]
+        return [AIMessage(content=text, tool_calls=calls)]
+    out: list[BaseMessage] = []
+    name = None if participant in (USER, SYSTEM) else participant
+    for b in blocks:
+        if isinstance(b, ToolResultBlock):
+            body = b.content if isinstance(b.content, str) else text_of(b.content)
+            status = "error" if b.is_error else "success"
+            out.append(
+                ToolMessage(content=body, tool_call_id=b.tool_use_id, name=name, status=status)
+            )
+    rest = [b for b in blocks if not isinstance(b, ToolResultBlock)]
+    if rest:
+        kind = SystemMessage if participant == SYSTEM else HumanMessage
+        out.append(kind(content=text_of(rest)))
+    return out
+
+
+# ------------------------------------------------------------------ the middleware
+@dataclass
+class _Thread:
+    manager: ContextManager
+    known: set[str] = field(default_factory=set)
+    last: CompileResult | None = None
+
+
+class ContextFoldingMiddleware(AgentMiddleware):
+    """Folds a LangChain agent's messages through a :class:`~context_manager.ContextManager`
+    before each model call, one store per thread.
+
+    At each model call the middleware adds the state's messages that the thread's store
+    does not hold yet (by message id, so none twice; the results of one turn's parallel
+    tool calls as one message), records the agent's system prompt and tools (so the
+    budget prices them), runs up to ``ticks_per_call`` units of compression, compiles
+    within ``max_tokens - reserve_for_response`` and calls the model with the compiled
+    messages. A message shown as it is goes to the model as the state's own object; a
+    memory, a recall or a repaired pair goes as a new ``HumanMessage`` / ``AIMessage``
+    / ``ToolMessage``. Tool calls and their results are always sent together. The
+    graph state is not changed: it keeps every message. The model's reply is stored
+    as soon as it comes (so the store holds the whole run when the run ends).
+
+    Put it first in ``middleware=[...]`` so that it sees the state's messages as they
+    are; middleware after it sees the folded ones.
+
+    Parameters
+    ----------
+    open_manager : callable, optional
+        ``thread_id -> ContextManager``, called once per thread (for example
+        ``ContextManager.open(path=f"stores/{thread_id}.sqlite", ...)`` to keep each
+        thread's history across runs). By default each thread gets an in-memory store
+        folded by the autobiographical strategy with the extractive summariser, sized
+        for windows of 64k tokens and up.
+    max_tokens : int
+        The model's window, the whole request included.
+    reserve_for_response : int
+        The part of ``max_tokens`` kept for the answer.
+    ticks_per_call : int
+        Units of compression work run before each compile (a compile that would not fit
+        runs all the pending work first, then tries once more).
+    agent : str
+        The participant the agent's turns are stored as.
+
+    Raises
+    ------
+    OverBudgetError
+        From a model call whose history does not fit even folded as far as it goes.
+
+    Notes
+    -----
+    The store mirrors what the state adds; messages the state later replaces or
+    removes stay in the store as they were.
+    """
+
+    def __init__(
+        self,
+        open_manager: Callable[[str], ContextManager] | None = None,
+        *,
+        max_tokens: int = 100_000,
+        reserve_for_response: int = 4_000,
+        ticks_per_call: int = 1,
+        agent: str = AGENT,
+    ) -> None:
+        super().__init__()
+        self._open = open_manager or (lambda _thread: default_manager())
+        self.max_tokens = max_tokens
+        self.reserve_for_response = reserve_for_response
+        self.ticks_per_call = ticks_per_call
+        self.agent = agent
+        self._threads: dict[str, _Thread] = {}
+        self._lock = RLock()
+
+    # -------------------------------------------------------------- public
+    @property
+    def threads(self) -> list[str]:
+        """The threads that have a manager, in the order they were opened."""
+        return list(self._threads)
+
+    def manager(self, thread_id: str = DEFAULT_THREAD) -> ContextManager:
+        """The manager of a thread (opened on first use)."""
+        return self._thread(thread_id).manager
+
+    def last_compile(self, thread_id: str = DEFAULT_THREAD) -> CompileResult | None:
+        """The compile behind the thread's latest model call (None before any)."""
+        found = self._threads.get(thread_id)
+        return None if found is None else found.last
+
+    def close(self) -> None:
+        """Close every thread's manager (a later call opens a thread anew)."""
+        with self._lock:
+            threads, self._threads = list(self._threads.values()), {}
+        for thread in threads:
+            thread.manager.close()
+
+    def fold(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """The request with its messages replaced by the thread's folded context."""
+        thread_id = _thread_id(request.runtime)
+        with self._lock:
+            thread = self._thread(thread_id)
+            messages = list(request.messages)
+            self._add_new(thread, messages)
+            cm = thread.manager
+            if request.system_message is not None:
+                cm.set_system_prompt(request.system_message.text)
+            cm.set_tool_definitions(_tool_definitions(request.tools))
+            result = compile_folded(
+                cm,
+                max_tokens=self.max_tokens,
+                reserve_for_response=self.reserve_for_response,
+                ticks=self.ticks_per_call,
+            )
+            thread.last = result
+            folded = self._to_request_messages(result.messages, messages)
+        return request.override(messages=cast("list[AnyMessage]", folded))
+
+    # ------------------------------------------------------- AgentMiddleware
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any]:
+        """Call the model with the folded context."""
+        return handler(self.fold(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        """Call the model with the folded context (async agents)."""
+        return await handler(self.fold(request))
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Store the model's reply (so the store holds the whole run when it ends)."""
+        self._record(state, runtime)
+        return None
+
+    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Store the model's reply (async agents)."""
+        self._record(state, runtime)
+        return None
+
+    # -------------------------------------------------------------- internals
+    def _record(self, state: Any, runtime: Any) -> None:
+        with self._lock:
+            self._add_new(self._thread(_thread_id(runtime)), list(state["messages"]))
+
+    def _thread(self, thread_id: str) -> _Thread:
+        with self._lock:
+            found = self._threads.get(thread_id)
+            if found is None:
+                cm = self._open(thread_id)
+                known = {i for s in cm.get_messages() for i in s.message.metadata.get(IDS, ())}
+                found = self._threads[thread_id] = _Thread(cm, known)
+            return found
+
+    def _add_new(self, thread: _Thread, messages: Sequence[BaseMessage]) -> None:
+        """Store the messages the thread does not hold, parallel tool results as one."""
+        group: list[tuple[str, BaseMessage]] = []
+
+        def flush() -> None:
+            if not group:
+                return
+            participant, blocks = from_langchain(group[0][1], agent=self.agent)
+            for _, later in group[1:]:
+                blocks.extend(from_langchain(later, agent=self.agent)[1])
+            ids = [key for key, _ in group]
+            thread.manager.add_message(participant, content_of(blocks), metadata={IDS: ids})
+            thread.known.update(ids)
+            group.clear()
+
+        for position, message in enumerate(messages):
+            key = message.id or f"position:{position}"
+            if key in thread.known:
+                flush()
+                continue
+            joins = isinstance(message, ToolMessage) and bool(group)
+            if joins and not isinstance(group[-1][1], ToolMessage):
+                joins = False
+            if not joins:
+                flush()
+            group.append((key, message))
+        flush()
+
+    def _to_request_messages(
+        self, compiled: Iterable[Message], state: Sequence[BaseMessage]
+    ) -> list[BaseMessage]:
+        by_id = {m.id or f"position:{i}": m for i, m in enumerate(state)}
+        out: list[BaseMessage] = []
+        for message in compiled:
+            originals = [
+                (by_id[key], from_langchain(by_id[key], agent=self.agent)[1])
+                for key in message.metadata.get(IDS, ())
+                if key in by_id
+            ]
+            pending: list[ContentBlock] = []
+            for part in regroup(message.content, originals):
+                if isinstance(part, BaseMessage):
+                    out.extend(_runs(message.participant, pending, agent=self.agent))
+                    pending = []
+                    out.append(part)
+                else:
+                    pending.append(part)
+            if pending:
+                out.extend(_runs(message.participant, pending, agent=self.agent))
+        return out
+
+
+def _thread_id(runtime: Any) -> str:
+    """The run's thread: the runtime's, else the config's ``thread_id``."""
+    info = getattr(runtime, "execution_info", None)
+    thread_id = getattr(info, "thread_id", None)
+    if thread_id is None:
+        from langgraph.config import get_config
+
+        try:
+            thread_id = get_config().get("configurable", {}).get("thread_id")
+        except RuntimeError:  # called outside a graph run
+            thread_id = None
+    return DEFAULT_THREAD if thread_id is None else str(thread_id)
+
+
+def _tool_definitions(tools: Sequence[Any]) -> list[dict[str, Any]]:
+    """The request's tools as Chat Completions definitions (provider tools as given)."""
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if isinstance(tool, dict):
+            if isinstance(tool.get("name"), str) or isinstance(tool.get("function"), dict):
+                out.append(dict(tool))
+            continue
+        out.append(convert_to_openai_tool(tool))
+    return out
