@@ -8,7 +8,9 @@ Core formats (no optional package):
   conversation a line (the fine-tuning layout);
 * :func:`load_anthropic`: an Anthropic Messages API conversation (JSON list,
   or an object with ``messages`` and an optional ``system``);
-* :func:`load_swe_agent`: a SWE-agent ``.traj`` trajectory.
+* :func:`load_swe_agent`: a SWE-agent ``.traj`` trajectory;
+* :func:`detect_format` tells these apart by content, :func:`load_transcript_file`
+  reads a file in the format given or detected.
 
 Data packages (optional, imported lazily):
 
@@ -50,10 +52,12 @@ from .messages import (
 
 __all__ = [
     "BFCL_MULTI_TURN_CATEGORIES",
+    "TRANSCRIPT_FORMATS",
     "Probe",
     "Transcript",
     "TranscriptError",
     "call_points",
+    "detect_format",
     "load_anthropic",
     "load_bfcl_memory",
     "load_bfcl_multi_turn",
@@ -61,6 +65,7 @@ __all__ = [
     "load_openai",
     "load_openai_conversations",
     "load_swe_agent",
+    "load_transcript_file",
 ]
 
 
@@ -194,6 +199,32 @@ def _message_list(data: Any, path: str | Path, what: str) -> list[Mapping[str, A
     return messages
 
 
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+"""Content block types of the Anthropic Messages API that OpenAI chat messages never hold."""
+_OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
+"""Message roles of OpenAI chat that the Anthropic Messages API has no place for."""
+
+
+def _anthropic_block(message: Mapping[str, Any]) -> str | None:
+    """The type of the first Anthropic-only content block of ``message``, if any."""
+    content = message.get("content")
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") in _ANTHROPIC_BLOCKS:
+                return str(block["type"])
+    return None
+
+
+def _openai_mark(message: Mapping[str, Any]) -> str | None:
+    """What marks ``message`` as OpenAI chat (a role or a tool-call field), if anything."""
+    if message.get("role") in _OPENAI_ROLES:
+        return f"role {message['role']!r}"
+    for key in ("tool_calls", "tool_call_id"):
+        if key in message:
+            return f"a {key!r} field"
+    return None
+
+
 def load_openai(path: str | Path, *, agent: str = "Claude", user: str = "User") -> list[Message]:
     """Read an OpenAI chat-completions conversation.
 
@@ -215,7 +246,9 @@ def load_openai(path: str | Path, *, agent: str = "Claude", user: str = "User") 
     ------
     TranscriptError
         Missing or unreadable file, invalid JSON, or messages that do not
-        follow the format (the message index and field are named).
+        follow the format (the message index and field are named). A message
+        holding an Anthropic content block (``tool_use``, ``tool_result``,
+        ``thinking``) is refused rather than read without it.
     """
     data: Any = _read_jsonl(path) if Path(path).suffix == ".jsonl" else _read_json(path)
     if (
@@ -227,6 +260,14 @@ def load_openai(path: str | Path, *, agent: str = "Claude", user: str = "User") 
             f"{path}: holds {len(data)} conversations, one a line; use load_openai_conversations"
         )
     messages = _message_list(data, path, "OpenAI chat messages")
+    for i, message in enumerate(messages):
+        kind = _anthropic_block(message)
+        if kind is not None:
+            raise TranscriptError(
+                f"{path}: message {i} holds a {kind!r} block, which OpenAI chat messages "
+                "do not have; this looks like Anthropic JSON (load_anthropic, or "
+                "ctxfold replay --format anthropic)"
+            )
     return _convert(path, lambda: from_openai(messages, agent=agent, user=user), "OpenAI chat")
 
 
@@ -271,7 +312,7 @@ def load_anthropic(path: str | Path, *, agent: str = "Claude", user: str = "User
     path : str or Path
         JSON: a list of messages, or a request-like object with ``messages``
         and an optional ``system`` (a string or a list of text blocks), which
-        becomes a leading ``System`` message.
+        becomes a leading ``System`` message. ``.jsonl``: one message a line.
     agent, user : str
         Participants of assistant and user messages.
 
@@ -286,7 +327,7 @@ def load_anthropic(path: str | Path, *, agent: str = "Claude", user: str = "User
         Missing or unreadable file, invalid JSON, or messages that do not
         follow the format.
     """
-    data = _read_json(path)
+    data: Any = _read_jsonl(path) if Path(path).suffix == ".jsonl" else _read_json(path)
     messages = _message_list(data, path, "Anthropic messages")
     out = _convert(path, lambda: from_anthropic(messages, agent=agent, user=user), "Anthropic")
     system = data.get("system") if isinstance(data, dict) else None
@@ -344,6 +385,124 @@ def load_swe_agent(path: str | Path, *, agent: str = "Claude") -> list[Message]:
             note = f"[the output above, for call {ids[0]}, answers this call too]"
             chat.append({"role": "tool", "content": note, "tool_call_id": other})
     return _convert(path, partial(from_openai, chat, agent=agent), "a SWE-agent trajectory")
+
+
+TRANSCRIPT_FORMATS = ("swe-agent", "anthropic", "openai")
+"""The file formats :func:`load_transcript_file` reads (and :func:`detect_format` names)."""
+
+
+def _detect(data: Any, path: str | Path) -> tuple[str, str] | None:
+    """The format of parsed ``data`` and what shows it; None when nothing does."""
+    if isinstance(data, dict) and isinstance(data.get("history"), list) and "messages" not in data:
+        return "swe-agent", "a top-level 'history' list"
+    messages = data.get("messages") if isinstance(data, dict) else data
+    if not isinstance(messages, list):
+        return None
+    anthropic: str | None = None
+    if isinstance(data, dict) and "system" in data:
+        anthropic = "a top-level 'system' key"
+    openai: str | None = None
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        kind = _anthropic_block(message)
+        if anthropic is None and kind is not None:
+            anthropic = f"a {kind!r} content block in message {i}"
+        mark = _openai_mark(message)
+        if openai is None and mark is not None:
+            openai = f"{mark} in message {i}"
+    if anthropic is not None and openai is not None:
+        raise TranscriptError(
+            f"{path}: mixes Anthropic JSON ({anthropic}) and OpenAI chat ({openai}); "
+            "name the format"
+        )
+    if anthropic is not None:
+        return "anthropic", anthropic
+    return "openai", openai or "messages with plain text content"
+
+
+def detect_format(path: str | Path) -> tuple[str, str]:
+    """Tell a transcript's format by its content, the file extension only as a fallback.
+
+    A top-level ``history`` list is a SWE-agent trajectory; a top-level
+    ``system`` key, or a message whose content holds ``tool_use``,
+    ``tool_result`` or ``thinking`` blocks, is Anthropic JSON; anything else
+    (``tool_calls``, ``tool`` or ``system`` roles, plain text) is OpenAI chat.
+
+    Parameters
+    ----------
+    path : str or Path
+        A JSON file, or JSONL with one message a line.
+
+    Returns
+    -------
+    tuple of (str, str)
+        The format (one of :data:`TRANSCRIPT_FORMATS`) and what in the file
+        shows it.
+
+    Raises
+    ------
+    TranscriptError
+        When the file cannot be read or parsed, or mixes the marks of two formats.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = Path(folder, "chat.json")
+    ...     _ = path.write_text(json.dumps({"system": "Be brief.", "messages": []}))
+    ...     detect_format(path)
+    ('anthropic', "a top-level 'system' key")
+    """
+    p = Path(path)
+    rows: Any = _read_jsonl(p) if p.suffix == ".jsonl" else _read_json(p)
+    found = _detect(rows, p)
+    if found is not None:
+        return found
+    if p.suffix == ".traj":
+        return "swe-agent", "the .traj extension"
+    raise TranscriptError(
+        f"{p}: not a transcript: expected a JSON list of messages, an object with a "
+        "'messages' list, or a SWE-agent trajectory with a 'history' list"
+    )
+
+
+def load_transcript_file(
+    path: str | Path, fmt: str = "auto", *, agent: str = "Claude"
+) -> tuple[str, list[Message]]:
+    """Read one conversation from a file in the format given, or detected by content.
+
+    Parameters
+    ----------
+    path : str or Path
+        The transcript.
+    fmt : {"auto", "swe-agent", "anthropic", "openai"}
+        ``auto`` asks :func:`detect_format`.
+    agent : str
+        The participant given to the assistant's turns.
+
+    Returns
+    -------
+    tuple of (str, list of Message)
+        The format read and the conversation.
+
+    Raises
+    ------
+    TranscriptError
+        For an unknown format, or a file that cannot be read in it.
+    """
+    if fmt == "auto":
+        fmt, _ = detect_format(path)
+    readers: dict[str, Callable[..., list[Message]]] = {
+        "swe-agent": load_swe_agent,
+        "anthropic": load_anthropic,
+        "openai": load_openai,
+    }
+    if fmt not in readers:
+        raise TranscriptError(
+            f"unknown transcript format {fmt!r}; choose auto, {', '.join(TRANSCRIPT_FORMATS)}"
+        )
+    return fmt, readers[fmt](path, agent=agent)
 
 
 # ------------------------------------------------------------------ bfcl-eval
