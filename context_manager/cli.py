@@ -4,27 +4,83 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from enum import StrEnum
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
+from typer.core import TyperCommand
 
-from folding import FoldingError, FoldProblem, cheapest_frontier, finest_frontier, render
+from folding import (
+    Conflict,
+    FoldingError,
+    FoldProblem,
+    Status,
+    cheapest_frontier,
+    finest_frontier,
+    render,
+)
 
 from .messages import MessageFormatError
 from .strategies.autobiographical import SummaryEntry, read_records
 
+USAGE_ERROR = 2
+"""Exit status of a bad option or argument, or an input file that cannot be read."""
+RUNTIME_ERROR = 1
+"""Exit status of a failure while doing the work."""
+NO_PLAN = 3
+"""Exit status of ``solve`` when no plan fits the wall (``over_budget`` or ``infeasible``)."""
+
+EXIT_STATUS = (
+    "Exit status: 0 done; 1 a failure while working; 2 a usage error (a bad option or "
+    "argument, or an input file that cannot be read); 3 `solve` found no plan within "
+    "the wall (over_budget or infeasible)."
+)
+
+
+class _Command(TyperCommand):
+    """A command whose help shows no type for flags (``--json``, ``--help``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """The help option, shown without a type."""
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class _Group(typer.core.TyperGroup):
+    """The command group, its own ``--help`` shown without a type."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """The help option, shown without a type."""
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     help="Fold long agent histories into hierarchical summaries under a token budget.",
+    epilog=EXIT_STATUS,
 )
 console = Console(width=None if sys.stdout.isatty() else 160)
 errors = Console(stderr=True, soft_wrap=True)
@@ -37,25 +93,83 @@ def main() -> None:
     app()
 
 
+def _fail(message: str, code: int = USAGE_ERROR) -> NoReturn:
+    """Print ``message`` as an error on stderr and leave with ``code``."""
+    errors.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    raise typer.Exit(code)
+
+
 def _example_problem() -> FoldProblem:
     text = resources.files("folding").joinpath("data/example-problem.json").read_text("utf-8")
     return FoldProblem.model_validate_json(text)
+
+
+def _location(loc: Sequence[int | str], data: Any) -> str:
+    """``('leaves', 3, 'tokens')`` as ``leaves[3] (id 'm3').tokens``."""
+    out = ""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+            if isinstance(node, dict) and isinstance(node.get("id"), str):
+                out += f" (id {node['id']!r})"
+        else:
+            out += f".{part}" if out else str(part)
+            node = node.get(part) if isinstance(node, dict) else None
+    return out
+
+
+def validation_summary(exc: ValidationError, data: Any = None, limit: int = 3) -> str:
+    """One line per problem of a pydantic error: where it is and what is wrong.
+
+    Parameters
+    ----------
+    exc : ValidationError
+        The error.
+    data : Any, optional
+        The parsed input, to name the id of a list entry at fault.
+    limit : int
+        At most this many problems; a last line says how many more there are.
+
+    Returns
+    -------
+    str
+        Lines such as ``leaves[0] (id 'a').zone: Input should be 'head', 'middle'
+        or 'tail'``, without pydantic's input dumps and links.
+    """
+    problems = exc.errors(include_url=False)
+    lines = []
+    for error in problems[:limit]:
+        where = _location(error["loc"], data)
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "missing":
+            message = "required field missing"
+        elif error["type"] == "extra_forbidden":
+            message = "unknown field"
+        lines.append(f"{where}: {message}" if where else message)
+    if len(problems) > limit:
+        lines.append(f"... and {len(problems) - limit} more")
+    return "\n".join(f"  {line}" for line in lines)
 
 
 def _load_problem(path: Path) -> FoldProblem:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        errors.print(f"[red]error:[/red] cannot read {path}: {exc.strerror or exc}")
-        raise typer.Exit(2) from None
+        _fail(f"cannot read {path}: {exc.strerror or exc}")
+    except UnicodeDecodeError as exc:
+        _fail(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        _fail(f"{path} is not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}")
     try:
         return FoldProblem.model_validate_json(text)
     except ValidationError as exc:
-        errors.print(f"[red]error:[/red] {path} is not a valid fold problem:\n{exc}")
-        raise typer.Exit(2) from None
+        _fail(f"{path} is not a valid fold problem:\n{validation_summary(exc, data)}")
     except FoldingError as exc:
-        errors.print(f"[red]error:[/red] {path}: {exc}")
-        raise typer.Exit(2) from None
+        _fail(f"{path}: {exc}")
 
 
 def _hierarchy_tree(problem: FoldProblem, max_children: int = 6) -> Tree:
@@ -125,7 +239,7 @@ def _describe(problem: FoldProblem) -> None:
     console.print(table)
 
 
-@app.command()
+@app.command(cls=_Command)
 def example() -> None:
     """Show the bundled example problem: its hierarchy, extreme frontiers and every solver."""
     problem = _example_problem()
@@ -168,13 +282,13 @@ def _compare_solvers(problem: FoldProblem) -> None:
     console.print(table)
 
 
-@app.command()
+@app.command(cls=_Command)
 def show(path: Annotated[Path, typer.Argument(help="A fold problem JSON file.")]) -> None:
     """Describe a saved fold problem: hierarchy, budget, conflicts and extreme frontiers."""
     _describe(_load_problem(path))
 
 
-@app.command()
+@app.command(cls=_Command)
 def schema() -> None:
     """Print the JSON Schema of a fold problem."""
     from folding import fold_problem_schema
@@ -187,8 +301,7 @@ def _parse_options(options: list[str]) -> dict[str, object]:
     for item in options:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            errors.print(f"[red]error:[/red] option {item!r} is not KEY=VALUE")
-            raise typer.Exit(2)
+            _fail(f"option {item!r} is not KEY=VALUE")
         try:
             parsed[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -196,7 +309,14 @@ def _parse_options(options: list[str]) -> dict[str, object]:
     return parsed
 
 
-@app.command()
+def _positive_seconds(value: float | None) -> float | None:
+    """``--time-limit``: a positive, finite number of seconds."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"must be a positive number of seconds, got {value}")
+    return value
+
+
+@app.command(cls=_Command, epilog=EXIT_STATUS)
 def solve(
     path: Annotated[Path, typer.Argument(help="A fold problem JSON file.")],
     method: Annotated[str, typer.Option(help="Solver name (see `ctxfold solvers`).")] = (
@@ -204,38 +324,78 @@ def solve(
     ),
     option: Annotated[
         list[str] | None,
-        typer.Option("--option", "-o", help="Solver option KEY=VALUE (JSON values)."),
+        typer.Option(
+            "--option",
+            "-o",
+            help="Solver option KEY=VALUE (JSON values; repeatable), e.g. policy=reference.",
+        ),
     ] = None,
-    time_limit: Annotated[float | None, typer.Option(help="Seconds.")] = None,
+    time_limit: Annotated[
+        float | None,
+        typer.Option(
+            callback=_positive_seconds,
+            help="Seconds the solver may search (solvers that search; positive).",
+            show_default="the solver's own",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the SolveResult JSON.")] = False,
 ) -> None:
-    """Solve a saved problem and print the plan and its layout."""
+    """Solve a saved problem and print the plan and its layout.
+
+    Exits 3 when no plan fits the wall (over_budget or infeasible): then the
+    layout shown is the floor, the cheapest plan, which does not fit.
+    """
     import solvers
 
     problem = _load_problem(path)
     try:
         solver = solvers.configure(method, _parse_options(option or []))
     except solvers.SolverConfigError as exc:
-        errors.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    result = solver.solve(problem, time_limit=time_limit)
+        _fail(str(exc))
+    try:
+        result = solver.solve(problem, time_limit=time_limit)
+    except solvers.SolverConfigError as exc:
+        _fail(str(exc))
+    except FoldingError as exc:
+        _fail(f"solver {method!r} failed on {path}: {exc}", RUNTIME_ERROR)
+    fits = result.status in Status.with_plan()
     if json_out:
         typer.echo(result.model_dump_json(indent=2))
+        if not fits:
+            _no_plan(result, problem)
         return
     console.print(
-        f"[bold]{result.solver}[/bold]: {result.status.value}, {result.tokens} tokens "
-        f"(wall {problem.budget.total:,}, target {problem.budget.target:,}), "
-        f"KV re-read {result.kv_cost}, {result.stats.get('solve_ms', 0):.1f} ms"
+        f"[bold]{result.solver}[/bold]: {result.status.value}, "
+        + ("no plan" if result.tokens is None else f"{result.tokens:,} tokens")
+        + f" (wall {problem.budget.total:,}, target {problem.budget.target:,}), "
+        + ("" if result.kv_cost is None else f"KV re-read {result.kv_cost:,}, ")
+        + f"{result.stats.get('solve_ms', 0):.1f} ms",
+        highlight=False,
     )
-    typed = ("decision", "floor_tokens", "objective", "bound", "conflicts", "message")
+    typed = ("decision", "floor_tokens", "objective", "bound", "message")
     for key, value in [(k, getattr(result, k)) for k in typed] + list(result.diagnostics.items()):
         if value is not None:
             console.print(f"  {key}: {value}")
+    for conflict in result.conflicts or []:
+        try:
+            described: object = Conflict(
+                leaf=conflict["leaf"],
+                available=tuple(conflict["available"]),
+                constraints=tuple(conflict["constraints"]),
+            )
+        except (KeyError, TypeError):
+            described = conflict
+        console.print(f"  conflict: {described}", highlight=False)
     for request in result.produce:
         console.print(f"  produce L{request.level} over {request.first}..{request.last}")
-    if result.frontier or result.tokens is not None:
+    if result.status is not Status.INFEASIBLE and (result.frontier or result.tokens is not None):
         layout = render(problem, result.frontier)
-        table = Table(title="layout")
+        if not fits:
+            console.print(
+                f"[yellow]floor[/yellow]: the cheapest plan, {layout.total:,} tokens, over the "
+                f"wall of {problem.budget.total:,}; it does not fit and is shown only as the floor"
+            )
+        table = Table(title="layout" if fits else "floor layout (over the wall)")
         for col in ("offset", "unit", "tokens"):
             table.add_column(col, justify="right" if col != "unit" else "left")
         for unit in layout.units[:40]:
@@ -243,9 +403,24 @@ def solve(
         if len(layout) > 40:
             table.add_row("...", f"{len(layout) - 40} more units", "")
         console.print(table)
+    if not fits:
+        _no_plan(result, problem)
 
 
-@app.command(name="solvers")
+def _no_plan(result: Any, problem: FoldProblem) -> NoReturn:
+    """Say on stderr that no plan fits the wall, and leave with :data:`NO_PLAN`."""
+    if result.status is Status.INFEASIBLE:
+        why = result.message or "the constraints contradict each other"
+        _fail(f"infeasible: no plan satisfies the constraints ({why})", NO_PLAN)
+    floor = result.floor_tokens if result.floor_tokens is not None else result.tokens
+    _fail(
+        f"over_budget: no plan fits the wall of {problem.budget.total:,} tokens; the floor "
+        f"(the cheapest plan) is {floor:,}" + (f"; {result.message}" if result.message else ""),
+        NO_PLAN,
+    )
+
+
+@app.command(name="solvers", cls=_Command)
 def list_solvers() -> None:
     """List the registered solvers."""
     import solvers
@@ -256,10 +431,16 @@ def list_solvers() -> None:
         console.print(f"[bold]{name}[/bold]: {doc}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def sweep(
     method: Annotated[
-        list[str] | None, typer.Option("--method", "-m", help="Solvers (default: all).")
+        list[str] | None,
+        typer.Option(
+            "--method",
+            "-m",
+            help="Solver (repeatable; see `ctxfold solvers`).",
+            show_default="every solver but the small-problem oracles",
+        ),
     ] = None,
 ) -> None:
     """Replay the standard budget sweep (64k, 100k, 180k, 300k, 100k) for each solver.
@@ -272,6 +453,12 @@ def sweep(
 
     import solvers
 
+    unknown = [m for m in method or [] if m not in solvers.names()]
+    if unknown:
+        _fail(
+            f"unknown solver{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+            f"registered solvers: {', '.join(solvers.names())}"
+        )
     methods = method or [m for m in solvers.names() if not solvers.capabilities(m).oracle]
     walls = Table(title="budget sweep (220 messages): tokens and utilisation after each wall")
     walls.add_column("solver", no_wrap=True)
@@ -289,7 +476,11 @@ def sweep(
                 progress.update(task, completed=done, total=total)
 
             options = dict(solvers.capabilities(name).example_options) or None
-            out = solvers.sweep(method=name, options=options, progress=advance)
+            try:
+                out = solvers.sweep(method=name, options=options, progress=advance)
+            except solvers.SolverConfigError as exc:
+                progress.stop()
+                _fail(str(exc))
             s = out["summary"]
             walls.add_row(
                 name,
@@ -359,8 +550,7 @@ def _run_benchmark(
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        errors.print(f"[red]error:[/red] cannot create {out}: {exc.strerror or exc}")
-        raise typer.Exit(2) from None
+        _fail(f"cannot create {out}: {exc.strerror or exc}")
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("replaying", total=None)
 
@@ -372,8 +562,7 @@ def _run_benchmark(
                 transcripts, policies, budgets, workers=workers, progress=advance
             )
         except (KeyError, ValueError, ModuleNotFoundError) as exc:
-            errors.print(f"[red]error:[/red] {exc.args[0] if exc.args else exc}")
-            raise typer.Exit(2) from None
+            _fail(f"{exc.args[0] if exc.args else exc}")
     console.print(_summary_table(report, "every policy at every budget (lower billed is cheaper)"))
     for v in report.verdicts():
         colour = {True: "green", False: "yellow", None: "dim"}[v.meets_bar]
@@ -401,27 +590,46 @@ def _workers(workers: int | None) -> int:
     return workers if workers is not None else max(1, min(4, os.cpu_count() or 1))
 
 
-BudgetOption = Annotated[
-    list[int] | None, typer.Option("--budget", "-b", help="Input token budget (repeatable).")
-]
+BENCH_BUDGETS = (8_000, 32_000, 128_000)
+
+
+def _budget_option(default: Sequence[int]) -> Any:
+    return typer.Option(
+        "--budget",
+        "-b",
+        min=1,
+        help="Input token budget (repeatable).",
+        show_default=", ".join(f"{b:,}" for b in default),
+    )
+
+
+BudgetOption = Annotated[list[int] | None, _budget_option(DEMO_BUDGETS)]
+BenchBudgetOption = Annotated[list[int] | None, _budget_option(BENCH_BUDGETS)]
 PolicyOption = Annotated[
     list[str] | None,
-    typer.Option("--policy", "-p", help="Policy name (repeatable; see `ctxfold policies`)."),
+    typer.Option(
+        "--policy",
+        "-p",
+        help="Policy name (repeatable; see `ctxfold policies`).",
+        show_default="every installed policy but the slow ours:exact",
+    ),
 ]
 OutOption = Annotated[Path, typer.Option(help="Folder for the report, records and plot.")]
 WorkersOption = Annotated[
-    int | None, typer.Option(help="Worker processes (default: the CPU count, at most 4).")
+    int | None,
+    typer.Option(min=1, help="Worker processes.", show_default="the CPU count, at most 4"),
 ]
 
 
-@app.command()
+@app.command(cls=_Command)
 def demo(
     budget: BudgetOption = None,
     policy: PolicyOption = None,
     out: OutOption = Path("out/demo"),
     workers: WorkersOption = None,
     data: Annotated[
-        Path | None, typer.Option(help="Folder of SWE-agent .traj files (default: bundled).")
+        Path | None,
+        typer.Option(help="Folder of SWE-agent .traj files.", show_default="the bundled runs"),
     ] = None,
 ) -> None:
     """Replay the bundled real transcripts through every policy at three budgets.
@@ -435,8 +643,7 @@ def demo(
     try:
         transcripts = benchmark.default_transcripts(data)
     except (FileNotFoundError, MessageFormatError) as exc:
-        errors.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        _fail(f"{exc}")
     console.rule("[bold]ctxfold demo: context policies on real agent transcripts")
     console.print(
         ", ".join(f"{t.name} ({len(t.messages)} messages)" for t in transcripts)
@@ -452,61 +659,101 @@ def demo(
     )
 
 
-@app.command()
+@app.command(cls=_Command)
 def policies() -> None:
     """List the policy names the benchmark accepts."""
     from . import benchmark
 
-    available = set(benchmark.policy_names())
+    default = set(benchmark.policy_names(peers=True))
+    core = set(benchmark.policy_names(peers=False, exact=True))
     for name in benchmark.policy_names(peers=True, exact=True):
-        note = "" if name in available else "  [dim](needs the bench extra)[/dim]"
-        console.print(f"{name}{note}")
+        note = ""
+        if name not in default:
+            note = "slow: proves optimality with CP-SAT; runs only when named with -p"
+        elif name not in core:
+            missing = _missing_package(name)
+            if missing is not None:
+                note = f"needs the bench extra ({missing}): pip install 'context-folding[bench]'"
+        console.print(f"{name}  [dim]({note})[/dim]" if note else name, highlight=False)
+
+
+def _missing_package(policy: str) -> str | None:
+    """Why ``policy`` cannot be built here (a missing package), or None when it can."""
+    from . import benchmark
+    from .tokens import CharsCounter
+
+    try:
+        benchmark.make_policy(policy, counter=CharsCounter())
+    except ImportError as exc:
+        return f"{exc.name} is missing" if exc.name else str(exc)
+    return None
+
+
+class TranscriptFormat(StrEnum):
+    """The formats ``ctxfold replay --format`` accepts."""
+
+    auto = "auto"
+    anthropic = "anthropic"
+    openai = "openai"
+    swe_agent = "swe-agent"
+
+
+def _without_path(message: str, path: Path) -> str:
+    return message.removeprefix(f"{path}: ")
 
 
 def _load_transcript(path: Path, fmt: str) -> Any:
     from . import loaders
     from .benchmark import _transcript
+    from .messages import ToolResultBlock, ToolUseBlock
 
     if not path.is_file():
-        errors.print(f"[red]error:[/red] {path} is not a file")
-        raise typer.Exit(2)
+        _fail(f"{path} is not a file")
+    how = "given with --format"
     if fmt == "auto":
-        fmt = "swe-agent" if path.suffix == ".traj" else "openai"
-    readers = {
-        "swe-agent": loaders.load_swe_agent,
-        "openai": loaders.load_openai,
-        "anthropic": loaders.load_anthropic,
-    }
-    if fmt not in readers:
-        errors.print(f"[red]error:[/red] --format must be auto, {', '.join(readers)}; got {fmt!r}")
-        raise typer.Exit(2)
+        try:
+            fmt, why = loaders.detect_format(path)
+        except loaders.TranscriptError as exc:
+            _fail(f"cannot read {path}: {_without_path(str(exc), path)}")
+        how = f"detected: {why}"
     try:
-        messages = readers[fmt](path)
-    except (ValueError, KeyError, OSError, SyntaxError) as exc:  # MessageFormatError included
-        errors.print(f"[red]error:[/red] cannot read {path} as {fmt}: {exc}")
-        raise typer.Exit(2) from None
-    transcript = _transcript(path.stem, messages, {"source": str(path)})
+        _, messages = loaders.load_transcript_file(path, fmt)
+    except (ValueError, KeyError, OSError, TypeError) as exc:  # TranscriptError included
+        _fail(f"cannot read {path} as {fmt}: {_without_path(str(exc), path)}")
+    transcript = _transcript(path.stem, messages, {"source": str(path), "format": fmt})
+    blocks = [b for m in messages for b in m.content]
+    uses = sum(isinstance(b, ToolUseBlock) for b in blocks)
+    results = sum(isinstance(b, ToolResultBlock) for b in blocks)
+    console.print(
+        f"{path}: {fmt} ({how}); {len(messages):,} messages, {uses:,} tool calls, "
+        f"{results:,} tool results, {len(transcript.call_points):,} calls to the agent",
+        highlight=False,
+    )
     if not transcript.call_points:
-        errors.print(f"[red]error:[/red] {path} has no point where the agent is called")
-        raise typer.Exit(2)
+        _fail(f"{path} has no point where the agent is called")
     return transcript
 
 
-@app.command()
+@app.command(cls=_Command)
 def replay(
     path: Annotated[Path, typer.Argument(help="A transcript: .traj, OpenAI or Anthropic JSON.")],
     budget: BudgetOption = None,
     policy: PolicyOption = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="auto, swe-agent, openai or anthropic.")
-    ] = "auto",
+        TranscriptFormat,
+        typer.Option(
+            "--format",
+            help="The transcript's format; auto tells it by content (a top-level 'system' "
+            "key or tool_use / tool_result blocks: Anthropic; a 'history' list: SWE-agent).",
+        ),
+    ] = TranscriptFormat.auto,
     out: OutOption = Path("out/replay"),
     workers: WorkersOption = None,
 ) -> None:
     """Replay one transcript through the chosen policies and budgets."""
     from . import benchmark
 
-    transcript = _load_transcript(path, fmt)
+    transcript = _load_transcript(path, fmt.value)
     _run_benchmark(
         [transcript],
         policy or benchmark.policy_names(),
@@ -516,15 +763,18 @@ def replay(
     )
 
 
-@app.command()
+@app.command(cls=_Command)
 def bench(
-    budget: BudgetOption = None,
+    budget: BenchBudgetOption = None,
     policy: PolicyOption = None,
     out: OutOption = Path("out/bench"),
     workers: WorkersOption = None,
     scale: Annotated[
         list[int] | None,
-        typer.Option(help="Synthetic conversation sizes in messages (repeatable)."),
+        typer.Option(
+            help="Synthetic conversation sizes in messages (repeatable).",
+            show_default="1000, 5000",
+        ),
     ] = None,
 ) -> None:
     """The full comparison: bundled transcripts, long synthetic conversations, and the
@@ -536,8 +786,7 @@ def bench(
         transcripts = benchmark.default_transcripts()
         transcripts += [benchmark.synthetic_transcript(n, seed=n) for n in (scale or [1000, 5000])]
     except (FileNotFoundError, ValueError) as exc:  # MessageFormatError included
-        errors.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        _fail(f"{exc}")
     optional: list[tuple[str, Callable[[], list[Any]]]] = [
         ("BFCL memory", loaders.load_bfcl_memory),
         ("BFCL multi-turn", lambda: loaders.load_bfcl_multi_turn("long_context", limit=5)),
@@ -551,16 +800,91 @@ def bench(
     _run_benchmark(
         transcripts,
         policy or benchmark.policy_names(),
-        budget or [8_000, 32_000, 128_000],
+        budget or list(BENCH_BUDGETS),
         _workers(workers),
         out,
     )
 
 
-@app.command()
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def block_preview(block: Any, width: int = 60) -> str:
+    """A one-line preview of a stored content block.
+
+    Parameters
+    ----------
+    block : dict
+        A content block as the store keeps it (``type`` and its fields).
+    width : int
+        At most this many characters of the block's own text.
+
+    Returns
+    -------
+    str
+        The text of a text block; ``tool_use name({...})`` for a call;
+        ``tool_result(<id>): <first chars>`` for a result (``error`` after the id
+        when it failed); ``thinking: ...``; ``[image]``.
+
+    Examples
+    --------
+    >>> block_preview({"type": "tool_use", "id": "c1", "name": "ls", "input": {"p": "."}})
+    'tool_use ls({"p": "."})'
+    >>> block_preview({"type": "tool_result", "tool_use_id": "c1", "content": "a.py\\nb.py"})
+    'tool_result(c1): a.py b.py'
+    """
+    if not isinstance(block, dict):
+        return _shorten(str(block), width)
+    kind = block.get("type")
+    if kind == "text":
+        return _shorten(str(block.get("text", "")), width)
+    if kind == "tool_use":
+        arguments = json.dumps(block.get("input") or {}, ensure_ascii=False, default=str)
+        return f"tool_use {block.get('name', '?')}({_shorten(arguments, width)})"
+    if kind == "tool_result":
+        content = block.get("content", "")
+        if isinstance(content, list):
+            content = " ".join(
+                str(part.get("text", "[image]")) if isinstance(part, dict) else str(part)
+                for part in content
+            )
+        call = str(block.get("tool_use_id", "?")) + (", error" if block.get("is_error") else "")
+        return f"tool_result({call}): {_shorten(str(content), width)}"
+    if kind == "thinking":
+        return f"thinking: {_shorten(str(block.get('thinking', '')), width)}"
+    if kind == "image":
+        return "[image]"
+    return f"[{kind}]"
+
+
+def message_preview(content: Sequence[Any], width: int = 90) -> str:
+    """A one-line preview of a stored message's content blocks, joined by `` | ``.
+
+    Parameters
+    ----------
+    content : sequence of dict
+        The message's content blocks as the store keeps them.
+    width : int
+        At most this many characters in all.
+
+    Returns
+    -------
+    str
+        See :func:`block_preview`; ``(empty)`` for a message without visible content.
+    """
+    each = max(24, width // max(1, len(content)))
+    parts = [p for p in (block_preview(b, each) for b in content) if p]
+    return _shorten(" | ".join(parts), width) if parts else "(empty)"
+
+
+@app.command(cls=_Command)
 def inspect(
     store: Annotated[Path, typer.Argument(help="A context manager store (SQLite file).")],
-    namespace: Annotated[str, typer.Option(help="The strategy namespace.")] = "default",
+    namespace: Annotated[
+        str, typer.Option(help="The strategy namespace (the part of a slot before '/').")
+    ] = "default",
     last: Annotated[int, typer.Option(min=1, help="How many of the newest messages to list.")] = 10,
 ) -> None:
     """Describe a store: messages, branches, the memory tree, resolutions and pins."""
@@ -569,25 +893,36 @@ def inspect(
     from .store import Store, StoreError
 
     if not store.is_file():
-        errors.print(f"[red]error:[/red] {store} is not a file")
-        raise typer.Exit(2)
+        _fail(f"{store} is not a file")
     # look before opening: opening a store writes to it. The read-only probe needs a URI;
     # as_uri() percent-encodes the path, so '#', '?' and '%' in a name stay part of it
     probe_uri = store.resolve().as_uri() + "?mode=ro"
     try:
         with contextlib.closing(sqlite3.connect(probe_uri, uri=True)) as probe:
             tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master")}
+            slots = (
+                [r[0] for r in probe.execute("SELECT DISTINCT slot FROM records")]
+                if "records" in tables
+                else []
+            )
     except sqlite3.DatabaseError as exc:
-        errors.print(f"[red]error:[/red] {store} is not a SQLite database: {exc}")
-        raise typer.Exit(2) from None
+        _fail(f"{store} is not a SQLite database: {exc}")
     if not {"records", "branches", "meta"} <= tables:
-        errors.print(f"[red]error:[/red] {store} is a SQLite database but not a store")
-        raise typer.Exit(2)
+        _fail(f"{store} is a SQLite database but not a store")
+    namespaces = sorted({slot.rsplit("/", 1)[0] for slot in slots if "/" in slot})
+    if namespace not in namespaces and (namespaces or namespace != "default"):
+        _fail(
+            f"{store} has no namespace {namespace!r}; "
+            + (
+                f"its namespaces: {', '.join(namespaces)}"
+                if namespaces
+                else "no strategy has written to it yet"
+            )
+        )
     try:
         db = Store.open(store)
     except (StoreError, OSError) as exc:
-        errors.print(f"[red]error:[/red] cannot open {store}: {exc}")
-        raise typer.Exit(2) from None
+        _fail(f"cannot open {store}: {exc}")
     with db:
         messages = db.items("messages")
         console.print(
@@ -596,8 +931,12 @@ def inspect(
         )
         for item in messages[-last:]:
             body = item.body
-            text = " ".join(b.get("text", f"[{b.get('type')}]") for b in body.get("content", []))
-            console.print(f"  {item.id:>6} {body.get('participant', '?'):<12} {text[:90]!r}")
+            text = message_preview(body.get("content", []))
+            console.print(
+                f"  {item.id:>6} {body.get('participant', '?'):<12} {text}",
+                markup=False,
+                highlight=False,
+            )
         records = read_records(db, lambda name: f"{namespace}/{name}")
         summaries = list(records.summaries.values())
         chunks = records.chunks
