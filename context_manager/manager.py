@@ -392,6 +392,10 @@ class CompileResult:
         return [t for t in texts if t.strip()]
 
 
+MAX_CATCH_UP_TICKS = 10_000
+"""Most ticks one ``compile(catch_up=True)`` runs."""
+
+
 def _check_params(params: dict[str, Any], method: str, built: set[str]) -> None:
     clash = sorted(built & set(params))
     if clash:
@@ -1180,6 +1184,7 @@ class ContextManager:
         injections: Iterable[Injection] = (),
         overhead: Overhead | None = None,
         dry_run: bool = False,
+        catch_up: bool | float = False,
     ) -> CompileResult:
         """Compile the context of the next model call.
 
@@ -1198,17 +1203,64 @@ class ContextManager:
             :meth:`set_tool_definitions`; ``Overhead()`` prices none.
         dry_run : bool
             Compute without committing anything (no persisted frontier, no queued work).
+        catch_up : bool or float
+            Before refusing, run the compression a fit needs: tick and compile again
+            until the context fits, no work is left, or (a number) that many seconds of
+            the manager's clock have passed. The ticks write memories as :meth:`tick`
+            does. Without it, the loop is the caller's: catch :class:`OverBudgetError`,
+            :meth:`drain` (or tick), compile again.
 
         Raises
         ------
         OverBudgetError
             When even the most folded context exceeds the budget (never on a dry run),
             or when the overhead and injections alone do (stage ``request overhead``).
+            After a catch-up, ``diagnostics["catch_up"]`` says how many ticks ran and
+            why it stopped.
         ConstraintConflictError
             When pins, locks, holds and zones leave some message no level to be shown at.
         ConfigError
             For a non-positive input budget.
         """
+        if isinstance(catch_up, bool):
+            limit = math.inf if catch_up else None
+        elif isinstance(catch_up, int | float) and math.isfinite(catch_up) and catch_up > 0:
+            limit = float(catch_up)
+        else:
+            raise ConfigError(
+                f"catch_up must be True, False or a positive number of seconds, got {catch_up!r}"
+            )
+        wanted = tuple(injections)
+        if limit is None or dry_run:
+            return self._compile(max_tokens, reserve_for_response, wanted, overhead, dry_run)
+        start = self._clock()
+        ticks = 0
+        while True:
+            try:
+                return self._compile(max_tokens, reserve_for_response, wanted, overhead, dry_run)
+            except OverBudgetError as exc:
+                if exc.stage == "request overhead":
+                    raise  # no compression shortens the overhead
+                why = None
+                if self._clock() - start >= limit:
+                    why = f"the {catch_up} s catch-up time is up"
+                elif ticks >= MAX_CATCH_UP_TICKS:
+                    why = f"{ticks} ticks ran"
+                elif not self.tick():
+                    why = "no compression work is left"
+                if why is not None:
+                    exc.diagnostics["catch_up"] = {"ticks": ticks, "stopped": why}
+                    raise
+                ticks += 1
+
+    def _compile(
+        self,
+        max_tokens: int,
+        reserve_for_response: int,
+        injections: Sequence[Injection],
+        overhead: Overhead | None,
+        dry_run: bool,
+    ) -> CompileResult:
         self._check_open()
         if max_tokens - reserve_for_response <= 0:
             raise ConfigError(
@@ -1367,6 +1419,13 @@ class ContextManager:
     def is_ready(self) -> bool:
         """True when the strategy has no queued work."""
         return self._strategy.is_ready(self._ctx)
+
+    @_operation()
+    def pending_work(self) -> list[str]:
+        """The compression work queued, one line per unit, in the order :meth:`tick`
+        takes it (``compress <chunk>``, ``merge <memory>+<memory>...``); empty when
+        ready or for a strategy that never compresses."""
+        return list(self._strategy.pending_work(self._ctx))
 
     @_operation()
     def set_tool_definitions(self, tools: Sequence[dict[str, Any]] | None) -> None:

@@ -1,0 +1,99 @@
+"""Catch up instead of failing: ``compile(catch_up=...)`` and ``pending_work()``."""
+
+from __future__ import annotations
+
+import pytest
+
+from context_manager import (
+    CharsCounter,
+    ConfigError,
+    ContextManager,
+    ExtractiveSummarizer,
+    OverBudgetError,
+)
+from context_manager.strategies.autobiographical import AutobiographicalStrategy
+
+
+class Clock:
+    """A clock the test moves: each reading advances it by ``step`` seconds."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 0.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def _manager(clock: Clock | None = None) -> ContextManager:
+    strategy = AutobiographicalStrategy(
+        compression_model="extractive",
+        target_chunk_tokens=200,
+        summary_target_tokens=40,
+        recent_window_tokens=300,
+        folding_strategy="kv-stable",
+    )
+    return ContextManager.open(
+        path=":memory:",
+        strategy=strategy,
+        counter=CharsCounter(),
+        summarizer=ExtractiveSummarizer(),
+        **({"clock": clock} if clock is not None else {}),
+    )
+
+
+def _backlog(cm: ContextManager, n: int = 80) -> None:
+    """Messages added without a tick: compression falls behind."""
+    for i in range(n):
+        cm.add_message("User" if i % 2 else "Claude", f"Turn {i}: " + "details " * 20)
+
+
+def test_a_compile_that_needs_compression_catches_up() -> None:
+    with _manager() as cm:
+        _backlog(cm)
+        with pytest.raises(OverBudgetError):
+            cm.compile(max_tokens=1_500, reserve_for_response=300)
+        assert cm.pending_work()  # the refused compile asked for memories
+        request = cm.compile(max_tokens=1_500, reserve_for_response=300, catch_up=True)
+        assert request.render_stats["tokens"] <= 1_200
+        assert request.render_stats["summaries"]  # memories written on the way
+
+
+def test_catch_up_stops_when_no_work_is_left_and_says_so() -> None:
+    with _manager() as cm:
+        _backlog(cm)
+        with pytest.raises(OverBudgetError) as info:
+            cm.compile(max_tokens=320, reserve_for_response=100, catch_up=True)
+        caught = info.value.diagnostics["catch_up"]
+        assert caught["stopped"] == "no compression work is left"
+        assert caught["ticks"] > 0
+        assert cm.pending_work() == []
+
+
+def test_catch_up_keeps_to_its_time() -> None:
+    clock = Clock(step=1.0)  # every reading of the clock is a second later
+    with _manager(clock) as cm:
+        _backlog(cm)
+        with pytest.raises(OverBudgetError) as info:
+            cm.compile(max_tokens=1_500, reserve_for_response=300, catch_up=2.5)
+        caught = info.value.diagnostics["catch_up"]
+        assert caught["stopped"] == "the 2.5 s catch-up time is up"
+        assert cm.pending_work()  # it stopped with work left
+
+
+@pytest.mark.parametrize("bad", [-1, 0, float("nan"), float("inf"), "yes"])
+def test_catch_up_must_be_a_flag_or_seconds(bad: object) -> None:
+    with _manager() as cm, pytest.raises(ConfigError, match="catch_up"):
+        cm.compile(max_tokens=1_500, catch_up=bad)  # type: ignore[arg-type]
+
+
+def test_pending_work_names_what_tick_does_next() -> None:
+    with _manager() as cm:
+        _backlog(cm)
+        with pytest.raises(OverBudgetError):
+            cm.compile(max_tokens=1_500, reserve_for_response=300)
+        work = cm.pending_work()
+        assert work[0].startswith("compress ")
+        cm.drain()
+        assert cm.pending_work() == [] and cm.is_ready()
