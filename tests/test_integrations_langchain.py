@@ -20,7 +20,13 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer, ToolUseBlock
+from context_manager import (
+    CharsCounter,
+    ContextManager,
+    ExtractiveSummarizer,
+    Message,
+    ToolUseBlock,
+)
 from context_manager.integrations.langchain import (
     IDS,
     ContextFoldingMiddleware,
@@ -262,8 +268,6 @@ def test_conversions() -> None:
     failed = ToolMessage(content="no such file", tool_call_id="c1", name="ls", status="error")
     participant, blocks = from_langchain(failed)
     assert participant == "ls" and blocks[0].is_error  # type: ignore[union-attr]
-
-    from context_manager import Message
 
     back = to_langchain(Message(participant="Claude", content=tuple(from_langchain(call)[1])))
     assert isinstance(back[0], AIMessage) and back[0].tool_calls == call.tool_calls

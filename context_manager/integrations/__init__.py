@@ -3,6 +3,9 @@
 - :class:`~context_manager.integrations.langchain.ContextFoldingMiddleware`: a LangChain
   v1 agent middleware (``create_agent(..., middleware=[...])``) that folds the agent's
   messages before each model call, one store per thread (extra ``langchain``).
+- :class:`~context_manager.integrations.openai_agents.FoldingSession`: an OpenAI Agents
+  SDK ``Session`` backed by the store whose items are the folded context (extra
+  ``openai-agents``).
 
 Importing this package loads neither framework: each name imports its module, and so
 its framework, on first use.
@@ -15,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .langchain import ContextFoldingMiddleware
+    from .openai_agents import FoldingSession
 
-__all__ = ["ContextFoldingMiddleware"]
+__all__ = ["ContextFoldingMiddleware", "FoldingSession"]
 
 _MODULES = {
     "ContextFoldingMiddleware": (".langchain", "langchain"),
+    "FoldingSession": (".openai_agents", "openai-agents"),
 }
 
 
