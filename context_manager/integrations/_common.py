@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from ..errors import OverBudgetError
 from ..manager import CompileResult, ContextManager
 from ..messages import ContentBlock, TextBlock
 
@@ -35,8 +34,8 @@ def default_manager() -> ContextManager:
 def compile_folded(
     manager: ContextManager, *, max_tokens: int, reserve_for_response: int, ticks: int
 ) -> CompileResult:
-    """Tick up to ``ticks`` times, then compile; when the compile refuses, run the
-    pending compression (:meth:`ContextManager.drain`) and compile once more.
+    """Tick up to ``ticks`` times, then compile, catching up on the pending compression
+    a fit needs before refusing (``compile(catch_up=True)``).
 
     Raises
     ------
@@ -46,12 +45,9 @@ def compile_folded(
     for _ in range(ticks):
         if not manager.tick():
             break
-    try:
-        return manager.compile(max_tokens=max_tokens, reserve_for_response=reserve_for_response)
-    except OverBudgetError:
-        if not manager.drain():
-            raise
-        return manager.compile(max_tokens=max_tokens, reserve_for_response=reserve_for_response)
+    return manager.compile(
+        max_tokens=max_tokens, reserve_for_response=reserve_for_response, catch_up=True
+    )
 
 
 def content_of(blocks: Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:

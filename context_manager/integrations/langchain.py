@@ -252,7 +252,7 @@ class ContextFoldingMiddleware(AgentMiddleware):
         The part of ``max_tokens`` kept for the answer.
     ticks_per_call : int
         Units of compression work run before each compile (a compile that would not fit
-        runs all the pending work first, then tries once more).
+        first runs the pending work it needs: ``compile(catch_up=True)``).
     agent : str
         The participant the agent's turns are stored as.
 

@@ -257,8 +257,8 @@ class FoldingSession:
     reserve_for_response : int
         Kept out of ``max_tokens`` for the answer.
     ticks_per_call : int
-        Units of compression work before each compile (a compile that would not fit
-        runs all the pending work first, then tries once more).
+        Units of compression work run before each compile (a compile that would not fit
+        first runs the pending work it needs: ``compile(catch_up=True)``).
     agent : str
         The participant the agent's turns are stored as.
     session_settings : agents.memory.SessionSettings, optional
