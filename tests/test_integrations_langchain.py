@@ -105,15 +105,21 @@ def run_thread(
 
 def pairing_problems(messages: Sequence[BaseMessage]) -> list[str]:
     """Calls not answered right after them, results answering no call before them."""
+
+    def calls(m: BaseMessage) -> set[Any]:
+        if not isinstance(m, AIMessage):
+            return set()
+        return {c["id"] for c in [*m.tool_calls, *m.invalid_tool_calls]}
+
     problems = []
     for i, m in enumerate(messages):
-        if isinstance(m, AIMessage) and m.tool_calls:
+        if calls(m):
             answered = set()
             for later in messages[i + 1 :]:
                 if not isinstance(later, ToolMessage):
                     break
                 answered.add(later.tool_call_id)
-            missing = {c["id"] for c in m.tool_calls} - answered
+            missing = calls(m) - answered
             if missing:
                 problems.append(f"{i}: {sorted(missing)} not answered")
         if isinstance(m, ToolMessage):
@@ -121,9 +127,7 @@ def pairing_problems(messages: Sequence[BaseMessage]) -> list[str]:
             while j >= 0 and isinstance(messages[j], ToolMessage):
                 j -= 1
             asked = messages[j] if j >= 0 else None
-            if not isinstance(asked, AIMessage) or m.tool_call_id not in {
-                c["id"] for c in asked.tool_calls
-            }:
+            if asked is None or m.tool_call_id not in calls(asked):
                 problems.append(f"{i}: result {m.tool_call_id} answers no call before it")
     return problems
 
@@ -284,3 +288,31 @@ def test_importing_the_package_loads_no_framework() -> None:
         "('langchain', 'langchain_core', 'langgraph', 'agents')], sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_malformed_call_and_its_error_result_are_stored_once_and_sent_together(
+    folding: ContextFoldingMiddleware,
+) -> None:
+    bad = {"name": "lookup", "args": '{"key": ', "id": "bad1", "error": None}
+    replies = iter(
+        [
+            AIMessage(content="trying", invalid_tool_calls=[bad]),  # type: ignore[list-item]
+            AIMessage(content="first answer"),
+            AIMessage(content="second answer"),
+        ]
+    )
+    model = ScriptedChat(messages=replies, received=[])
+    agent = create_agent(
+        model=model, tools=[lookup], middleware=[folding], checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    for question in ("look it up", "again"):
+        state = agent.invoke({"messages": [HumanMessage(content=question)]}, config)
+    stored = [s.message for s in folding.manager("t").get_messages()]
+    results = [i for m in stored for i in m.tool_result_ids]
+    assert results.count("bad1") == sum(
+        isinstance(m, ToolMessage) and m.tool_call_id == "bad1" for m in state["messages"]
+    )
+    assert results.count("bad1") == 1
+    for given in model.received:
+        assert not pairing_problems(given)

@@ -154,6 +154,11 @@ def from_langchain(message: BaseMessage, *, agent: str = AGENT) -> tuple[str, li
                     id=call.get("id") or f"call_{i}", name=call["name"], input=call["args"]
                 )
             )
+        for bad in message.invalid_tool_calls:  # answered by the agent's error result
+            if bad.get("id"):
+                arguments = {"arguments": bad.get("args") or ""}
+                name = bad.get("name") or "unknown"
+                blocks.append(ToolUseBlock(id=str(bad["id"]), name=name, input=arguments))
         return agent, blocks
     if isinstance(message, ToolMessage):
         result = ToolResultBlock(
@@ -217,6 +222,9 @@ def _runs(participant: str, blocks: list[ContentBlock], *, agent: str) -> list[B
 class _Thread:
     manager: ContextManager
     known: set[str] = field(default_factory=set)
+    """The ids of the state's messages the store holds."""
+    answered: set[str] = field(default_factory=set)
+    """The tool calls the store holds a result for."""
     last: CompileResult | None = None
 
 
@@ -365,8 +373,10 @@ class ContextFoldingMiddleware(AgentMiddleware):
             found = self._threads.get(thread_id)
             if found is None:
                 cm = self._open(thread_id)
-                known = {i for s in cm.get_messages() for i in s.message.metadata.get(IDS, ())}
-                found = self._threads[thread_id] = _Thread(cm, known)
+                stored = [s.message for s in cm.get_messages()]
+                known = {i for m in stored for i in m.metadata.get(IDS, ())}
+                answered = {i for m in stored for i in m.tool_result_ids}
+                found = self._threads[thread_id] = _Thread(cm, known, answered)
             return found
 
     def _add_new(self, thread: _Thread, messages: Sequence[BaseMessage]) -> None:
@@ -382,10 +392,13 @@ class ContextFoldingMiddleware(AgentMiddleware):
             ids = [key for key, _ in group]
             thread.manager.add_message(participant, content_of(blocks), metadata={IDS: ids})
             thread.known.update(ids)
+            thread.answered.update(b.tool_use_id for b in blocks if isinstance(b, ToolResultBlock))
             group.clear()
 
         for position, message in enumerate(messages):
             key = message.id or f"position:{position}"
+            if isinstance(message, ToolMessage) and message.tool_call_id in thread.answered:
+                thread.known.add(key)  # a result stored before, under another id
             if key in thread.known:
                 flush()
                 continue
