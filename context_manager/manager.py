@@ -392,6 +392,10 @@ class CompileResult:
         return [t for t in texts if t.strip()]
 
 
+DEFAULT_WINDOW = 100_000
+"""The ``max_tokens`` of a compile when neither the caller nor the strategy sets one."""
+DEFAULT_RESERVE = 4_000
+"""The most a compile keeps for the answer by default (a quarter of a smaller window)."""
 MAX_CATCH_UP_TICKS = 10_000
 """Most ticks one ``compile(catch_up=True)`` runs."""
 
@@ -1179,8 +1183,8 @@ class ContextManager:
     def compile(
         self,
         *,
-        max_tokens: int = 100_000,
-        reserve_for_response: int = 4_000,
+        max_tokens: int | None = None,
+        reserve_for_response: int | None = None,
         injections: Iterable[Injection] = (),
         overhead: Overhead | None = None,
         dry_run: bool = False,
@@ -1194,8 +1198,11 @@ class ContextManager:
 
         Parameters
         ----------
-        max_tokens, reserve_for_response : int
+        max_tokens, reserve_for_response : int, optional
             The window and the part kept for the answer; the input may use the difference.
+            By default the window and reserve the strategy's config was sized for
+            (``AutobiographicalConfig.for_window``), else a window of 100,000 tokens and a
+            reserve of a quarter of the window, at most 4,000.
         injections : iterable of Injection
         overhead : Overhead, optional
             What the request carries besides its messages. By default the system prompt
@@ -1229,6 +1236,14 @@ class ContextManager:
         else:
             raise ConfigError(
                 f"catch_up must be True, False or a positive number of seconds, got {catch_up!r}"
+            )
+        config = getattr(self._strategy, "config", None)
+        if max_tokens is None:
+            max_tokens = getattr(config, "window_tokens", None) or DEFAULT_WINDOW
+        if reserve_for_response is None:
+            sized = getattr(config, "reserve_for_response_tokens", None)
+            reserve_for_response = (
+                sized if sized is not None else min(DEFAULT_RESERVE, max_tokens // 4)
             )
         wanted = tuple(injections)
         if limit is None or dry_run:

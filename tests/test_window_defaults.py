@@ -250,3 +250,37 @@ def test_each_strategy_is_told_once(caplog: pytest.LogCaptureFixture) -> None:
                 assert cm.tick() is False and cm.tick() is False
     told = [r for r in caplog.records if "set_tool_definitions" in r.getMessage()]
     assert len(told) == 2
+
+
+# ------------------------------------------------------------- compile defaults
+def test_a_small_window_compiles_with_the_default_reserve() -> None:
+    strategy = AutobiographicalStrategy(compression_model="extractive")
+    with open_cm(strategy, ExtractiveSummarizer()) as cm:
+        cm.add_message("User", words(50, "hi"))
+        request = cm.compile(max_tokens=4_000)  # the reserve is a quarter: 1,000
+        assert request.render_stats["tokens"] <= 3_000
+
+
+def test_a_sized_strategy_gives_the_compile_its_window_and_reserve() -> None:
+    config = AutobiographicalConfig.for_window(8_000, compression_model="extractive")
+    assert config.reserve_for_response_tokens is not None
+    with open_cm(AutobiographicalStrategy(config), ExtractiveSummarizer()) as cm:
+        cm.add_message("User", words(4_000, "big"))  # about 20k tokens: never fits
+        with pytest.raises(OverBudgetError) as info:
+            cm.compile()
+        assert info.value.budget == 8_000 - config.reserve_for_response_tokens
+        suggestion = info.value.diagnostics["suggestion"]
+        assert "compile(catch_up=True)" in suggestion  # the message is not in a memory yet
+        assert "AutobiographicalConfig.for_window(8000)" in suggestion
+
+
+def test_a_refusal_names_the_window_option_that_holds_too_much() -> None:
+    strategy = AutobiographicalStrategy(compression_model="extractive")  # a 30k recent window
+    with open_cm(strategy, ExtractiveSummarizer()) as cm:
+        for i in range(40):
+            cm.add_message("User" if i % 2 else "Claude", words(60, f"t{i}"))
+        with pytest.raises(OverBudgetError) as info:
+            cm.compile(max_tokens=4_000)
+        suggestion = info.value.diagnostics["suggestion"]
+        assert "lower recent_window_tokens (30000" in suggestion
+        assert "AutobiographicalConfig.for_window(4000)" in suggestion

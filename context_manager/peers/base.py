@@ -31,7 +31,7 @@ from ..messages import (
     part_markers,
 )
 from ..pairing import tool_pair_problems
-from ..summarizer import Completion, CompletionRequest, Summarizer
+from ..summarizer import Completion, CompletionRequest, Summarizer, needs_tool_definitions
 from ..tokens import TiktokenCounter, TokenCounter
 
 __all__ = [
@@ -180,6 +180,11 @@ class MeteredSummarizer:
         self.output_tokens = 0
         self.billed = 0.0
         self._cache = CacheSimulator(min_cacheable_tokens=MIN_CACHEABLE_TOKENS)
+
+    @property
+    def needs_tool_definitions(self) -> bool:
+        """As the wrapped summariser declares (:func:`.needs_tool_definitions`)."""
+        return needs_tool_definitions(self.summarizer)
 
     def complete(self, request: CompletionRequest) -> Completion:
         """Answer ``request`` and add its cost to the meter."""

@@ -85,6 +85,8 @@ def select(
             plan.error.diagnostics["capped_results"] = capped
         else:
             plan.stats["capped_results"] = capped
+    if isinstance(plan.error, OverBudgetError) and not plan.error.diagnostics.get("conflicts"):
+        plan.error.diagnostics["suggestion"] = _suggestion(st, plan.error, budget.max_tokens)
     if not dry_run:
         demand(st, ctx, plan.produce, stored)
     if plan.error is not None:
@@ -124,6 +126,28 @@ def select(
         marks = _cache_breakpoints(st, entries, {s.id for s in stored[: snap.head_end]})
     history = plan.layout.total - budget.fixed_tokens
     return Selection(entries, stats, marks, tokens=history)
+
+
+def _suggestion(st: State, error: OverBudgetError, window: int) -> str:
+    """What to change when even the most folded context does not fit, by option name."""
+    d = error.diagnostics
+    cfg = st.config
+    parts = []
+    if d.get("tail_tokens", 0) or d.get("head_tokens", 0):
+        parts.append(
+            f"lower recent_window_tokens ({cfg.recent_window_tokens}, "
+            f"{d.get('tail_tokens', 0)} tokens shown raw now) or head_window_tokens "
+            f"({cfg.head_window_tokens}, {d.get('head_tokens', 0)} now)"
+        )
+    if d.get("raw_pins"):
+        parts.append("unpin the raw pins listed in raw_pins")
+    if d.get("middle_tokens", 0):
+        parts.append("let compression catch up (compile(catch_up=True), or drain())")
+    parts.append(
+        "raise the budget, or size the strategy for this window with "
+        f"AutobiographicalConfig.for_window({window})"
+    )
+    return "; ".join(parts)
 
 
 MAX_CAP_ROUNDS = 4
