@@ -316,3 +316,14 @@ def test_a_malformed_call_and_its_error_result_are_stored_once_and_sent_together
     assert results.count("bad1") == 1
     for given in model.received:
         assert not pairing_problems(given)
+
+
+def test_the_default_store_is_sized_for_the_window() -> None:
+    folding = ContextFoldingMiddleware(max_tokens=2048)
+    assert folding.reserve_for_response == 256
+    state, received = run_thread(folding, "t", 12)
+    request = folding.last_compile("t")
+    assert request is not None and request.render_stats["tokens"] <= 2048 - 256
+    assert len(received[-1]) - 1 < len(state) - 1  # folded (the system message aside)
+    assert not pairing_problems(received[-1][1:])
+    folding.close()

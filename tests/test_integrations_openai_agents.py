@@ -307,3 +307,14 @@ def test_the_input_filter_folds_every_call_of_a_long_run(session: RecordingSessi
     assert model.inputs[LONG_RUN][-2:] == stored[2 * LONG_RUN - 1 : 2 * LONG_RUN + 1]
     assert session.last_compile is not None
     assert session.last_compile.render_stats["tokens"] <= MAX_TOKENS - RESERVE
+
+
+def test_the_default_store_is_sized_for_the_window() -> None:
+    session = RecordingSession("s", max_tokens=2048)
+    assert session.reserve_for_response == 256
+    model, _ = drive(session, 12)
+    assert session.last_compile is not None
+    assert session.last_compile.render_stats["tokens"] <= 2048 - 256
+    assert len(session.reads[-1]) < session.stored_at_read[-1]
+    assert not pairing_problems(model.inputs[-1])
+    session.close()

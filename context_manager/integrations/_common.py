@@ -9,26 +9,43 @@ from typing import TypeVar
 from ..manager import CompileResult, ContextManager
 from ..messages import ContentBlock, TextBlock
 
-__all__ = ["compile_folded", "default_manager", "regroup"]
+__all__ = ["compile_folded", "content_of", "default_manager", "regroup", "window_reserve"]
 
 _T = TypeVar("_T")
 
 
-def default_manager() -> ContextManager:
-    """A manager on a fresh in-memory store that folds with the extractive summariser.
+def default_manager(max_tokens: int) -> ContextManager:
+    """A manager on a fresh in-memory store, folded by the autobiographical strategy
+    sized for a ``max_tokens`` window
+    (:meth:`~context_manager.strategies.autobiographical.AutobiographicalConfig.for_window`)
+    with the extractive summariser.
 
-    The autobiographical strategy with its default sizes (a 30k-token recent window,
-    3k-token chunks, 2k-token memories), which suit windows of about 64k tokens and up;
-    give the drop-ins a manager of your own for smaller windows or a model summariser.
+    Raises
+    ------
+    ValueError
+        For a window under 1,024 tokens.
     """
-    from ..strategies.autobiographical import AutobiographicalStrategy
+    from ..strategies.autobiographical import AutobiographicalConfig, AutobiographicalStrategy
     from ..summarizer import ExtractiveSummarizer
 
+    config = AutobiographicalConfig.for_window(max_tokens, compression_model="extractive")
     return ContextManager.open(
         path=":memory:",
-        strategy=AutobiographicalStrategy(compression_model="extractive"),
+        strategy=AutobiographicalStrategy(config=config),
         summarizer=ExtractiveSummarizer(),
     )
+
+
+def window_reserve(max_tokens: int) -> int:
+    """The response reserve of a ``max_tokens`` window: an eighth (256 to 16,000 tokens,
+    as ``AutobiographicalConfig.for_window`` sizes it), at most half the window.
+
+    Examples
+    --------
+    >>> window_reserve(1500), window_reserve(100_000), window_reserve(400)
+    (256, 12500, 200)
+    """
+    return min(max(256, min(16_000, max_tokens // 8)), max_tokens // 2)
 
 
 def compile_folded(

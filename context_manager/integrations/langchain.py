@@ -15,20 +15,17 @@ A scripted chat model stands in for a real one (any chat model with tools works)
 >>> from langchain.agents import create_agent
 >>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 >>> from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer
->>> from context_manager.strategies.autobiographical import AutobiographicalStrategy
+>>> from context_manager.strategies import autobiographical as ab
 >>> class Scripted(GenericFakeChatModel):
 ...     def bind_tools(self, tools, **kwargs):
 ...         return self
 >>> def open_manager(thread_id):
-...     strategy = AutobiographicalStrategy(
-...         compression_model="extractive", target_chunk_tokens=200,
-...         summary_target_tokens=40, recent_window_tokens=300,
-...     )
+...     config = ab.AutobiographicalConfig.for_window(1500, compression_model="extractive")
 ...     return ContextManager.open(
-...         path=":memory:", strategy=strategy, counter=CharsCounter(),
-...         summarizer=ExtractiveSummarizer(),
+...         path=":memory:", strategy=ab.AutobiographicalStrategy(config=config),
+...         counter=CharsCounter(), summarizer=ExtractiveSummarizer(),
 ...     )
->>> folding = ContextFoldingMiddleware(open_manager, max_tokens=1500, reserve_for_response=300)
+>>> folding = ContextFoldingMiddleware(open_manager, max_tokens=1500)
 >>> model = Scripted(messages=iter(["noted " * 30] * 20))
 >>> agent = create_agent(model=model, middleware=[folding])
 >>> state = {"messages": []}
@@ -37,8 +34,9 @@ A scripted chat model stands in for a real one (any chat model with tools works)
 ...     state = agent.invoke(state, {"configurable": {"thread_id": "t1"}})
 >>> len(state["messages"]), len(folding.manager("t1").get_messages())
 (40, 40)
->>> folding.last_compile("t1").render_stats["tokens"] <= 1200
-True
+>>> request = folding.last_compile("t1")  # what the model was sent last
+>>> len(request.messages) < 40, request.render_stats["tokens"] <= 1500 - 256
+(True, True)
 >>> folding.close()
 """
 
@@ -74,7 +72,7 @@ from ..messages import (
     ToolUseBlock,
     text_of,
 )
-from ._common import compile_folded, content_of, default_manager, regroup
+from ._common import compile_folded, content_of, default_manager, regroup, window_reserve
 
 __all__ = ["ContextFoldingMiddleware", "from_langchain", "to_langchain"]
 
@@ -252,12 +250,13 @@ class ContextFoldingMiddleware(AgentMiddleware):
         ``thread_id -> ContextManager``, called once per thread (for example
         ``ContextManager.open(path=f"stores/{thread_id}.sqlite", ...)`` to keep each
         thread's history across runs). By default each thread gets an in-memory store
-        folded by the autobiographical strategy with the extractive summariser, sized
-        for windows of 64k tokens and up.
+        folded by the autobiographical strategy sized for ``max_tokens``
+        (``AutobiographicalConfig.for_window``) with the extractive summariser.
     max_tokens : int
         The model's window, the whole request included.
-    reserve_for_response : int
-        The part of ``max_tokens`` kept for the answer.
+    reserve_for_response : int, optional
+        The part of ``max_tokens`` kept for the answer (an eighth of it by default, 256
+        to 16,000 tokens).
     ticks_per_call : int
         Units of compression work run before each compile (a compile that would not fit
         first runs the pending work it needs: ``compile(catch_up=True)``).
@@ -280,14 +279,16 @@ class ContextFoldingMiddleware(AgentMiddleware):
         open_manager: Callable[[str], ContextManager] | None = None,
         *,
         max_tokens: int = 100_000,
-        reserve_for_response: int = 4_000,
+        reserve_for_response: int | None = None,
         ticks_per_call: int = 1,
         agent: str = AGENT,
     ) -> None:
         super().__init__()
-        self._open = open_manager or (lambda _thread: default_manager())
+        self._open = open_manager or (lambda _thread: default_manager(max_tokens))
         self.max_tokens = max_tokens
-        self.reserve_for_response = reserve_for_response
+        self.reserve_for_response = (
+            window_reserve(max_tokens) if reserve_for_response is None else reserve_for_response
+        )
         self.ticks_per_call = ticks_per_call
         self.agent = agent
         self._threads: dict[str, _Thread] = {}

@@ -14,16 +14,13 @@ Examples
 --------
 >>> import asyncio
 >>> from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer
->>> from context_manager.strategies.autobiographical import AutobiographicalStrategy
->>> strategy = AutobiographicalStrategy(
-...     compression_model="extractive", target_chunk_tokens=200,
-...     summary_target_tokens=40, recent_window_tokens=300,
-... )
+>>> from context_manager.strategies import autobiographical as ab
+>>> config = ab.AutobiographicalConfig.for_window(1500, compression_model="extractive")
 >>> manager = ContextManager.open(
-...     path=":memory:", strategy=strategy, counter=CharsCounter(),
-...     summarizer=ExtractiveSummarizer(),
+...     path=":memory:", strategy=ab.AutobiographicalStrategy(config=config),
+...     counter=CharsCounter(), summarizer=ExtractiveSummarizer(),
 ... )
->>> session = FoldingSession("chat-1", manager, max_tokens=1500, reserve_for_response=300)
+>>> session = FoldingSession("chat-1", manager, max_tokens=1500)
 >>> async def converse():
 ...     for turn in range(20):
 ...         await session.add_items([
@@ -61,7 +58,7 @@ from ..messages import (
     ToolUseBlock,
     text_of,
 )
-from ._common import compile_folded, content_of, default_manager, regroup
+from ._common import compile_folded, content_of, default_manager, regroup, window_reserve
 
 if TYPE_CHECKING:
     from agents import Agent
@@ -249,13 +246,15 @@ class FoldingSession:
     session_id : str
     manager : ContextManager, optional
         The manager to fold with (its store keeps the items too, under the session id).
-        By default an in-memory store folded by the autobiographical strategy with the
-        extractive summariser, sized for windows of 64k tokens and up.
+        By default an in-memory store folded by the autobiographical strategy sized for
+        ``max_tokens`` (``AutobiographicalConfig.for_window``) with the extractive
+        summariser.
     max_tokens : int
         The share of the model's window the history may fill; the run's new input and
         the items of the run so far come after it, so leave room for them.
-    reserve_for_response : int
-        Kept out of ``max_tokens`` for the answer.
+    reserve_for_response : int, optional
+        Kept out of ``max_tokens`` for the answer (an eighth of it by default, 256 to
+        16,000 tokens).
     ticks_per_call : int
         Units of compression work run before each compile (a compile that would not fit
         first runs the pending work it needs: ``compile(catch_up=True)``).
@@ -276,16 +275,18 @@ class FoldingSession:
         manager: ContextManager | None = None,
         *,
         max_tokens: int = 100_000,
-        reserve_for_response: int = 4_000,
+        reserve_for_response: int | None = None,
         ticks_per_call: int = 1,
         agent: str = AGENT,
         session_settings: SessionSettings | None = None,
     ) -> None:
         self.session_id = session_id
         self.session_settings = session_settings
-        self.manager = manager if manager is not None else default_manager()
+        self.manager = manager if manager is not None else default_manager(max_tokens)
         self.max_tokens = max_tokens
-        self.reserve_for_response = reserve_for_response
+        self.reserve_for_response = (
+            window_reserve(max_tokens) if reserve_for_response is None else reserve_for_response
+        )
         self.ticks_per_call = ticks_per_call
         self.agent = agent
         self.last_compile: CompileResult | None = None
