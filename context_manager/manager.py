@@ -6,6 +6,7 @@ import functools
 import hashlib
 import itertools
 import json
+import logging
 import math
 import threading
 import time
@@ -193,6 +194,7 @@ def _blocks(content: str | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
 
 
 _R = TypeVar("_R")
+_log = logging.getLogger(__name__)
 _REVISIONS = itertools.count(1)
 """Revisions of :class:`_Derived` values, unique in the process."""
 _STORE_LOCKS: weakref.WeakKeyDictionary[Store, threading.RLock] = weakref.WeakKeyDictionary()
@@ -390,6 +392,59 @@ class CompileResult:
         """The system prompt, then each system injection's text, leaving out empty ones."""
         texts = [self.system_prompt or ""] + [text_of([b]) for b in self.system_injections]
         return [t for t in texts if t.strip()]
+
+
+class _Ticker:
+    """The ``auto_tick`` worker: a daemon thread that, once woken, ticks its manager until
+    no work is left, then waits for the next wake."""
+
+    def __init__(self, manager: ContextManager) -> None:
+        self._manager = manager
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._guard = threading.Lock()  # the idle flag and the wake change together
+        self.idle = threading.Event()
+        self.idle.set()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="auto-tick", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        with self._guard:
+            self.idle.clear()
+            self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            if self._stopping.is_set():
+                self.idle.set()
+                return
+            self._wake.clear()
+            try:
+                while not self._stopping.is_set() and self._tick():
+                    pass
+            except BaseException as exc:
+                self.error = exc
+                _log.exception("the auto_tick worker stopped on an error")
+                self.idle.set()
+                return
+            with self._guard:
+                if not self._wake.is_set():
+                    self.idle.set()
+
+    def _tick(self) -> bool:
+        manager = self._manager
+        with manager._lock:
+            if manager._closed:
+                return False
+            return manager.tick()
 
 
 DEFAULT_WINDOW = 100_000
@@ -662,6 +717,7 @@ class ContextManager:
         namespace: str,
         isolate: bool,
         clock: Callable[[], float],
+        auto_tick: bool = False,
     ) -> None:
         self._store = store
         self._owns_store = owns_store
@@ -712,6 +768,7 @@ class ContextManager:
             strategy.initialize(self._ctx)
             self._seen = store.sequence
             self._seen_branch = store.branch
+        self._ticker = _Ticker(self) if auto_tick else None
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -726,8 +783,16 @@ class ContextManager:
         namespace: str | None = None,
         isolate: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        auto_tick: bool = False,
     ) -> ContextManager:
         """Open a manager on a store file (``path``) or an app-owned :class:`Store`.
+
+        With ``auto_tick``, compression runs on a background thread: after each new
+        message and each compile it ticks until no work is left, so the agent's thread
+        never runs the summariser. A tick is one operation like any other: a call made
+        while one runs waits for it (at most the summariser's deadline,
+        ``summary_timeout_seconds``). :meth:`wait_for_ticks` waits until the worker is
+        idle; :meth:`close` lets the tick in progress finish and stops the worker.
 
         Raises
         ------
@@ -751,6 +816,7 @@ class ContextManager:
                 namespace=namespace or "default",
                 isolate=isolate,
                 clock=clock,
+                auto_tick=auto_tick,
             )
         except BaseException:
             if owns:
@@ -762,6 +828,9 @@ class ContextManager:
 
         Per-message values computed since the last write are saved first (a failure
         to save them loses nothing: they are computed again on the next open)."""
+        ticker = getattr(self, "_ticker", None)
+        if ticker is not None:
+            ticker.stop()  # outside the lock: the tick in progress needs it to finish
         with self._lock:
             if self._closed:
                 return
@@ -841,6 +910,8 @@ class ContextManager:
             if hold:
                 self.hold_compression([item.id], timeout=None if hold is True else float(hold))
             self._strategy.on_new_message(self._ctx, stored)
+        if self._ticker is not None:
+            self._ticker.wake()
         return item.id
 
     @_operation(writes=True)
@@ -1246,19 +1317,34 @@ class ContextManager:
                 sized if sized is not None else min(DEFAULT_RESERVE, max_tokens // 4)
             )
         wanted = tuple(injections)
-        if limit is None or dry_run:
-            return self._compile(max_tokens, reserve_for_response, wanted, overhead, dry_run)
+        try:
+            if limit is None or dry_run:
+                return self._compile(max_tokens, reserve_for_response, wanted, overhead, dry_run)
+            return self._catch_up(max_tokens, reserve_for_response, wanted, overhead, limit)
+        finally:
+            if self._ticker is not None and not dry_run:
+                self._ticker.wake()  # a compile may have asked for memories
+
+    def _catch_up(
+        self,
+        max_tokens: int,
+        reserve_for_response: int,
+        wanted: Sequence[Injection],
+        overhead: Overhead | None,
+        limit: float,
+    ) -> CompileResult:
+        """Compile, ticking before each retry, until it fits or ``limit`` seconds pass."""
         start = self._clock()
         ticks = 0
         while True:
             try:
-                return self._compile(max_tokens, reserve_for_response, wanted, overhead, dry_run)
+                return self._compile(max_tokens, reserve_for_response, wanted, overhead, False)
             except OverBudgetError as exc:
                 if exc.stage == "request overhead":
                     raise  # no compression shortens the overhead
                 why = None
                 if self._clock() - start >= limit:
-                    why = f"the {catch_up} s catch-up time is up"
+                    why = f"the {limit:g} s catch-up time is up"
                 elif ticks >= MAX_CATCH_UP_TICKS:
                     why = f"{ticks} ticks ran"
                 elif not self.tick():
@@ -1434,6 +1520,24 @@ class ContextManager:
     def is_ready(self) -> bool:
         """True when the strategy has no queued work."""
         return self._strategy.is_ready(self._ctx)
+
+    def wait_for_ticks(self, timeout: float | None = None) -> bool:
+        """Wait until the background worker of ``auto_tick`` has no work left; True when
+        it is idle (at once without ``auto_tick``), False when ``timeout`` seconds passed.
+
+        Raises
+        ------
+        ContextManagerError
+            When the worker stopped on an error (the error is its cause).
+        """
+        if self._ticker is None:
+            return True
+        idle = self._ticker.idle.wait(timeout)
+        if self._ticker.error is not None:
+            raise ContextManagerError(
+                f"the auto_tick worker stopped: {self._ticker.error!r}"
+            ) from self._ticker.error
+        return idle
 
     @_operation()
     def pending_work(self) -> list[str]:
