@@ -42,6 +42,7 @@ A scripted chat model stands in for a real one (any chat model with tools works)
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from threading import RLock
@@ -351,8 +352,9 @@ class ContextFoldingMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        """Call the model with the folded context (async agents)."""
-        return await handler(self.fold(request))
+        """Call the model with the folded context (async agents: the folding runs on a
+        worker thread, so that a compile or a summariser call never blocks the loop)."""
+        return await handler(await asyncio.to_thread(self.fold, request))
 
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Store the model's reply (so the store holds the whole run when it ends)."""
@@ -361,7 +363,7 @@ class ContextFoldingMiddleware(AgentMiddleware):
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Store the model's reply (async agents)."""
-        self._record(state, runtime)
+        await asyncio.to_thread(self._record, state, runtime)
         return None
 
     # -------------------------------------------------------------- internals

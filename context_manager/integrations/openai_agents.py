@@ -36,6 +36,7 @@ Examples
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import threading
@@ -296,70 +297,24 @@ class FoldingSession:
         self._lock = threading.RLock()
 
     # ---------------------------------------------------------- Session protocol
+    # The store's work runs on a worker thread, as the SDK's own SQLiteSession does, so
+    # that a compile (or a summariser call in a tick) never blocks the event loop.
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The folded context as input items, or the latest ``limit`` items as stored."""
-        with self._lock:
-            entries = self._load()
-            if limit is not None:
-                latest = entries[-limit:] if limit > 0 else []
-                return cast("list[TResponseInputItem]", [copy.deepcopy(e.item) for e in latest])
-            result = compile_folded(
-                self.manager,
-                max_tokens=self.max_tokens,
-                reserve_for_response=self.reserve_for_response,
-                ticks=self.ticks_per_call,
-            )
-            self.last_compile = result
-            groups: dict[str, list[_Entry]] = {}
-            for e in entries:
-                groups.setdefault(e.group, []).append(e)
-            names = self._names(entries)
-            out: list[dict[str, Any]] = []
-            for message in result.messages:
-                members = groups.get(message.metadata.get(GROUP, ""), [])
-                originals = [(e.item, self._blocks(e.item, names)) for e in members]
-                pending: list[ContentBlock] = []
-                for part in regroup(message.content, originals):
-                    if isinstance(part, dict):
-                        out.extend(_runs(message.participant, pending, agent=self.agent))
-                        pending = []
-                        out.append(copy.deepcopy(part))
-                    else:
-                        pending.append(part)
-                out.extend(_runs(message.participant, pending, agent=self.agent))
-            return cast("list[TResponseInputItem]", out)
+        found = await asyncio.to_thread(self._get_items, limit)
+        return cast("list[TResponseInputItem]", found)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Keep the items and add them to the manager's history."""
-        with self._lock:
-            self._add(items)
+        await asyncio.to_thread(self._add, list(items))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the latest item (None when there is none)."""
-        with self._lock:
-            entries = self._load()
-            if not entries:
-                return None
-            last = entries.pop()
-            self.manager.store.redact(self._slot, last.id)
-            rest = [e for e in entries if e.group == last.group]
-            if rest:
-                names = self._names(entries)
-                blocks = [b for e in rest for b in self._blocks(e.item, names)]
-                self.manager.edit_message(last.message, content_of(blocks))
-            else:
-                self.manager.remove_message(last.message)
-            return cast("TResponseInputItem", last.item)
+        return cast("TResponseInputItem | None", await asyncio.to_thread(self._pop))
 
     async def clear_session(self) -> None:
         """Remove every item and every message of the session."""
-        with self._lock:
-            entries = self._load()
-            for message in dict.fromkeys(e.message for e in entries):
-                self.manager.remove_message(message)
-            for e in entries:
-                self.manager.store.redact(self._slot, e.id)
-            entries.clear()
+        await asyncio.to_thread(self._clear)
 
     # -------------------------------------------------------------- the rest
     async def fold_model_input(self, data: CallModelData[Any]) -> ModelInputData:
@@ -378,12 +333,12 @@ class FoldingSession:
         with self._lock:
             entries = self._load()
             latest = entries[-1].item if entries else None
-            items = [_plain(i) for i in given.input]
-            at = next((k for k in reversed(range(len(items))) if items[k] == latest), None)
-            if latest is not None and at is None:
-                return given
-            unsaved = items if at is None else items[at + 1 :]
-            folded = await self.get_items()
+        items = [_plain(i) for i in given.input]
+        at = next((k for k in reversed(range(len(items))) if items[k] == latest), None)
+        if latest is not None and at is None:
+            return given
+        unsaved = items if at is None else items[at + 1 :]
+        folded = await self.get_items()
         return ModelInputData(
             input=[*folded, *cast("list[TResponseInputItem]", unsaved)],
             instructions=given.instructions,
@@ -418,6 +373,62 @@ class FoldingSession:
         self.manager.close()
 
     # -------------------------------------------------------------- internals
+    def _get_items(self, limit: int | None) -> list[dict[str, Any]]:
+        with self._lock:
+            entries = self._load()
+            if limit is not None:
+                return [copy.deepcopy(e.item) for e in (entries[-limit:] if limit > 0 else [])]
+            result = compile_folded(
+                self.manager,
+                max_tokens=self.max_tokens,
+                reserve_for_response=self.reserve_for_response,
+                ticks=self.ticks_per_call,
+            )
+            self.last_compile = result
+            groups: dict[str, list[_Entry]] = {}
+            for e in entries:
+                groups.setdefault(e.group, []).append(e)
+            names = self._names(entries)
+            out: list[dict[str, Any]] = []
+            for message in result.messages:
+                members = groups.get(message.metadata.get(GROUP, ""), [])
+                originals = [(e.item, self._blocks(e.item, names)) for e in members]
+                pending: list[ContentBlock] = []
+                for part in regroup(message.content, originals):
+                    if isinstance(part, dict):
+                        out.extend(_runs(message.participant, pending, agent=self.agent))
+                        pending = []
+                        out.append(copy.deepcopy(part))
+                    else:
+                        pending.append(part)
+                out.extend(_runs(message.participant, pending, agent=self.agent))
+            return out
+
+    def _pop(self) -> dict[str, Any] | None:
+        with self._lock:
+            entries = self._load()
+            if not entries:
+                return None
+            last = entries.pop()
+            self.manager.store.redact(self._slot, last.id)
+            rest = [e for e in entries if e.group == last.group]
+            if rest:
+                names = self._names(entries)
+                blocks = [b for e in rest for b in self._blocks(e.item, names)]
+                self.manager.edit_message(last.message, content_of(blocks))
+            else:
+                self.manager.remove_message(last.message)
+            return last.item
+
+    def _clear(self) -> None:
+        with self._lock:
+            entries = self._load()
+            for message in dict.fromkeys(e.message for e in entries):
+                self.manager.remove_message(message)
+            for e in entries:
+                self.manager.store.redact(self._slot, e.id)
+            entries.clear()
+
     def _load(self) -> list[_Entry]:
         if self._entries is None:
             self._entries = [
@@ -439,6 +450,10 @@ class FoldingSession:
         return from_items(item, agent=self.agent, names=names)[1]
 
     def _add(self, items: Iterable[Any]) -> None:
+        with self._lock:
+            self._add_locked(items)
+
+    def _add_locked(self, items: Iterable[Any]) -> None:
         entries = self._load()
         names = self._names(entries)
         for raw in items:
