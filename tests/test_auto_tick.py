@@ -5,28 +5,17 @@ from __future__ import annotations
 import threading
 
 import pytest
+from small_agent import small_manager
 
 from context_manager import (
     CharsCounter,
     ContextManager,
     ContextManagerError,
-    ExtractiveSummarizer,
 )
-from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.base import StrategyContext
 from context_manager.strategies.passthrough import PassthroughStrategy
 
 WAIT = 120.0  # seconds a test waits at most for the worker: a hang fails, never flakes
-
-
-def _strategy() -> AutobiographicalStrategy:
-    return AutobiographicalStrategy(
-        compression_model="extractive",
-        target_chunk_tokens=200,
-        summary_target_tokens=40,
-        recent_window_tokens=300,
-        folding_strategy="kv-stable",
-    )
 
 
 def _workers() -> list[threading.Thread]:
@@ -34,13 +23,7 @@ def _workers() -> list[threading.Thread]:
 
 
 def test_compression_runs_in_the_background_until_no_work_is_left() -> None:
-    with ContextManager.open(
-        path=":memory:",
-        strategy=_strategy(),
-        counter=CharsCounter(),
-        summarizer=ExtractiveSummarizer(),
-        auto_tick=True,
-    ) as cm:
+    with small_manager(auto_tick=True) as cm:
         for i in range(80):
             cm.add_message("User" if i % 2 else "Claude", f"Turn {i}: " + "details " * 20)
         assert cm.wait_for_ticks(WAIT)
@@ -52,12 +35,7 @@ def test_compression_runs_in_the_background_until_no_work_is_left() -> None:
 
 
 def test_without_auto_tick_nothing_runs_in_the_background() -> None:
-    with ContextManager.open(
-        path=":memory:",
-        strategy=_strategy(),
-        counter=CharsCounter(),
-        summarizer=ExtractiveSummarizer(),
-    ) as cm:
+    with small_manager() as cm:
         for i in range(40):
             cm.add_message("User", f"Turn {i}: " + "details " * 20)
         assert _workers() == []

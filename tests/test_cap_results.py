@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from small_agent import small_manager
 
 from context_manager import (
-    CharsCounter,
     ContextManager,
-    ExtractiveSummarizer,
     OverBudgetError,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
-from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.autobiographical.capping import _level
 
 LOG = "".join(f"line {i}: build step finished\n" for i in range(2_000))  # ~14k tokens
-
-
-def _manager() -> ContextManager:
-    strategy = AutobiographicalStrategy(
-        compression_model="extractive",
-        target_chunk_tokens=200,
-        summary_target_tokens=40,
-        recent_window_tokens=300,
-        folding_strategy="kv-stable",
-    )
-    return ContextManager.open(
-        path=":memory:",
-        strategy=strategy,
-        counter=CharsCounter(),
-        summarizer=ExtractiveSummarizer(),
-    )
 
 
 def _tool_turn(cm: ContextManager, k: int, output: str) -> None:
@@ -41,7 +23,7 @@ def _tool_turn(cm: ContextManager, k: int, output: str) -> None:
 
 
 def test_a_result_larger_than_the_window_is_capped_not_refused() -> None:
-    with _manager() as cm:
+    with small_manager() as cm:
         for i in range(10):
             cm.add_message("User", f"step {i}: " + "context " * 20)
             cm.tick()
@@ -68,7 +50,7 @@ def test_a_result_larger_than_the_window_is_capped_not_refused() -> None:
 
 
 def test_a_result_that_fits_is_never_capped() -> None:
-    with _manager() as cm:
+    with small_manager() as cm:
         _tool_turn(cm, 0, "line 0: ok\n" * 50)
         request = cm.compile(max_tokens=4_000, reserve_for_response=200)
         assert "capped_results" not in request.render_stats
@@ -79,7 +61,7 @@ def test_a_result_that_fits_is_never_capped() -> None:
 
 
 def test_text_that_is_not_a_tool_result_still_refuses() -> None:
-    with _manager() as cm:
+    with small_manager() as cm:
         cm.add_message("User", [TextBlock(text="word " * 4_000)])
         with pytest.raises(OverBudgetError) as info:
             cm.compile(max_tokens=2_000, reserve_for_response=200)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from small_agent import small_manager
 
 from context_manager import (
-    CharsCounter,
     ConfigError,
     ContextManager,
-    ExtractiveSummarizer,
     OverBudgetError,
 )
-from context_manager.strategies.autobiographical import AutobiographicalStrategy
 
 
 class Clock:
@@ -27,20 +25,7 @@ class Clock:
 
 
 def _manager(clock: Clock | None = None) -> ContextManager:
-    strategy = AutobiographicalStrategy(
-        compression_model="extractive",
-        target_chunk_tokens=200,
-        summary_target_tokens=40,
-        recent_window_tokens=300,
-        folding_strategy="kv-stable",
-    )
-    return ContextManager.open(
-        path=":memory:",
-        strategy=strategy,
-        counter=CharsCounter(),
-        summarizer=ExtractiveSummarizer(),
-        **({"clock": clock} if clock is not None else {}),
-    )
+    return small_manager(**({"clock": clock} if clock is not None else {}))
 
 
 def _backlog(cm: ContextManager, n: int = 80) -> None:
