@@ -327,3 +327,15 @@ def test_the_default_store_is_sized_for_the_window() -> None:
     assert len(received[-1]) - 1 < len(state) - 1  # folded (the system message aside)
     assert not pairing_problems(received[-1][1:])
     folding.close()
+
+
+def test_threads_fold_side_by_side(folding: ContextFoldingMiddleware) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        runs = list(pool.map(lambda t: run_thread(folding, t, 3), ["x", "y", "z"]))
+    for thread_id, (state, received) in zip(["x", "y", "z"], runs, strict=True):
+        stored = folding.manager(thread_id).get_messages()
+        assert [i for s in stored for i in s.message.metadata[IDS]] == [m.id for m in state]
+        assert all(f" on {thread_id}:" in m.content for m in state if isinstance(m, HumanMessage))
+        assert all(not pairing_problems(r[1:]) for r in received)

@@ -225,6 +225,8 @@ class _Thread:
     answered: set[str] = field(default_factory=set)
     """The tool calls the store holds a result for."""
     last: CompileResult | None = None
+    lock: RLock = field(default_factory=RLock)
+    """Held while the thread is folded: threads fold side by side, a thread's calls in turn."""
 
 
 class ContextFoldingMiddleware(AgentMiddleware):
@@ -319,14 +321,13 @@ class ContextFoldingMiddleware(AgentMiddleware):
 
     def fold(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The request with its messages replaced by the thread's folded context."""
-        thread_id = _thread_id(request.runtime)
-        with self._lock:
-            thread = self._thread(thread_id)
+        thread = self._thread(_thread_id(request.runtime))
+        with thread.lock:
             messages = list(request.messages)
             self._add_new(thread, messages)
             cm = thread.manager
             if request.system_message is not None:
-                cm.set_system_prompt(request.system_message.text)
+                cm.set_system_prompt(str(request.system_message.text))
             cm.set_tool_definitions(_tool_definitions(request.tools))
             result = compile_folded(
                 cm,
@@ -368,8 +369,9 @@ class ContextFoldingMiddleware(AgentMiddleware):
 
     # -------------------------------------------------------------- internals
     def _record(self, state: Any, runtime: Any) -> None:
-        with self._lock:
-            self._add_new(self._thread(_thread_id(runtime)), list(state["messages"]))
+        thread = self._thread(_thread_id(runtime))
+        with thread.lock:
+            self._add_new(thread, list(state["messages"]))
 
     def _thread(self, thread_id: str) -> _Thread:
         with self._lock:
