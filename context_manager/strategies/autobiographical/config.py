@@ -321,9 +321,13 @@ class AutobiographicalConfig(BaseModel):
 
         Raises
         ------
+        TypeError
+            For a window that is not an int.
+        ValueError
+            For a window under 1,024 tokens.
         pydantic.ValidationError
-            For a window under 1,024 tokens, or overrides that do not fit the window (the
-            message names the options to lower).
+            For overrides that do not fit the window (the message names the options to
+            lower).
 
         Examples
         --------
