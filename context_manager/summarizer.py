@@ -241,13 +241,19 @@ def _select(sentences: list[str], budget_chars: int) -> str:
     docs = [set(_WORD.findall(s.lower())) for s in sentences]
     frequency: Counter[str] = Counter(w for d in docs for w in d)
     n = len(sentences)
+    weight: dict[str, float] = {}  # each distinct word's information, computed once
+    ident: dict[str, int] = {}
 
     def score(i: int) -> float:
         words = _WORD.findall(sentences[i])
         if not words:
             return 0.0
-        info = sum(math.log((1 + n) / frequency[w.lower()]) for w in words)
-        idents = sum(1 for w in words if _IDENTIFIER.search(w))
+        for w in words:
+            if w not in weight:
+                weight[w] = math.log((1 + n) / frequency[w.lower()])
+                ident[w] = 1 if _IDENTIFIER.search(w) else 0
+        info = sum(weight[w] for w in words)  # the same terms in the same order
+        idents = sum(ident[w] for w in words)
         return (info + 2.0 * idents) / math.sqrt(len(words))
 
     ranked = sorted(range(n), key=lambda i: (-score(i), i))

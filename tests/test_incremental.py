@@ -8,9 +8,12 @@ read the store compiles, and that without the window the whole history is stated
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 from test_manager_stateful import strategy
 
 from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer, OverBudgetError
@@ -120,7 +123,6 @@ import contextlib  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
-from hypothesis import settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import initialize  # noqa: E402
 from request_machine import COUNTER as MACHINE_COUNTER  # noqa: E402
@@ -206,10 +208,13 @@ def test_the_memory_tree_grown_in_place_is_the_tree_built_anew(tmp_path: Path) -
         }
         assert [x.id for x in grown.tops] == [x.id for x in built.tops]
         assert grown.overlapping == built.overlapping
-        spans = grown.kept.get(("l1-spans",))  # kept sorted as L1 memories are added
-        if spans is not None:
+        runs = grown.kept.get(("l1-runs",))  # kept merged as L1 memories are added
+        if runs is not None:
             kept_spans += 1
-            assert spans == sorted((x.first, x.last) for x in built.nodes.values() if x.level == 1)
+            spans = [(x.first, x.last) for x in built.nodes.values() if x.level == 1]
+            covered = {j for a, b in spans for j in range(a, b + 1)}
+            assert {j for a, b in runs for j in range(a, b + 1)} == covered
+            assert all(b + 1 < c for (_, b), (c, _) in itertools.pairwise(runs))
         st.cache[("tree",)] = (kept[0], grown)
         previous = grown
     assert extended >= 6
@@ -261,3 +266,19 @@ def test_a_windowed_kv_unified_compile_settles() -> None:
         assert again.render_stats["kv_cost"] == 0
     finally:
         machine.teardown()
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.tuples(hs.integers(0, 60), hs.integers(0, 8)), max_size=30))
+def test_runs_added_one_by_one_are_the_union_of_the_spans(raw: list[tuple[int, int]]) -> None:
+    from context_manager.strategies.autobiographical.tree import add_run, covered_runs
+
+    spans = [(a, a + n) for a, n in raw]
+    runs: list[tuple[int, int]] = []
+    for a, b in spans:
+        add_run(runs, a, b)
+    covered = {j for a, b in spans for j in range(a, b + 1)}
+    assert {j for a, b in runs for j in range(a, b + 1)} == covered
+    assert runs == sorted(runs)
+    assert all(b + 1 < c for (_, b), (c, _) in itertools.pairwise(runs))  # disjoint, apart
+    assert runs == covered_runs(spans)

@@ -18,7 +18,7 @@ from ..base import StoredMessage, StrategyContext
 from .prompts import CONTEXT_MANAGER, strip_thinking
 from .records import ChunkRecord, SummaryEntry
 from .state import State
-from .tree import tree
+from .tree import covered_runs, tree
 from .windows import windows
 
 __all__ = ["l1_request", "ladder", "merge_request", "variants"]
@@ -95,23 +95,24 @@ def _unremembered(
     st: State, ctx: StrategyContext, index: dict[str, int], lo: int, hi: int
 ) -> list[int]:
     """Positions in ``[lo, hi)`` outside every showable L1 memory's span, in order (the
-    memories' spans are read once per memory tree; only the gaps are listed)."""
+    union of the memories' spans is kept with the memory tree as disjoint runs, so this
+    reads only the runs around the gaps in ``[lo, hi)``)."""
     memories = tree(st, ctx, index)
-    key = ("l1-spans",)
-    spans = memories.kept.get(key)
-    if spans is None:
-        spans = memories.kept[key] = sorted(
+    key = ("l1-runs",)
+    runs = memories.kept.get(key)
+    if runs is None:
+        runs = memories.kept[key] = covered_runs(
             (x.first, x.last) for x in memories.nodes.values() if x.level == 1
         )
     out: list[int] = []
     at = lo
-    for a, b in spans[max(0, bisect.bisect_left(spans, (lo, -1)) - 1) :]:
-        if a >= hi:
-            break
-        if b < at:
-            continue
-        out.extend(range(at, min(a, hi)))
-        at = max(at, b + 1)
+    k = max(0, bisect.bisect_right(runs, (lo, lo)) - 1)
+    while k < len(runs) and runs[k][0] < hi:
+        a, b = runs[k]
+        if b >= at:
+            out.extend(range(at, min(a, hi)))
+            at = max(at, b + 1)
+        k += 1
     out.extend(range(at, hi))
     return out
 

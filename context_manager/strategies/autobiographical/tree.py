@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,9 +120,9 @@ def tree(st: State, ctx: StrategyContext, position: dict[str, int]) -> Tree:
             gone = set(node.children)
             grown.tops = [x for x in grown.tops if x.id not in gone] if gone else grown.tops
             bisect.insort(grown.tops, node, key=_order)
-            spans = grown.kept.get(("l1-spans",))
-            if node.level == 1 and spans is not None:
-                bisect.insort(spans, (node.first, node.last))  # the L1 spans, kept sorted
+            runs = grown.kept.get(("l1-runs",))
+            if node.level == 1 and runs is not None:
+                add_run(runs, node.first, node.last)  # the union of L1 spans, kept merged
         grown.overlapping = _overlapping(grown.tops)
         st.cache[("tree",)] = (key, grown)
         return grown
@@ -182,3 +182,42 @@ def _overlapping(tops: list[Node]) -> set[str]:
         if x.last > reach:
             reach, owner = x.last, x
     return out
+
+
+def covered_runs(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of inclusive spans ``(first, last)`` as disjoint runs, sorted, where
+    touching spans make one run.
+
+    Examples
+    --------
+    >>> covered_runs([(6, 9), (0, 2), (3, 4), (8, 12)])
+    [(0, 4), (6, 12)]
+    """
+    runs: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if runs and a <= runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], max(b, runs[-1][1]))
+        else:
+            runs.append((a, b))
+    return runs
+
+
+def add_run(runs: list[tuple[int, int]], a: int, b: int) -> None:
+    """Add the span ``a..b`` to the runs of :func:`covered_runs`, in place.
+
+    Examples
+    --------
+    >>> runs = [(0, 4), (10, 12)]
+    >>> add_run(runs, 5, 9)
+    >>> runs
+    [(0, 12)]
+    """
+    k = bisect.bisect_left(runs, (a, a))
+    if k and runs[k - 1][1] + 1 >= a:
+        k -= 1
+        a = runs[k][0]
+    j = k
+    while j < len(runs) and runs[j][0] <= b + 1:
+        b = max(b, runs[j][1])
+        j += 1
+    runs[k:j] = [(a, b)]
