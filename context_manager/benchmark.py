@@ -398,6 +398,11 @@ class CallRecord:
     summarizer_billed: float = 0.0
     """What the summariser calls made for this request cost, in base-price input tokens
     (:class:`~context_manager.peers.base.MeteredSummarizer`)."""
+    arguments_total: int = 0
+    """Argument values of the tool calls the agent really made next
+    (:func:`argument_values`) that the whole history before the call shows."""
+    arguments_kept: int = 0
+    """How many of those the request shows (none when it was refused)."""
 
     @property
     def resent(self) -> int:
@@ -415,6 +420,44 @@ class CallRecord:
         return (
             min(self.resent, self.written) * p.write + max(0, self.resent - self.written) * p.miss
         )
+
+
+def argument_values(message: Message) -> list[str]:
+    """The argument values of a message's tool calls that a context can be checked for:
+    strings of 3 or more characters and numbers of 2 or more digits, from the calls'
+    JSON arguments (nested ones included), distinct, in order.
+
+    Examples
+    --------
+    >>> from context_manager.messages import ToolUseBlock
+    >>> call = ToolUseBlock(id="c", name="book", input={
+    ...     "user": "mia_li_3668", "seats": 2, "flight": {"no": "HAT136", "price": 1240.5}})
+    >>> argument_values(Message(participant="Claude", content=(call,)))
+    ['mia_li_3668', 'HAT136', '1240.5']
+    """
+    out: dict[str, None] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, bool) or value is None:
+            return
+        if isinstance(value, str):
+            if len(value.strip()) >= 3:
+                out[value.strip()] = None
+        elif isinstance(value, int | float):
+            text = repr(value)
+            if sum(c.isdigit() for c in text) >= 2:
+                out[text] = None
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v)
+
+    for block in message.content:
+        if isinstance(block, ToolUseBlock):
+            walk(block.input)
+    return list(out)
 
 
 def _layout(messages: Sequence[Message], counter: TokenCounter) -> Layout:
@@ -497,6 +540,10 @@ def replay_policy(
             blocks = [max(1, len(m.content)) for m in request.messages]
             priced = cache.request(_layout(request.messages, counter), marks, blocks=blocks)
             last = i == len(points) - 1
+            values = argument_values(transcript.messages[n]) if n < len(transcript.messages) else []
+            full = _text(history) if values else ""
+            present = [v for v in values if v in full]
+            sent = _text(request.messages) if present and request.error is None else ""
             out.append(
                 CallRecord(
                     transcript=transcript.name,
@@ -521,6 +568,8 @@ def replay_policy(
                     unpaired=request.unpaired,
                     written=priced.written,
                     missed=priced.missed,
+                    arguments_total=len(present),
+                    arguments_kept=sum(v in sent for v in present),
                 )
             )
     finally:
@@ -582,6 +631,16 @@ class RunSummary:
     """What they cost, in base-price tokens."""
     summarizer_billed: float = 0.0
     """What the summariser calls cost, in base-price input tokens."""
+    arguments_total: int = 0
+    """Argument values of the agent's next tool calls that the full history shows."""
+    arguments_kept: int = 0
+    """How many of them the requests showed."""
+
+    @property
+    def argument_support(self) -> float | None:
+        """Share of the agent's next tool-call argument values the requests showed,
+        relative to the full history (None without tool calls)."""
+        return self.arguments_kept / self.arguments_total if self.arguments_total else None
 
     @property
     def billed_with_summaries(self) -> float:
@@ -785,6 +844,8 @@ class BenchmarkReport:
                         missed=sum(r.missed for r in rs),
                         resent=sum(r.resent for r in rs),
                         resent_billed=sum(r.resent_billed for r in rs),
+                        arguments_total=sum(r.arguments_total for r in rs),
+                        arguments_kept=sum(r.arguments_kept for r in rs),
                     )
                 )
         return out

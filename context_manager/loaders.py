@@ -65,6 +65,7 @@ __all__ = [
     "load_openai",
     "load_openai_conversations",
     "load_swe_agent",
+    "load_tau_bench",
     "load_transcript_file",
 ]
 
@@ -337,6 +338,53 @@ def load_anthropic(path: str | Path, *, agent: str = "Claude", user: str = "User
         raise TranscriptError(f"{path}: 'system' must be a string or a list of text blocks")
     if system:
         out.insert(0, Message.text_message("System", system))
+    return out
+
+
+def load_tau_bench(
+    path: str | Path, *, limit: int | None = None, agent: str = "Claude"
+) -> list[Transcript]:
+    """Read tau-bench trajectories: a JSON list of ``{"task_id", "reward", "traj", ...}``
+    whose ``traj`` is an OpenAI chat (the policy as its system message, the customer,
+    the agent's tool calls and their JSON results).
+
+    Each becomes one :class:`Transcript` named ``tau-<task_id>-<trial>``, called before
+    each of the agent's turns, with the task, trial and reward in its metadata.
+
+    Parameters
+    ----------
+    path : str or Path
+    limit : int, optional
+        Read at most this many trajectories, in file order.
+    agent : str
+        The participant given to the agent's turns.
+
+    Raises
+    ------
+    TranscriptError
+        When the file cannot be read, is not such a list, or a trajectory is malformed
+        (naming its index).
+    """
+    data = _read_json(path)
+    if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
+        raise TranscriptError(f"{path}: expected a JSON list of tau-bench trajectory objects")
+    out: list[Transcript] = []
+    for k, run in enumerate(data[:limit] if limit is not None else data):
+        traj = run.get("traj")
+        if not isinstance(traj, list) or not all(isinstance(m, dict) for m in traj):
+            raise TranscriptError(f"{path}: trajectory {k} has no 'traj' list of messages")
+        where = f"{path} (trajectory {k})"
+        messages = _convert(where, partial(from_openai, traj, agent=agent), "OpenAI chat")
+        name = f"tau-{run.get('task_id', k)}-{run.get('trial', 0)}"
+        metadata = {
+            "dataset": "tau-bench",
+            "task_id": run.get("task_id"),
+            "trial": run.get("trial"),
+            "reward": run.get("reward"),
+        }
+        out.append(
+            Transcript(name, messages, call_points=call_points(messages, agent), metadata=metadata)
+        )
     return out
 
 
