@@ -884,6 +884,36 @@ def _value(
     return float(total), xs
 
 
+@dataclass(frozen=True)
+class _Edges:
+    """The live edges of some choices as arrays, the summaries (``live_z``, indices in
+    ``sel`` order) before the raw atoms (``live_r``): their atom boundaries
+    ``[start, end)`` and tokens."""
+
+    live_z: IntArray
+    live_r: IntArray
+    start: IntArray
+    end: IntArray
+    tokens: FloatArray
+
+    @classmethod
+    def of(cls, space: _Space, choices: Choices) -> _Edges:
+        live_z = np.flatnonzero(choices.z_live)
+        live_r = np.flatnonzero(choices.r_live)
+        return cls(
+            live_z,
+            live_r,
+            np.concatenate([space.z_start[live_z], live_r]),
+            np.concatenate([space.z_end[live_z], live_r + 1]),
+            np.concatenate([space.z_tokens[live_z], space.r_tokens[live_r]]).astype(np.float64),
+        )
+
+    def fidelity(self, obj: _Objective) -> FloatArray:
+        """Each edge's scaled fidelity loss (raw atoms lose none)."""
+        z = np.asarray(obj.fidelity_z, dtype=np.float64)[self.live_z]
+        return np.concatenate([z, np.zeros(self.live_r.size)])
+
+
 def _bound_kills(
     space: _Space,
     obj: _Objective,
@@ -902,18 +932,19 @@ def _bound_kills(
     an edge whose bound exceeds the incumbent's value is in no optimum. Lines are
     tried around the ones active at the incumbent; the best bound counts.
     """
-    live_z = np.flatnonzero(choices.z_live)
-    live_r = np.flatnonzero(choices.r_live)
+    edges = _Edges.of(space, choices)
+    live_z, live_r, start, end, tokens = (
+        edges.live_z,
+        edges.live_r,
+        edges.start,
+        edges.end,
+        edges.tokens,
+    )
     z_dead = np.zeros(space.sel.size, dtype=np.bool_)
     r_dead = np.zeros(space.atoms.n_atoms, dtype=np.bool_)
     if not live_z.size + live_r.size:
         return z_dead, r_dead
-    start = np.concatenate([space.z_start[live_z], live_r])
-    end = np.concatenate([space.z_end[live_z], live_r + 1])
-    tokens = np.concatenate([space.z_tokens[live_z], space.r_tokens[live_r]]).astype(np.float64)
-    fid = np.concatenate(
-        [np.asarray(obj.fidelity_z, dtype=np.float64)[live_z], np.zeros(live_r.size)]
-    )
+    fid = edges.fidelity(obj)
     change = np.zeros(start.size)
     if any(p.name == "change" for p in obj.penalties):
         zc = np.asarray(obj.change_z, dtype=np.float64)[live_z]
@@ -1024,19 +1055,14 @@ def _hull_hint(
     frontier of ``choices``: the answer is a hint and an incumbent, never a claim of
     optimality. At most :data:`HULL_SOLVES` sweeps.
     """
-    live_z = np.flatnonzero(choices.z_live)
-    live_r = np.flatnonzero(choices.r_live)
+    edges = _Edges.of(space, choices)
+    live_z, live_r, tokens = edges.live_z, edges.live_r, edges.tokens
     if not live_z.size + live_r.size:
         return None
     n_z, n_atoms = live_z.size, space.atoms.n_atoms
-    start = np.concatenate([space.z_start[live_z], live_r])
-    end = np.concatenate([space.z_end[live_z], live_r + 1])
-    tokens = np.concatenate([space.z_tokens[live_z], space.r_tokens[live_r]]).astype(np.float64)
-    fid = np.concatenate(
-        [np.asarray(obj.fidelity_z, dtype=np.float64)[live_z], np.zeros(live_r.size)]
-    )
-    order = np.argsort(start, kind="stable").tolist()
-    starts, ends = start.tolist(), end.tolist()
+    fid = edges.fidelity(obj)
+    order = np.argsort(edges.start, kind="stable").tolist()
+    starts, ends = edges.start.tolist(), edges.end.tolist()
 
     def vertex(lam: float) -> _Vertex | None:
         edges = path_argmin(n_atoms, order, starts, ends, (fid + lam * tokens).tolist())
@@ -1092,10 +1118,8 @@ def _ranges(
 ) -> dict[str, tuple[int, int]]:
     """For each penalised quantity, bounds ``[lo, hi]`` on its least value (the
     excess at the lower bound of its constraint) over every solution of ``choices``."""
-    live_z = np.flatnonzero(choices.z_live)
-    live_r = np.flatnonzero(choices.r_live)
-    start = np.concatenate([space.z_start[live_z], live_r])
-    end = np.concatenate([space.z_end[live_z], live_r + 1])
+    edges = _Edges.of(space, choices)
+    live_z, live_r, start, end = edges.live_z, edges.live_r, edges.start, edges.end
     n_atoms = space.atoms.n_atoms
 
     def extremes(weight: npt.NDArray[np.float64]) -> tuple[int, int]:
@@ -1103,8 +1127,7 @@ def _ranges(
         high = -path_bounds(n_atoms, start, end, -weight).min(initial=0.0)
         return math.floor(low), math.ceil(high)
 
-    tokens = np.concatenate([space.z_tokens[live_z], space.r_tokens[live_r]]).astype(np.float64)
-    r_lo, r_hi = extremes(tokens)
+    r_lo, r_hi = extremes(edges.tokens)
     base = space.atoms.constant_tokens
     r_lo, r_hi = r_lo + base, min(r_hi + base, space.problem.budget.total)
     out = {
