@@ -1190,18 +1190,12 @@ class ContextManager:
     @staticmethod
     def _form_at(stored: Sequence[StoredMessage], i: int) -> SendForm:
         message = stored[i].message
-        form = send_form(
+        # a repaired copy reads its own call and result ids (Message keys them by content)
+        return send_form(
             stored[i - 1].message if i else None,
             message,
             stored[i + 1].message if i + 1 < len(stored) else None,
         )
-        for sent in form.messages:
-            if sent is not message:
-                # a repaired copy (model_copy) may carry the stored message's cached
-                # call and result ids; they must be read from its own content
-                sent.__dict__.pop("tool_use_ids", None)
-                sent.__dict__.pop("tool_result_ids", None)
-        return form
 
     def _save_derived(self) -> None:
         """Save the per-message values computed since the last save (part of the open

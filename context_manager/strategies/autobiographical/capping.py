@@ -151,9 +151,6 @@ def _capped(
                     b = b.model_copy(update={"content": cap_text(text, tokens, cap, tool)})
             blocks.append(b)
         sent.append(m.model_copy(update={"content": tuple(blocks)}))
-    for m in sent:  # a copy may carry the cached call and result ids of its original
-        m.__dict__.pop("tool_use_ids", None)
-        m.__dict__.pop("tool_result_ids", None)
     before = sum(counter.count_message(m) for m in form.messages)
     after = sum(counter.count_message(m) for m in sent)
     return Capped(SendForm(tuple(sent), form.tied), after, before, tuple(tools))
