@@ -24,7 +24,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy folding solvers context_manager
+	$(BIN)/mypy folding solvers context_manager foldbench
 
 # the request machine, long: at least SOAK_COMPILES compiles across every solver
 SOAK_COMPILES ?= 100000

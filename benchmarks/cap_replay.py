@@ -19,11 +19,11 @@ import sys
 from collections import Counter
 from typing import Any
 
-from context_manager.benchmark import default_transcripts, replay_policy
-from context_manager.loaders import Transcript
 from context_manager.messages import ToolResultBlock
 from context_manager.strategies.autobiographical import folding, strategy
 from context_manager.tokens import TiktokenCounter
+from foldbench.benchmark import default_transcripts, replay_policy
+from foldbench.loaders import Transcript
 
 METHODS = ["kv-stable", "kv-unified", "flat-profile", "oldest-first", "threshold-pyramid"]
 

@@ -195,7 +195,7 @@ def measure_ours(base: str, n: int, method: str, calls: int, max_seconds: float)
 def measure_peer(name: str, n: int, calls: int, max_seconds: float) -> dict[str, Any]:
     """Hand peer ``name`` the loop's first ``n`` messages once, then time one
     ``request`` per appended message."""
-    from context_manager.benchmark import make_policy
+    from foldbench.benchmark import make_policy
 
     history = [loop_message(i) for i in range(n)]
     policy = make_policy(name)
@@ -306,7 +306,7 @@ def solver_names(asked: Sequence[str]) -> list[str]:
 
 def peer_names(asked: Sequence[str]) -> list[str]:
     """The peers to measure: ``all`` (the default set, those installed) or ``none``."""
-    from context_manager.benchmark import policy_names
+    from foldbench.benchmark import policy_names
 
     known = policy_names()
     if list(asked) == ["none"]:

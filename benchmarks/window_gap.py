@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from context_manager.benchmark import FULL_HISTORY, default_transcripts, replay_policy
+from foldbench.benchmark import FULL_HISTORY, default_transcripts, replay_policy
 
 
 def summarise(records: list[Any]) -> dict[str, float]:

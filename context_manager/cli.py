@@ -6,8 +6,7 @@ import contextlib
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
-from enum import StrEnum
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -30,7 +29,6 @@ from folding import (
     render,
 )
 
-from .messages import MessageFormatError
 from .strategies.autobiographical import SummaryEntry, read_records
 
 USAGE_ERROR = 2
@@ -47,7 +45,7 @@ EXIT_STATUS = (
 )
 
 
-class _Command(TyperCommand):
+class Command(TyperCommand):
     """A command whose help shows no type for flags (``--json``, ``--help``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -88,12 +86,53 @@ errors = Console(stderr=True, soft_wrap=True)
 """Tables are wide: when the output is not a terminal, do not squeeze them to 80 columns."""
 
 
+PLUGINS = "ctxfold.commands"
+"""The entry-point group of packages that add commands to ``ctxfold``.
+
+Each entry point names a callable taking the :data:`app` (a :class:`typer.Typer`)
+and registering its commands on it with ``cls=Command``; the benchmark package
+(``foldbench``) adds ``demo``, ``bench``, ``replay``, ``policies`` and ``sweep``
+this way.
+"""
+
+
+def load_plugins() -> list[str]:
+    """Register the commands of every installed ``ctxfold`` plugin (once each).
+
+    Returns
+    -------
+    list of str
+        The entry points loaded, as ``name = module:attr``. A plugin that cannot be
+        imported is skipped with a warning on stderr; the core commands still run.
+    """
+    from importlib.metadata import entry_points
+
+    loaded: list[str] = []
+    for ep in sorted(entry_points(group=PLUGINS), key=lambda e: e.name):
+        if ep.value in _LOADED:
+            loaded.append(f"{ep.name} = {ep.value}")
+            continue
+        try:
+            register = ep.load()
+            register(app)
+        except ImportError as exc:
+            errors.print(f"[yellow]warning:[/yellow] ctxfold plugin {ep.name!r} not loaded: {exc}")
+            continue
+        _LOADED.add(ep.value)
+        loaded.append(f"{ep.name} = {ep.value}")
+    return loaded
+
+
+_LOADED: set[str] = set()
+
+
 def main() -> None:
     """Entry point of the ``ctxfold`` console script."""
+    load_plugins()
     app()
 
 
-def _fail(message: str, code: int = USAGE_ERROR) -> NoReturn:
+def fail(message: str, code: int = USAGE_ERROR) -> NoReturn:
     """Print ``message`` as an error on stderr and leave with ``code``."""
     errors.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     raise typer.Exit(code)
@@ -157,19 +196,19 @@ def _load_problem(path: Path) -> FoldProblem:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        _fail(f"cannot read {path}: {exc.strerror or exc}")
+        fail(f"cannot read {path}: {exc.strerror or exc}")
     except UnicodeDecodeError as exc:
-        _fail(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        fail(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        _fail(f"{path} is not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}")
+        fail(f"{path} is not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}")
     try:
         return FoldProblem.model_validate_json(text)
     except ValidationError as exc:
-        _fail(f"{path} is not a valid fold problem:\n{validation_summary(exc, data)}")
+        fail(f"{path} is not a valid fold problem:\n{validation_summary(exc, data)}")
     except FoldingError as exc:
-        _fail(f"{path}: {exc}")
+        fail(f"{path}: {exc}")
 
 
 def _hierarchy_tree(problem: FoldProblem, max_children: int = 6) -> Tree:
@@ -239,7 +278,7 @@ def _describe(problem: FoldProblem) -> None:
     console.print(table)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def example() -> None:
     """Show the bundled example problem: its hierarchy, extreme frontiers and every solver."""
     problem = _example_problem()
@@ -282,13 +321,13 @@ def _compare_solvers(problem: FoldProblem) -> None:
     console.print(table)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def show(path: Annotated[Path, typer.Argument(help="A fold problem JSON file.")]) -> None:
     """Describe a saved fold problem: hierarchy, budget, conflicts and extreme frontiers."""
     _describe(_load_problem(path))
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def schema() -> None:
     """Print the JSON Schema of a fold problem."""
     from folding import fold_problem_schema
@@ -301,7 +340,7 @@ def _parse_options(options: list[str]) -> dict[str, object]:
     for item in options:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            _fail(f"option {item!r} is not KEY=VALUE")
+            fail(f"option {item!r} is not KEY=VALUE")
         try:
             parsed[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -316,7 +355,7 @@ def _positive_seconds(value: float | None) -> float | None:
     return value
 
 
-@app.command(cls=_Command, epilog=EXIT_STATUS)
+@app.command(cls=Command, epilog=EXIT_STATUS)
 def solve(
     path: Annotated[Path, typer.Argument(help="A fold problem JSON file.")],
     method: Annotated[str, typer.Option(help="Solver name (see `ctxfold solvers`).")] = (
@@ -351,13 +390,13 @@ def solve(
     try:
         solver = solvers.configure(method, _parse_options(option or []))
     except solvers.SolverConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         result = solver.solve(problem, time_limit=time_limit)
     except solvers.SolverConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except FoldingError as exc:
-        _fail(f"solver {method!r} failed on {path}: {exc}", RUNTIME_ERROR)
+        fail(f"solver {method!r} failed on {path}: {exc}", RUNTIME_ERROR)
     fits = result.status in Status.with_plan()
     if json_out:
         typer.echo(result.model_dump_json(indent=2))
@@ -411,16 +450,16 @@ def _no_plan(result: Any, problem: FoldProblem) -> NoReturn:
     """Say on stderr that no plan fits the wall, and leave with :data:`NO_PLAN`."""
     if result.status is Status.INFEASIBLE:
         why = result.message or "the constraints contradict each other"
-        _fail(f"infeasible: no plan satisfies the constraints ({why})", NO_PLAN)
+        fail(f"infeasible: no plan satisfies the constraints ({why})", NO_PLAN)
     floor = result.floor_tokens if result.floor_tokens is not None else result.tokens
-    _fail(
+    fail(
         f"over_budget: no plan fits the wall of {problem.budget.total:,} tokens; the floor "
         f"(the cheapest plan) is {floor:,}" + (f"; {result.message}" if result.message else ""),
         NO_PLAN,
     )
 
 
-@app.command(name="solvers", cls=_Command)
+@app.command(name="solvers", cls=Command)
 def list_solvers() -> None:
     """List the registered solvers."""
     import solvers
@@ -429,381 +468,6 @@ def list_solvers() -> None:
         cls = type(solvers.get(name, **solvers.capabilities(name).example_options))
         doc = (cls.__doc__ or "").strip().splitlines()[0]
         console.print(f"[bold]{name}[/bold]: {doc}")
-
-
-@app.command(cls=_Command)
-def sweep(
-    method: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--method",
-            "-m",
-            help="Solver (repeatable; see `ctxfold solvers`).",
-            show_default="every solver but the small-problem oracles",
-        ),
-    ] = None,
-) -> None:
-    """Replay the standard budget sweep (64k, 100k, 180k, 300k, 100k) for each solver.
-
-    Tables: tokens and utilisation after each wall; then cache hit rate, billed
-    input (millions of base-price tokens), churn (millions of tokens re-read beyond
-    the appended ones) and calls over the wall.
-    """
-    from rich.progress import Progress, TaskID
-
-    import solvers
-
-    unknown = [m for m in method or [] if m not in solvers.names()]
-    if unknown:
-        _fail(
-            f"unknown solver{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
-            f"registered solvers: {', '.join(solvers.names())}"
-        )
-    methods = method or [m for m in solvers.names() if not solvers.capabilities(m).oracle]
-    walls = Table(title="budget sweep (220 messages): tokens and utilisation after each wall")
-    walls.add_column("solver", no_wrap=True)
-    for budget in solvers.replay_module.SWEEP_BUDGETS:
-        walls.add_column(f"{budget // 1000}k", justify="right")
-    cache = Table(title="budget sweep: cache and churn over the whole run")
-    cache.add_column("solver", no_wrap=True)
-    for col in ("hit rate", "billed", "churn", "over wall"):
-        cache.add_column(col, justify="right")
-    with Progress(console=console, transient=True) as progress:
-        for name in methods:
-            task = progress.add_task(name, total=None)
-
-            def advance(done: int, total: int, task: TaskID = task) -> None:
-                progress.update(task, completed=done, total=total)
-
-            options = dict(solvers.capabilities(name).example_options) or None
-            try:
-                out = solvers.sweep(method=name, options=options, progress=advance)
-            except solvers.SolverConfigError as exc:
-                progress.stop()
-                _fail(str(exc))
-            s = out["summary"]
-            walls.add_row(
-                name,
-                *[f"{p['tokens'] / 1000:.1f}k {p['utilisation']:.0%}" for p in out["phases"]],
-            )
-            cache.add_row(
-                name,
-                f"{s['hit_rate']:.1%}",
-                f"{s['billed'] / 1e6:.2f}M",
-                f"{s['total_perturbation'] / 1e6:.2f}M",
-                str(s["over_budget_steps"]),
-            )
-    console.print(walls)
-    console.print(cache)
-
-
-# ------------------------------------------------------------------ benchmark
-
-DEMO_BUDGETS = (4_000, 8_000, 16_000)
-
-
-def _summary_table(report: Any, title: str) -> Table:
-    table = Table(title=title)
-    columns = (
-        "policy",
-        "budget",
-        "mean tok",
-        "peak",
-        "over",
-        "invalid",
-        "cache reuse",
-        "billed (k)",
-        "+ summaries (k)",
-        "summary tok",
-        "cpu p95 ms",
-        "retained",
-    )
-    for col in columns:
-        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
-    for s in report.summaries():
-        retained = "-" if s.retention is None else f"{s.facts_retained}/{s.facts_total}"
-        bad = "[red]" if s.invalid else ""
-        table.add_row(
-            s.policy,
-            f"{s.budget:,}",
-            f"{s.tokens_mean:,.0f}",
-            f"{s.tokens_peak:,}",
-            f"{bad}{s.over_budget}",
-            f"{bad}{s.invalid}",
-            f"{s.cache_reuse:.0%}",
-            f"{s.billed / 1000:,.1f}",
-            f"{s.billed_with_summaries / 1000:,.1f}",
-            f"{s.summarizer_tokens:,}",
-            f"{s.cpu_p95_ms:.1f}",
-            retained,
-        )
-    return table
-
-
-def _run_benchmark(
-    transcripts: list[Any], policies: list[str], budgets: list[int], workers: int, out: Path
-) -> Any:
-    from rich.progress import Progress
-
-    from . import benchmark
-
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        _fail(f"cannot create {out}: {exc.strerror or exc}")
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("replaying", total=None)
-
-        def advance(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
-        try:
-            report = benchmark.run(
-                transcripts, policies, budgets, workers=workers, progress=advance
-            )
-        except (KeyError, ValueError, ModuleNotFoundError) as exc:
-            _fail(f"{exc.args[0] if exc.args else exc}")
-    console.print(_summary_table(report, "every policy at every budget (lower billed is cheaper)"))
-    for v in report.verdicts():
-        colour = {True: "green", False: "yellow", None: "dim"}[v.meets_bar]
-        detail = "; ".join(v.failures) or ", ".join(
-            f"{p} bills {r:.2f}x ours" for p, r in v.ratios.items()
-        )
-        detail = detail or "no front rewriter ran"
-        console.print(
-            f"{v.policy} at {v.budget:,}: [{colour}]bar {v.outcome}[/{colour}] ({detail})"
-        )
-    markdown = out / "report.md"
-    markdown.write_text(report.to_markdown(), encoding="utf-8")
-    (out / "records.json").write_text(report.to_json(), encoding="utf-8")
-    plot = report.plot(out / "tokens-and-cost.png")
-    console.print(
-        f"{len(report.records):,} requests in {report.wall_seconds:.0f} s; "
-        f"report: {markdown}; plot: {plot}"
-    )
-    return report
-
-
-def _workers(workers: int | None) -> int:
-    import os
-
-    return workers if workers is not None else max(1, min(4, os.cpu_count() or 1))
-
-
-BENCH_BUDGETS = (8_000, 32_000, 128_000)
-
-
-def _budget_option(default: Sequence[int]) -> Any:
-    return typer.Option(
-        "--budget",
-        "-b",
-        min=1,
-        help="Input token budget (repeatable).",
-        show_default=", ".join(f"{b:,}" for b in default),
-    )
-
-
-BudgetOption = Annotated[list[int] | None, _budget_option(DEMO_BUDGETS)]
-BenchBudgetOption = Annotated[list[int] | None, _budget_option(BENCH_BUDGETS)]
-PolicyOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--policy",
-        "-p",
-        help="Policy name (repeatable; see `ctxfold policies`).",
-        show_default="every installed policy but the slow ours:exact",
-    ),
-]
-OutOption = Annotated[Path, typer.Option(help="Folder for the report, records and plot.")]
-WorkersOption = Annotated[
-    int | None,
-    typer.Option(min=1, help="Worker processes.", show_default="the CPU count, at most 4"),
-]
-
-
-@app.command(cls=_Command)
-def demo(
-    budget: BudgetOption = None,
-    policy: PolicyOption = None,
-    out: OutOption = Path("out/demo"),
-    workers: WorkersOption = None,
-    data: Annotated[
-        Path | None,
-        typer.Option(help="Folder of SWE-agent .traj files.", show_default="the bundled runs"),
-    ] = None,
-) -> None:
-    """Replay the bundled real transcripts through every policy at three budgets.
-
-    Offline and deterministic: the same extractive summariser for every policy
-    that summarises. Prints the comparison, writes ``report.md``,
-    ``records.json`` and ``tokens-and-cost.png`` under ``--out``.
-    """
-    from . import benchmark
-
-    try:
-        transcripts = benchmark.default_transcripts(data)
-    except (FileNotFoundError, MessageFormatError) as exc:
-        _fail(f"{exc}")
-    console.rule("[bold]ctxfold demo: context policies on real agent transcripts")
-    console.print(
-        ", ".join(f"{t.name} ({len(t.messages)} messages)" for t in transcripts)
-        + ". At every model call each policy says what it would send; one exact counter "
-        "audits it and a prompt cache prices it."
-    )
-    _run_benchmark(
-        transcripts,
-        policy or benchmark.policy_names(),
-        budget or list(DEMO_BUDGETS),
-        _workers(workers),
-        out,
-    )
-
-
-@app.command(cls=_Command)
-def policies() -> None:
-    """List the policy names the benchmark accepts."""
-    from . import benchmark
-
-    default = set(benchmark.policy_names(peers=True))
-    core = set(benchmark.policy_names(peers=False, exact=True))
-    for name in benchmark.policy_names(peers=True, exact=True):
-        note = ""
-        if name not in default:
-            note = "slow: proves optimality with CP-SAT; runs only when named with -p"
-        elif name not in core:
-            missing = _missing_package(name)
-            if missing is not None:
-                note = f"needs the bench extra ({missing}): pip install 'context-folding[bench]'"
-        console.print(f"{name}  [dim]({note})[/dim]" if note else name, highlight=False)
-
-
-def _missing_package(policy: str) -> str | None:
-    """Why ``policy`` cannot be built here (a missing package), or None when it can."""
-    from . import benchmark
-    from .tokens import CharsCounter
-
-    try:
-        benchmark.make_policy(policy, counter=CharsCounter())
-    except ImportError as exc:
-        return f"{exc.name} is missing" if exc.name else str(exc)
-    return None
-
-
-class TranscriptFormat(StrEnum):
-    """The formats ``ctxfold replay --format`` accepts."""
-
-    auto = "auto"
-    anthropic = "anthropic"
-    openai = "openai"
-    swe_agent = "swe-agent"
-
-
-def _without_path(message: str, path: Path) -> str:
-    return message.removeprefix(f"{path}: ")
-
-
-def _load_transcript(path: Path, fmt: str) -> Any:
-    from . import loaders
-    from .benchmark import _transcript
-    from .messages import ToolResultBlock, ToolUseBlock
-
-    if not path.is_file():
-        _fail(f"{path} is not a file")
-    how = "given with --format"
-    if fmt == "auto":
-        try:
-            fmt, why = loaders.detect_format(path)
-        except loaders.TranscriptError as exc:
-            _fail(f"cannot read {path}: {_without_path(str(exc), path)}")
-        how = f"detected: {why}"
-    try:
-        _, messages = loaders.load_transcript_file(path, fmt)
-    except (ValueError, KeyError, OSError, TypeError) as exc:  # TranscriptError included
-        _fail(f"cannot read {path} as {fmt}: {_without_path(str(exc), path)}")
-    transcript = _transcript(path.stem, messages, {"source": str(path), "format": fmt})
-    blocks = [b for m in messages for b in m.content]
-    uses = sum(isinstance(b, ToolUseBlock) for b in blocks)
-    results = sum(isinstance(b, ToolResultBlock) for b in blocks)
-    console.print(
-        f"{path}: {fmt} ({how}); {len(messages):,} messages, {uses:,} tool calls, "
-        f"{results:,} tool results, {len(transcript.call_points):,} calls to the agent",
-        highlight=False,
-    )
-    if not transcript.call_points:
-        _fail(f"{path} has no point where the agent is called")
-    return transcript
-
-
-@app.command(cls=_Command)
-def replay(
-    path: Annotated[Path, typer.Argument(help="A transcript: .traj, OpenAI or Anthropic JSON.")],
-    budget: BudgetOption = None,
-    policy: PolicyOption = None,
-    fmt: Annotated[
-        TranscriptFormat,
-        typer.Option(
-            "--format",
-            help="The transcript's format; auto tells it by content (a top-level 'system' "
-            "key or tool_use / tool_result blocks: Anthropic; a 'history' list: SWE-agent).",
-        ),
-    ] = TranscriptFormat.auto,
-    out: OutOption = Path("out/replay"),
-    workers: WorkersOption = None,
-) -> None:
-    """Replay one transcript through the chosen policies and budgets."""
-    from . import benchmark
-
-    transcript = _load_transcript(path, fmt.value)
-    _run_benchmark(
-        [transcript],
-        policy or benchmark.policy_names(),
-        budget or list(DEMO_BUDGETS),
-        _workers(workers),
-        out,
-    )
-
-
-@app.command(cls=_Command)
-def bench(
-    budget: BenchBudgetOption = None,
-    policy: PolicyOption = None,
-    out: OutOption = Path("out/bench"),
-    workers: WorkersOption = None,
-    scale: Annotated[
-        list[int] | None,
-        typer.Option(
-            help="Synthetic conversation sizes in messages (repeatable).",
-            show_default="1000, 5000",
-        ),
-    ] = None,
-) -> None:
-    """The full comparison: bundled transcripts, long synthetic conversations, and the
-    BFCL memory and multi-turn sets and the longest chitchat conversations when their
-    packages are installed."""
-    from . import benchmark, loaders
-
-    try:
-        transcripts = benchmark.default_transcripts()
-        transcripts += [benchmark.synthetic_transcript(n, seed=n) for n in (scale or [1000, 5000])]
-    except (FileNotFoundError, ValueError) as exc:  # MessageFormatError included
-        _fail(f"{exc}")
-    optional: list[tuple[str, Callable[[], list[Any]]]] = [
-        ("BFCL memory", loaders.load_bfcl_memory),
-        ("BFCL multi-turn", lambda: loaders.load_bfcl_multi_turn("long_context", limit=5)),
-        ("chitchat", lambda: loaders.load_chitchat(limit=3, longest=True)),
-    ]
-    for label, load in optional:
-        try:
-            transcripts += load()
-        except loaders.TranscriptError as exc:
-            console.print(f"[yellow]skipped {label}:[/yellow] {exc}")
-    _run_benchmark(
-        transcripts,
-        policy or benchmark.policy_names(),
-        budget or list(BENCH_BUDGETS),
-        _workers(workers),
-        out,
-    )
 
 
 def _shorten(text: str, width: int) -> str:
@@ -879,7 +543,7 @@ def message_preview(content: Sequence[Any], width: int = 90) -> str:
     return _shorten(" | ".join(parts), width) if parts else "(empty)"
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def inspect(
     store: Annotated[Path, typer.Argument(help="A context manager store (SQLite file).")],
     namespace: Annotated[
@@ -893,7 +557,7 @@ def inspect(
     from .store import Store, StoreError
 
     if not store.is_file():
-        _fail(f"{store} is not a file")
+        fail(f"{store} is not a file")
     # look before opening: opening a store writes to it. The read-only probe needs a URI;
     # as_uri() percent-encodes the path, so '#', '?' and '%' in a name stay part of it
     probe_uri = store.resolve().as_uri() + "?mode=ro"
@@ -906,12 +570,12 @@ def inspect(
                 else []
             )
     except sqlite3.DatabaseError as exc:
-        _fail(f"{store} is not a SQLite database: {exc}")
+        fail(f"{store} is not a SQLite database: {exc}")
     if not {"records", "branches", "meta"} <= tables:
-        _fail(f"{store} is a SQLite database but not a store")
+        fail(f"{store} is a SQLite database but not a store")
     namespaces = sorted({slot.rsplit("/", 1)[0] for slot in slots if "/" in slot})
     if namespace not in namespaces and (namespaces or namespace != "default"):
-        _fail(
+        fail(
             f"{store} has no namespace {namespace!r}; "
             + (
                 f"its namespaces: {', '.join(namespaces)}"
@@ -922,7 +586,7 @@ def inspect(
     try:
         db = Store.open(store)
     except (StoreError, OSError) as exc:
-        _fail(f"cannot open {store}: {exc}")
+        fail(f"cannot open {store}: {exc}")
     with db:
         messages = db.items("messages")
         console.print(

@@ -559,15 +559,16 @@ def from_openai(
     a user-side message with a tool result, consecutive ones (the answers to
     parallel calls) one message.
     """
-    out = PartJoiner()  # the results of parallel calls come back as one message
+    out: list[Message] = []
+    results = False  # does out[-1] hold tool results? (parallel calls answer as one message)
     for i, raw in enumerate(messages):
         role = raw.get("role")
         content = raw.get("content")
         text = _openai_text(content, i)
         if role == "system" or role == "developer":
-            out.add(Message.text_message(SYSTEM, text))
+            out.append(Message.text_message(SYSTEM, text))
         elif role == "user":
-            out.add(Message.text_message(user, text))
+            out.append(Message.text_message(user, text))
         elif role == "assistant":
             blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []
             for call in raw.get("tool_calls") or []:
@@ -580,16 +581,24 @@ def from_openai(
                     raise MessageFormatError(f"message {i}: malformed tool call: {exc}") from None
             if not blocks:
                 blocks = [TextBlock(text="")]
-            out.add(Message(participant=agent, content=tuple(blocks)))
+            out.append(Message(participant=agent, content=tuple(blocks)))
         elif role == "tool":
             call_id = raw.get("tool_call_id")
             if not call_id:
                 raise MessageFormatError(f"message {i}: tool message lacks 'tool_call_id'")
             block = ToolResultBlock(tool_use_id=call_id, content=text)
-            out.tool_result(block, str(raw.get("name") or "Tool"), {})
+            if results:
+                joined = out[-1].model_copy(update={"content": (*out[-1].content, block)})
+                joined.check_storable()  # the new block was never part of a checked message
+                out[-1] = joined
+            else:
+                out.append(Message(participant=str(raw.get("name") or "Tool"), content=(block,)))
+            results = True
+            continue
         else:
             raise MessageFormatError(f"message {i}: unsupported role {role!r}")
-    return out.messages
+        results = False
+    return out
 
 
 def _openai_text(content: Any, i: int) -> str:
@@ -640,72 +649,3 @@ def to_openai(messages: Sequence[Message], *, agent: str = AGENT) -> list[dict[s
             role = "system" if m.participant == SYSTEM else "user"
             out.append({"role": role, "content": text_of(rest)})
     return out
-
-
-CONTINUES = "context_manager_continues"
-SOURCE = "context_manager_source"
-
-
-def part_markers(source: int, part: int) -> dict[str, Any]:
-    """The extra fields of part ``part`` of split message ``source``.
-
-    Chat formats that carry each tool result as its own message split one of our
-    user-side messages into parts
-    (:func:`~context_manager.peers.base.user_side_parts`); every part names its
-    source message, and the parts after the first say they continue it, so
-    :class:`PartJoiner` can put the message back together.
-    """
-    return {SOURCE: source, **({CONTINUES: True} if part else {})}
-
-
-class PartJoiner:
-    """Our messages, rebuilt from a chat format that splits user-side messages into parts.
-
-    Consecutive tool results join one message (as providers want them); a part
-    marked as continuing a split message joins the message before it only when
-    that message came from the same source, so a part whose head was trimmed away
-    never lands in an unrelated message.
-    """
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self._results = False  # does messages[-1] hold tool results?
-        self._source: object = None  # the split message messages[-1] came from
-
-    def _joins(self, extra: dict[str, Any]) -> bool:
-        return bool(self.messages and extra.get(CONTINUES) and extra.get(SOURCE) == self._source)
-
-    def _extend(self, blocks: Sequence[ContentBlock]) -> None:
-        last = self.messages[-1]
-        joined = last.model_copy(update={"content": (*last.content, *blocks)})
-        joined.check_storable()  # the new blocks were never part of a checked message
-        self.messages[-1] = joined
-
-    def tool_result(self, block: ToolResultBlock, participant: str, extra: dict[str, Any]) -> None:
-        """Add a tool result carried on its own."""
-        if self.messages and (self._results or self._joins(extra)):
-            self._extend((block,))
-        else:
-            self.messages.append(Message(participant=participant, content=(block,)))
-        self._results, self._source = True, extra.get(SOURCE)
-
-    def user_part(
-        self,
-        blocks: Sequence[ContentBlock],
-        participant: str,
-        extra: dict[str, Any],
-        *,
-        empty: Sequence[ContentBlock] = (),
-    ) -> None:
-        """Add a user-side part that is not a tool result (``empty`` stands in for no
-        blocks when it starts a message)."""
-        if self._joins(extra):
-            self._extend(blocks)
-        else:
-            self.messages.append(Message(participant=participant, content=tuple(blocks or empty)))
-        self._results, self._source = False, extra.get(SOURCE)
-
-    def add(self, message: Message) -> None:
-        """Add a message that was never split (system, agent)."""
-        self.messages.append(message)
-        self._results, self._source = False, None

@@ -26,7 +26,6 @@ from .exceptions import (
     ZoneError,
 )
 from .frontiers import BoundaryGraph, cheapest_frontier, enumerate_frontiers, finest_frontier
-from .generators import agent_history, chronicle, chunked_history, random_problem
 from .hierarchy import Hierarchy
 from .kv import CachePrices, CacheRequest, CacheSimulator, CacheTotals, divergence_index, kv_cost
 from .model import (
@@ -96,12 +95,9 @@ __all__ = [
     "UnknownIdError",
     "Violation",
     "ZoneError",
-    "agent_history",
     "cheapest_frontier",
     "check_levels",
     "check_plan",
-    "chronicle",
-    "chunked_history",
     "divergence_index",
     "enumerate_frontiers",
     "fidelity_loss",
@@ -114,7 +110,6 @@ __all__ = [
     "levels_from_frontier",
     "merge_runs",
     "previous_layout",
-    "random_problem",
     "render",
     "render_levels",
 ]

@@ -8,7 +8,6 @@
 """
 
 from . import exact, greedy, kv_stable, kv_unified, pyramid
-from . import replay as replay_module
 from ._base import (
     Capabilities,
     Plan,
@@ -23,12 +22,10 @@ from ._base import (
     solve,
     window_options,
 )
-from .replay import ReplayReport, replay, sweep
 
 __all__ = [
     "Capabilities",
     "Plan",
-    "ReplayReport",
     "Solver",
     "SolverConfig",
     "SolverConfigError",
@@ -42,9 +39,6 @@ __all__ = [
     "names",
     "pyramid",
     "register",
-    "replay",
-    "replay_module",
     "solve",
-    "sweep",
     "window_options",
 ]

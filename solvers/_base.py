@@ -423,7 +423,7 @@ def solve(
     Examples
     --------
     >>> import solvers
-    >>> from folding import chronicle
+    >>> from foldbench.synthetic import chronicle
     >>> result = solvers.solve(chronicle(36, total=12_000), method="flat-profile")
     >>> result.status.value, result.tokens <= 12_000
     ('feasible', True)

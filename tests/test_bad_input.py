@@ -35,6 +35,7 @@ from context_manager.summarizer import (
     CompletionRequest,
     ExtractiveSummarizer,
 )
+from foldbench.synthetic import chronicle
 from folding import (
     MAX_LEVEL,
     MAX_TOKENS,
@@ -45,7 +46,6 @@ from folding import (
     Status,
     TokenCostError,
     check_plan,
-    chronicle,
     render,
 )
 from folding.frontiers import selectable_summaries

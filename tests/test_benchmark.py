@@ -13,15 +13,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from context_manager import benchmark
+from foldbench import benchmark
 from context_manager.cli import app
-from context_manager.loaders import load_swe_agent
 from context_manager.messages import Message, ToolResultBlock, ToolUseBlock
 from context_manager.pairing import tool_pair_problems
-from context_manager.peers.ours import AssemblePolicy, FoldingPolicy, from_wire, to_wire
 from context_manager.tokens import TiktokenCounter
+from foldbench import dataset
+from foldbench.loaders import load_swe_agent
+from foldbench.peers.ours import AssemblePolicy, FoldingPolicy, from_wire, to_wire
 
-DATA = Path(__file__).parents[1] / "data" / "swe-agent"
+DATA = dataset("swe-agent")
 TRAJ = DATA / "marshmallow-1867-function-calling.traj"
 
 
@@ -233,7 +234,7 @@ def test_cli_demo_replay_policies_and_inspect(tmp_path: Path) -> None:
 def test_cli_bench_adds_the_optional_sets_and_names_what_it_skips(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from context_manager import loaders
+    from foldbench import loaders
 
     def missing(*args: object, **kwargs: object) -> list[object]:
         raise loaders.TranscriptError("bfcl-eval is not installed")
@@ -352,7 +353,7 @@ def test_a_policy_that_only_appends_resends_no_history() -> None:
 
 
 def test_retention_counts_whole_words_of_facts_the_transcript_states() -> None:
-    from context_manager.loaders import Probe, Transcript
+    from foldbench.loaders import Probe, Transcript
 
     said = [Message.text_message("User", "The tax rate is 7 percent; a syntax error.")]
     probes = [
@@ -538,7 +539,7 @@ def test_wire_round_trip_keeps_the_results_of_parallel_calls_together() -> None:
 
 
 def test_concatenation_pools_facts_and_probes() -> None:
-    from context_manager.loaders import Probe, Transcript
+    from foldbench.loaders import Probe, Transcript
 
     said = [Message.text_message("User", "my code is K-1 and my pet is Rex")]
     a = Transcript("a", said, facts=["K-1"])

@@ -14,8 +14,11 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from context_manager import ContextManager, ExtractiveSummarizer
-from context_manager.cli import NO_PLAN, RUNTIME_ERROR, USAGE_ERROR, app
-from context_manager.loaders import (
+from context_manager.cli import NO_PLAN, RUNTIME_ERROR, USAGE_ERROR, app, load_plugins
+from context_manager.messages import ToolResultBlock, ToolUseBlock, to_anthropic
+from context_manager.strategies.autobiographical import AutobiographicalStrategy
+from foldbench import dataset
+from foldbench.loaders import (
     TranscriptError,
     detect_format,
     load_anthropic,
@@ -23,12 +26,12 @@ from context_manager.loaders import (
     load_swe_agent,
     load_transcript_file,
 )
-from context_manager.messages import ToolResultBlock, ToolUseBlock, to_anthropic
-from context_manager.strategies.autobiographical import AutobiographicalStrategy
-from folding.generators import chronicle
+from foldbench.synthetic import chronicle
+
+PLUGINS = load_plugins()  # the benchmark's commands, as the console script registers them
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAJ = ROOT / "data" / "swe-agent" / "marshmallow-1867-function-calling.traj"
+TRAJ = dataset("swe-agent") / "marshmallow-1867-function-calling.traj"
 WIDE = {"COLUMNS": "200"}
 
 
@@ -182,7 +185,7 @@ def test_solve_with_a_plan_exits_0_and_prints_the_layout(problem: Path) -> None:
 def test_policies_mention_the_bench_extra_only_when_its_import_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from context_manager import benchmark
+    from foldbench import benchmark
 
     result = _run(["policies"], env=WIDE)
     assert result.exit_code == 0

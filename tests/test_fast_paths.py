@@ -7,7 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from folding import FoldProblem, Leaf, random_problem, render_levels
+from foldbench.synthetic import random_problem
+from folding import FoldProblem, Leaf, render_levels
 from folding.testing.strategies import problems
 from solvers._forest import Forest
 from solvers.kv_stable import ideal_cut

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import solvers
+from foldbench.synthetic import agent_history
 from folding import FoldProblem
 from folding.frontiers import enumerate_frontiers
-from folding.generators import agent_history
 from folding.render import levels_from_frontier
 from folding.testing.strategies import problems
 from solvers import kv_unified as ku

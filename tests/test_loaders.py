@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from context_manager.loaders import (
+from context_manager.messages import ToolResultBlock, ToolUseBlock
+from context_manager.pairing import tool_pair_problems
+from foldbench.loaders import (
     TranscriptError,
     load_anthropic,
     load_openai,
     load_openai_conversations,
 )
-from context_manager.messages import ToolResultBlock, ToolUseBlock
-from context_manager.pairing import tool_pair_problems
 
 OPENAI_CHAT = [
     {"role": "system", "content": "You are terse."},
@@ -157,7 +157,7 @@ def test_anthropic_format_errors(tmp_path: Path, data: object, message: str) -> 
     ],
 )
 def test_swe_agent_format_errors(tmp_path: Path, data: object, message: str) -> None:
-    from context_manager.loaders import load_swe_agent
+    from foldbench.loaders import load_swe_agent
 
     with pytest.raises(TranscriptError, match=message):
         load_swe_agent(_write(tmp_path / "x.traj", data))
@@ -180,7 +180,7 @@ def test_bfcl_multi_turn_replays_real_tool_results() -> None:
         "bfcl_eval", reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)"
     )
     pytest.importorskip("mpmath", reason="mpmath (bench extra) needed by the BFCL math tool")
-    from context_manager.loaders import load_bfcl_multi_turn
+    from foldbench.loaders import load_bfcl_multi_turn
 
     transcripts = load_bfcl_multi_turn("base", limit=5)
     assert len(transcripts) == 5
@@ -205,7 +205,7 @@ def test_bfcl_memory_exposes_ground_truth_facts() -> None:
     pytest.importorskip(
         "bfcl_eval", reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)"
     )
-    from context_manager.loaders import load_bfcl_memory
+    from foldbench.loaders import load_bfcl_memory
 
     (customer,) = load_bfcl_memory("customer")
     assert len(customer.probes) == 30
@@ -222,7 +222,7 @@ def test_bfcl_unknown_category() -> None:
     pytest.importorskip(
         "bfcl_eval", reason="bfcl-eval not installed (pip install --no-deps bfcl-eval)"
     )
-    from context_manager.loaders import load_bfcl_multi_turn
+    from foldbench.loaders import load_bfcl_multi_turn
 
     with pytest.raises(TranscriptError, match="unknown BFCL multi-turn category"):
         load_bfcl_multi_turn("parallel")  # type: ignore[arg-type]
@@ -230,7 +230,7 @@ def test_bfcl_unknown_category() -> None:
 
 def test_chitchat_longest_chats() -> None:
     pytest.importorskip("chitchat_dataset", reason="chitchat-dataset (bench extra) not installed")
-    from context_manager.loaders import load_chitchat
+    from foldbench.loaders import load_chitchat
 
     chats = load_chitchat(limit=2, longest=True)
     assert [c.metadata["words"] for c in chats] == sorted(
@@ -272,7 +272,7 @@ def test_results_of_parallel_calls_come_back_as_one_message() -> None:
 
 
 def test_a_swe_agent_result_for_several_calls_answers_each(tmp_path: Path) -> None:
-    from context_manager.loaders import load_swe_agent
+    from foldbench.loaders import load_swe_agent
 
     turn = _parallel_turn()
     history = [turn[0], turn[1], {**turn[2], "tool_call_ids": ["a", "b"]}, turn[4]]

@@ -19,10 +19,11 @@ from context_manager import (
     OverBudgetError,
     tool_pair_problems,
 )
-from context_manager.loaders import load_swe_agent
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
+from foldbench import dataset
+from foldbench.loaders import load_swe_agent
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "swe-agent"  # MIT, LICENSE beside them
+DATA = dataset("swe-agent")  # MIT, LICENSE beside them
 COUNTER = CharsCounter()
 
 

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 import folding
 from context_manager.cli import app
-from folding import FoldProblem, chronicle, random_problem
+from foldbench.synthetic import chronicle, random_problem
+from folding import FoldProblem
 from folding.schema import SCHEMA_PATH, render_schema
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from context_manager.loaders import load_swe_agent
 from context_manager.messages import (
     Message,
     TextBlock,
@@ -16,18 +14,20 @@ from context_manager.messages import (
     ToolUseBlock,
 )
 from context_manager.pairing import tool_pair_problems
-from context_manager.peers import (
+from context_manager.tokens import TiktokenCounter
+from foldbench import dataset
+from foldbench.loaders import load_swe_agent
+from foldbench.peers import (
     ClearToolUses,
     ObservationMasking,
     Policy,
     PolicyRequest,
     call_points,
 )
-from context_manager.peers.base import request_tokens
-from context_manager.peers.baselines import exchanges
-from context_manager.tokens import TiktokenCounter
+from foldbench.peers.base import request_tokens
+from foldbench.peers.baselines import exchanges
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "swe-agent"
+DATA = dataset("swe-agent")
 BENCH = "the bench extra is not installed (pip install -e '.[bench]')"
 COUNTER = TiktokenCounter()
 
@@ -139,8 +139,8 @@ def lc() -> Iterator[None]:
 
 
 def test_langchain_pieces_converted_one_by_one_keep_their_own_source(lc: None) -> None:
-    from context_manager.messages import SOURCE
-    from context_manager.peers.langchain_peers import from_langchain, to_langchain
+    from foldbench.peers.langchain_peers import from_langchain, to_langchain
+    from foldbench.peers.parts import SOURCE
 
     results = Message(
         participant="User",
@@ -158,7 +158,7 @@ def test_langchain_pieces_converted_one_by_one_keep_their_own_source(lc: None) -
 def test_langchain_round_trip_keeps_ids(lc: None, history: list[Message]) -> None:
     from langchain_core.messages import AIMessage, ToolMessage
 
-    from context_manager.peers.langchain_peers import from_langchain, to_langchain
+    from foldbench.peers.langchain_peers import from_langchain, to_langchain
 
     converted = to_langchain(history)
     calls = [c["id"] for m in converted if isinstance(m, AIMessage) for c in m.tool_calls]
@@ -192,7 +192,7 @@ def test_langchain_round_trip_keeps_ids(lc: None, history: list[Message]) -> Non
 
 
 def test_trim_messages_fits_budget(lc: None, history: list[Message]) -> None:
-    from context_manager.peers.langchain_peers import TrimMessagesPolicy
+    from foldbench.peers.langchain_peers import TrimMessagesPolicy
 
     policy = TrimMessagesPolicy()
     for request in replay(policy, history, 3000):
@@ -205,7 +205,7 @@ def test_trim_messages_fits_budget(lc: None, history: list[Message]) -> None:
 
 
 def test_summarization_middleware_summarises(lc: None, observations: list[Message]) -> None:
-    from context_manager.peers.langchain_peers import SummarizationMiddlewarePolicy
+    from foldbench.peers.langchain_peers import SummarizationMiddlewarePolicy
 
     policy = SummarizationMiddlewarePolicy(summary_tokens=200)
     requests = replay(policy, observations, 4000)
@@ -224,7 +224,7 @@ def test_summarization_middleware_summarises(lc: None, observations: list[Messag
 def test_summarization_middleware_restarts_on_new_transcript(
     lc: None, history: list[Message], observations: list[Message]
 ) -> None:
-    from context_manager.peers.langchain_peers import SummarizationMiddlewarePolicy
+    from foldbench.peers.langchain_peers import SummarizationMiddlewarePolicy
 
     policy = SummarizationMiddlewarePolicy()
     policy.request(observations[:10], 10**6)
@@ -235,7 +235,7 @@ def test_summarization_middleware_restarts_on_new_transcript(
 def test_langchain_clear_tool_uses_matches_anthropic_baseline(
     lc: None, history: list[Message]
 ) -> None:
-    from context_manager.peers.langchain_peers import ClearToolUsesPolicy
+    from foldbench.peers.langchain_peers import ClearToolUsesPolicy
 
     for options in ({}, {"keep": 1, "clear_tool_inputs": True}):
         ours = replay(ClearToolUses(**options), history, 2000)  # type: ignore[arg-type]
@@ -251,7 +251,7 @@ def test_langchain_clear_tool_uses_matches_anthropic_baseline(
 def test_extractive_chat_model_is_metered(lc: None) -> None:
     from langchain_core.messages import HumanMessage
 
-    from context_manager.peers.langchain_peers import extractive_chat_model
+    from foldbench.peers.langchain_peers import extractive_chat_model
 
     model, meter = extractive_chat_model(target_tokens=20)
     prompt = (
@@ -267,7 +267,7 @@ def test_extractive_chat_model_is_metered(lc: None) -> None:
 
 
 def test_peer_error_is_recorded_not_raised(lc: None, history: list[Message]) -> None:
-    from context_manager.peers.langchain_peers import TrimMessagesPolicy
+    from foldbench.peers.langchain_peers import TrimMessagesPolicy
 
     class BrokenCounter(TiktokenCounter):
         def _count(self, message: Message) -> int:
@@ -287,7 +287,7 @@ def li() -> Iterator[None]:
 
 
 def test_llamaindex_round_trip_keeps_ids(li: None, history: list[Message]) -> None:
-    from context_manager.peers.llamaindex_peers import from_llamaindex, to_llamaindex
+    from foldbench.peers.llamaindex_peers import from_llamaindex, to_llamaindex
 
     converted = to_llamaindex(history)
     answers = [m.additional_kwargs["tool_call_id"] for m in converted if m.role == "tool"]
@@ -311,7 +311,7 @@ def test_llamaindex_round_trip_keeps_ids(li: None, history: list[Message]) -> No
 
 
 def test_llamaindex_memory_flushes_into_facts(li: None, observations: list[Message]) -> None:
-    from context_manager.peers.llamaindex_peers import MemoryPolicy
+    from foldbench.peers.llamaindex_peers import MemoryPolicy
 
     with MemoryPolicy() as policy:
         requests = replay(policy, observations, 5000)
@@ -326,7 +326,7 @@ def test_llamaindex_memory_flushes_into_facts(li: None, observations: list[Messa
 
 
 def test_llamaindex_memory_without_blocks(li: None, history: list[Message]) -> None:
-    from context_manager.peers.llamaindex_peers import MemoryPolicy
+    from foldbench.peers.llamaindex_peers import MemoryPolicy
 
     with MemoryPolicy(facts=False) as policy:
         requests = replay(policy, history, 3000)
@@ -338,7 +338,7 @@ def test_llamaindex_memory_without_blocks(li: None, history: list[Message]) -> N
 
 def test_a_split_message_never_joins_another_message_after_trimming() -> None:
     pytest.importorskip("langchain_core", reason=BENCH)
-    from context_manager.peers.langchain_peers import TrimMessagesPolicy
+    from foldbench.peers.langchain_peers import TrimMessagesPolicy
 
     call = ToolUseBlock(id="c1", name="bash", input={"cmd": "ls"})
     mixed = Message(
@@ -360,7 +360,7 @@ def test_a_split_message_never_joins_another_message_after_trimming() -> None:
 
 
 def test_a_different_transcript_sharing_the_last_message_restarts_the_feed() -> None:
-    from context_manager.peers.base import HistoryFeed
+    from foldbench.peers.base import HistoryFeed
 
     shared = Message.text_message("User", "ok")
     a = [Message.text_message("User", "alpha"), Message.text_message("User", "beta"), shared]
@@ -372,9 +372,9 @@ def test_a_different_transcript_sharing_the_last_message_restarts_the_feed() -> 
 
 
 def test_the_meter_prices_summariser_calls_through_their_own_cache_marks() -> None:
-    from context_manager.peers.base import HOUR_WRITE_PRICE, OUTPUT_PRICE, MeteredSummarizer
     from context_manager.summarizer import Completion, CompletionRequest
     from context_manager.tokens import CharsCounter
+    from foldbench.peers.base import HOUR_WRITE_PRICE, OUTPUT_PRICE, MeteredSummarizer
 
     class Fixed:
         def complete(self, request: CompletionRequest) -> Completion:

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from folding import FoldProblem, Layout, PlanViolation, chronicle, render, render_levels
+from foldbench.synthetic import chronicle
+from folding import FoldProblem, Layout, PlanViolation, render, render_levels
 
 
 def problem(**extra: Any) -> FoldProblem:

@@ -12,16 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import solvers
+from foldbench.synthetic import agent_history, random_problem
 from folding import (
     BoundaryGraph,
     FoldProblem,
     PlanViolation,
-    agent_history,
     check_levels,
     check_plan,
     frontier_from_levels,
     previous_layout,
-    random_problem,
     render_levels,
 )
 from folding._arrays import unique_sorted

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 
 import solvers
+from foldbench.solver_replay import growth_schedule, replay
+from foldbench.synthetic import chronicle
 from folding import (
     FoldProblem,
     ProduceRequest,
     Status,
     check_plan,
-    chronicle,
     fidelity_loss,
     levels_from_frontier,
 )
-from solvers.replay import growth_schedule, replay
 
 GREEDY = ["oldest-first", "flat-profile"]
 ALL_PLANNERS = ["oldest-first", "flat-profile", "kv-stable", "exact"]

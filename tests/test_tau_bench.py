@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from context_manager.benchmark import argument_values, concatenate, replay_policy
-from context_manager.loaders import load_tau_bench
 from context_manager.messages import ToolResultBlock, ToolUseBlock
+from foldbench import dataset
+from foldbench.benchmark import argument_values, concatenate, replay_policy
+from foldbench.loaders import load_tau_bench
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "tau-bench" / "airline-gpt-4o-150.json"
+DATA = dataset("tau-bench") / "airline-gpt-4o-150.json"
 
 
 def test_the_bundled_trajectories_load_with_their_tool_calls() -> None:

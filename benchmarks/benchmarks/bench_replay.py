@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import solvers
-from solvers.replay import sweep
+from foldbench.solver_replay import sweep
 
 SOLVERS = ["oldest-first", "flat-profile", "kv-stable", "kv-unified", "exact"]
 PHASES = ["64k", "100k", "180k", "300k", "100k-again"]

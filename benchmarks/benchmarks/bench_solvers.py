@@ -29,7 +29,8 @@ from functools import cache
 from typing import Any
 
 import solvers
-from folding import FoldProblem, agent_history, fidelity_loss
+from foldbench.synthetic import agent_history
+from folding import FoldProblem, fidelity_loss
 from solvers._cpsat import import_cp_model
 
 from .common import store, warm

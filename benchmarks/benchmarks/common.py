@@ -18,10 +18,11 @@ import numpy as np
 from context_manager import ContextManager
 from context_manager.errors import OverBudgetError
 from context_manager.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
-from context_manager.peers.ours import FoldingPolicy
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.summarizer import ExtractiveSummarizer
-from folding import FoldProblem, chronicle, random_problem
+from foldbench.peers.ours import FoldingPolicy
+from foldbench.synthetic import chronicle, random_problem
+from folding import FoldProblem
 
 SEED = 0xDEADC0DE
 

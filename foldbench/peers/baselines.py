@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..messages import Message, ToolResultBlock, ToolUseBlock
-from ..tokens import TokenCounter
+from context_manager.messages import Message, ToolResultBlock, ToolUseBlock
+from context_manager.tokens import TokenCounter
+
 from .base import PolicyRequest, audit, default_counter, request_tokens, split_system
 
 __all__ = ["ClearToolUses", "ObservationMasking", "exchanges"]

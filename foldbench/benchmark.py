@@ -1,7 +1,7 @@
 """The policy benchmark: replay transcripts through context policies and compare them.
 
 Each transcript is replayed with teacher forcing: at every point where the
-agent would call its model (:attr:`~context_manager.loaders.Transcript.call_points`),
+agent would call its model (:attr:`~foldbench.loaders.Transcript.call_points`),
 each policy is handed the transcript so far and a budget and answers with the
 request it would send. Every request is audited by one exact counter
 (``cl100k_base``): its tokens, whether it is over the budget, whether a tool
@@ -42,10 +42,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from context_manager.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
+from context_manager.tokens import TiktokenCounter, TokenCounter
 from folding import CachePrices, CacheSimulator, Layout
 
+from . import dataset
 from .loaders import Probe, Transcript, load_swe_agent
-from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
 from .peers.base import (
     HOUR_WRITE_PRICE,
     MIN_CACHEABLE_TOKENS,
@@ -53,7 +55,6 @@ from .peers.base import (
     Policy,
     call_points,
 )
-from .tokens import TiktokenCounter, TokenCounter
 
 __all__ = [
     "CACHE_AWARE",
@@ -89,7 +90,7 @@ COST_BAR = 2.0
 
 
 def _factory(module: str, cls: str, **options: Any) -> Callable[[TokenCounter], Policy]:
-    """Build ``cls`` of ``context_manager.peers.<module>``, imported only when asked for
+    """Build ``cls`` of ``foldbench.peers.<module>``, imported only when asked for
     (the peers' packages are optional)."""
 
     def make(counter: TokenCounter) -> Policy:
@@ -213,7 +214,8 @@ def default_transcripts(data: str | Path | None = None) -> list[Transcript]:
     Parameters
     ----------
     data : str or Path, optional
-        A folder of SWE-agent ``.traj`` files (default: the repository's ``data/swe-agent``).
+        A folder of SWE-agent ``.traj`` files (default: the bundled
+        ``dataset("swe-agent")``).
 
     Returns
     -------
@@ -222,9 +224,9 @@ def default_transcripts(data: str | Path | None = None) -> list[Transcript]:
     Raises
     ------
     FileNotFoundError
-        When ``data`` (default: the repository's ``data/swe-agent``) holds no ``.traj``.
+        When the folder holds no ``.traj``.
     """
-    folder = Path(data) if data is not None else Path(__file__).parents[1] / "data" / "swe-agent"
+    folder = Path(data) if data is not None else dataset("swe-agent")
     paths = sorted(folder.glob("*.traj")) if folder.is_dir() else []
     if not paths:
         raise FileNotFoundError(
@@ -397,7 +399,7 @@ class CallRecord:
     """Tokens sent uncached and not written."""
     summarizer_billed: float = 0.0
     """What the summariser calls made for this request cost, in base-price input tokens
-    (:class:`~context_manager.peers.base.MeteredSummarizer`)."""
+    (:class:`~foldbench.peers.base.MeteredSummarizer`)."""
     arguments_total: int = 0
     """Argument values of the tool calls the agent really made next
     (:func:`argument_values`) that the whole history before the call shows."""

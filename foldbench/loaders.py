@@ -40,7 +40,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from .messages import (
+from context_manager.messages import (
     Message,
     MessageFormatError,
     TextBlock,

@@ -15,19 +15,19 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..messages import (
+from context_manager.messages import (
     MAX_CACHE_BREAKPOINTS,
     ContentBlock,
     Message,
-    PartJoiner,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     text_of,
 )
-from ..summarizer import ExtractiveSummarizer, Summarizer
-from ..tokens import TokenCounter
+from context_manager.summarizer import ExtractiveSummarizer, Summarizer
+from context_manager.tokens import TokenCounter
+
 from .base import (
     HistoryFeed,
     MeteredSummarizer,
@@ -39,6 +39,7 @@ from .base import (
     split_system,
     system_text,
 )
+from .parts import PartJoiner
 
 __all__ = ["AssemblePolicy", "FoldingPolicy", "from_wire", "to_wire"]
 
@@ -111,8 +112,7 @@ class FoldingPolicy:
             "folding_strategy": method,
         }
         import solvers
-
-        from ..strategies.autobiographical import AutobiographicalConfig
+        from context_manager.strategies.autobiographical import AutobiographicalConfig
 
         if slack is None:
             slack = AutobiographicalConfig.model_fields["compression_slack_ratio"].default
@@ -122,8 +122,8 @@ class FoldingPolicy:
         return options
 
     def _open(self, budget: int) -> Any:
-        from ..manager import ContextManager
-        from ..strategies.autobiographical import AutobiographicalStrategy
+        from context_manager.manager import ContextManager
+        from context_manager.strategies.autobiographical import AutobiographicalStrategy
 
         if self._cm is not None:
             self._cm.close()
@@ -151,8 +151,8 @@ class FoldingPolicy:
         return request
 
     def _request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
-        from ..errors import OverBudgetError
-        from ..manager import Overhead
+        from context_manager.errors import OverBudgetError
+        from context_manager.manager import Overhead
 
         new, restart = self._feed.new_messages(history)
         if restart or self._cm is None:
@@ -349,7 +349,7 @@ class AssemblePolicy:
 
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         """Assemble the whole transcript for a model whose usable input is ``budget``."""
-        from ..assembly import AssemblyError, assemble
+        from context_manager.assembly import AssemblyError, assemble
 
         system, rest = split_system(history)
         request = {

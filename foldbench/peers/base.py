@@ -19,20 +19,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
-from folding import CachePrices, CacheSimulator, Layout
-
-from ..loaders import call_points
-from ..messages import (
+from context_manager.messages import (
     CacheTTL,
     ContentBlock,
     Message,
-    PartJoiner,
     ToolResultBlock,
-    part_markers,
 )
-from ..pairing import tool_pair_problems
-from ..summarizer import Completion, CompletionRequest, Summarizer, needs_tool_definitions
-from ..tokens import TiktokenCounter, TokenCounter
+from context_manager.pairing import tool_pair_problems
+from context_manager.summarizer import (
+    Completion,
+    CompletionRequest,
+    Summarizer,
+    needs_tool_definitions,
+)
+from context_manager.tokens import TiktokenCounter, TokenCounter
+from foldbench.loaders import call_points
+from folding import CachePrices, CacheSimulator, Layout
+
+from .parts import PartJoiner, part_markers
 
 __all__ = [
     "HOUR_WRITE_PRICE",

@@ -10,8 +10,8 @@ previous step. Every layout goes through a :class:`~folding.CacheSimulator`.
 
 Example
 -------
->>> from folding import chronicle
->>> from solvers.replay import growth_schedule, replay
+>>> from foldbench.synthetic import chronicle
+>>> from foldbench.solver_replay import growth_schedule, replay
 >>> history = chronicle(60, leaf_tokens=500, chunk=4, recall_tokens=150)
 >>> report = replay(history, growth_schedule(60, 12_000), method="kv-stable", tail_tokens=2_000)
 >>> report.summary()["over_budget_steps"]
@@ -39,8 +39,7 @@ from folding import (
     kv_cost,
     render,
 )
-
-from ._base import get
+from solvers._base import get
 
 __all__ = ["ReplayReport", "ReplayStep", "growth_schedule", "replay", "sweep"]
 
@@ -303,7 +302,7 @@ def sweep(
         ``phases``: per wall, the tokens and utilisation after its last call;
         ``summary``: :meth:`ReplayReport.summary` of the whole run; ``raw_tokens``.
     """
-    from folding import chunked_history
+    from foldbench.synthetic import chunked_history
 
     history = chunked_history(n_leaves)
     schedule: list[tuple[int, BudgetLike]] = list(growth_schedule(n_leaves, budgets[0]))

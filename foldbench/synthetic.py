@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import FoldProblem
+from folding.model import FoldProblem
 
 __all__ = ["agent_history", "chronicle", "chunked_history", "random_problem", "summaries_over"]
 
@@ -178,7 +178,7 @@ def random_problem(
         "budget": {"total": max(1, int(raw * budget_ratio))},
     }
     if carry_previous or n_locks:
-        from .frontiers import cheapest_frontier
+        from folding.frontiers import cheapest_frontier
 
         base = FoldProblem.model_validate(data)
         data["previous"] = cheapest_frontier(base) or {}

@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..messages import (
+from context_manager.messages import (
     ContentBlock,
     ImageBlock,
     Message,
@@ -38,8 +38,9 @@ from ..messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from ..summarizer import CompletionRequest, ExtractiveSummarizer, Summarizer
-from ..tokens import TokenCounter
+from context_manager.summarizer import CompletionRequest, ExtractiveSummarizer, Summarizer
+from context_manager.tokens import TokenCounter
+
 from .base import (
     SYSTEM,
     HistoryFeed,
