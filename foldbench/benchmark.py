@@ -28,8 +28,6 @@ processes; results do not depend on the order they finish in.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import math
 import random
@@ -52,9 +50,9 @@ from .peers.base import (
     HOUR_WRITE_PRICE,
     MIN_CACHEABLE_TOKENS,
     OUTPUT_PRICE,
-    Policy,
     call_points,
 )
+from .registry import check_available, make_policy, policy_names
 
 __all__ = [
     "CACHE_AWARE",
@@ -84,124 +82,6 @@ FRONT_REWRITERS = ("langchain-trim-messages", "observation-masking")
 """Peers that rewrite the front of the context on every turn once it is full."""
 COST_BAR = 2.0
 """How many times less a cache-aware solver should bill than each front rewriter."""
-
-
-# ----------------------------------------------------------------- policies
-
-
-def _factory(module: str, cls: str, **options: Any) -> Callable[[TokenCounter], Policy]:
-    """Build ``cls`` of ``foldbench.peers.<module>``, imported only when asked for
-    (the peers' packages are optional)."""
-
-    def make(counter: TokenCounter) -> Policy:
-        policy: Policy = getattr(importlib.import_module(f".peers.{module}", __package__), cls)(
-            counter=counter, **options
-        )
-        return policy
-
-    return make
-
-
-_NAMED: dict[str, tuple[Callable[[TokenCounter], Policy], bool]] = {
-    # name: (factory, needs the bench extra)
-    "assemble": (_factory("ours", "AssemblePolicy"), False),
-    "observation-masking": (_factory("baselines", "ObservationMasking"), False),
-    "anthropic-clear-tool-uses": (_factory("baselines", "ClearToolUses"), False),
-    "langchain-trim-messages": (_factory("langchain_peers", "TrimMessagesPolicy"), True),
-    "langchain-summarization-middleware": (
-        _factory("langchain_peers", "SummarizationMiddlewarePolicy"),
-        True,
-    ),
-    "langchain-clear-tool-uses": (_factory("langchain_peers", "ClearToolUsesPolicy"), True),
-    "llamaindex-memory": (_factory("llamaindex_peers", "MemoryPolicy", facts=False), True),
-    "llamaindex-memory-facts": (_factory("llamaindex_peers", "MemoryPolicy", facts=True), True),
-}
-"""Every named policy but ``ours:<solver>``, in report order."""
-_PEERS = tuple(name for name, (_, extra) in _NAMED.items() if extra)
-
-
-def _peers_available() -> bool:
-    return all(
-        importlib.util.find_spec(m) is not None
-        for m in ("langchain_core", "langchain", "llama_index.core")
-    )
-
-
-def policy_names(*, peers: bool | None = None, exact: bool = False) -> list[str]:
-    """Names :func:`make_policy` accepts.
-
-    Parameters
-    ----------
-    peers : bool, optional
-        Include the peers of the ``bench`` extra (default: when installed).
-    exact : bool
-        Include ``ours:exact`` (proves optimality with CP-SAT: slow on long runs).
-    """
-    import solvers
-
-    if peers is None:
-        peers = _peers_available()
-    names = [
-        f"ours:{m}"
-        for m in solvers.names()
-        if not solvers.capabilities(m).oracle
-        and (exact or not solvers.capabilities(m).searches_slowly)
-    ]
-    return names + [name for name, (_, extra) in _NAMED.items() if peers or not extra]
-
-
-def check_available(policies: Sequence[str]) -> None:
-    """Raise before a run when a named peer's package is not installed.
-
-    Raises
-    ------
-    ModuleNotFoundError
-        Naming the policies that need the ``bench`` extra.
-    """
-    missing = [p for p in policies if p in _PEERS]
-    if missing and not _peers_available():
-        raise ModuleNotFoundError(
-            f"the policies {missing} need the bench extra: pip install 'context-folding[bench]'"
-        )
-
-
-FULL_HISTORY = "+full"
-"""Suffix of an ``ours:<solver>`` policy that states the whole history on every call
-(``fold_window=False``): the reference the windowed compile is measured against."""
-
-
-def make_policy(name: str, *, counter: TokenCounter | None = None) -> Policy:
-    """A fresh policy called ``name`` (see :func:`policy_names`; ``ours:<solver>+full``
-    is the solver over the whole history on every call).
-
-    Raises
-    ------
-    KeyError
-        For an unknown name; the message lists the valid ones.
-    ModuleNotFoundError
-        For a peer whose package (the ``bench`` extra) is not installed.
-    """
-    from .peers.ours import FoldingPolicy
-
-    counter = counter if counter is not None else TiktokenCounter()
-    if name.startswith("ours:"):
-        import solvers
-
-        method = name.removeprefix("ours:")
-        options: dict[str, Any] = {}
-        if method.endswith(FULL_HISTORY):  # the solver over the whole history each call
-            method = method.removesuffix(FULL_HISTORY)
-            options["fold_window"] = False
-        if method not in solvers.names():
-            raise KeyError(f"unknown solver {method!r} in policy {name!r}")
-        return FoldingPolicy(method, counter=counter, **options)
-    if name not in _NAMED:
-        known = policy_names(peers=True, exact=True)
-        raise KeyError(f"unknown policy {name!r}; known policies: {', '.join(known)}")
-    make, extra = _NAMED[name]
-    if extra:
-        check_available([name])
-    return make(counter)
 
 
 # --------------------------------------------------------------- transcripts

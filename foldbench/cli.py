@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 import solvers
 from context_manager.cli import Command, console, fail
 from context_manager.messages import MessageFormatError, ToolResultBlock, ToolUseBlock
-from context_manager.tokens import CharsCounter
 
-from . import benchmark, loaders, solver_replay
+from . import benchmark, loaders, registry, solver_replay
 from .benchmark import _transcript
 
 __all__ = ["register"]
@@ -255,29 +255,19 @@ def demo(
 
 
 def policies() -> None:
-    """List the policy names the benchmark accepts."""
-
-    default = set(benchmark.policy_names(peers=True))
-    core = set(benchmark.policy_names(peers=False, exact=True))
+    """List the policy names the benchmark accepts, each with what it is."""
+    default = set(benchmark.policy_names())
     for name in benchmark.policy_names(peers=True, exact=True):
         note = ""
-        if name not in default:
+        if name not in default and name.startswith("ours:"):
             note = "slow: proves optimality with CP-SAT; runs only when named with -p"
-        elif name not in core:
-            missing = _missing_package(name)
-            if missing is not None:
-                note = f"needs the bench extra ({missing}): pip install 'context-folding[bench]'"
-        console.print(f"{name}  [dim]({note})[/dim]" if note else name, highlight=False)
-
-
-def _missing_package(policy: str) -> str | None:
-    """Why ``policy`` cannot be built here (a missing package), or None when it can."""
-
-    try:
-        benchmark.make_policy(policy, counter=CharsCounter())
-    except ImportError as exc:
-        return f"{exc.name} is missing" if exc.name else str(exc)
-    return None
+        elif name not in default:
+            lacking = ", ".join(registry.missing_packages(name))
+            note = f"needs the bench extra ({lacking} missing): {registry.BENCH_EXTRA}"
+        console.print(f"[bold]{escape(name)}[/bold]", highlight=False)
+        console.print(f"    {escape(registry.describe(name))}", highlight=False)
+        if note:
+            console.print(f"    [dim]{escape(note)}[/dim]", highlight=False)
 
 
 class TranscriptFormat(StrEnum):

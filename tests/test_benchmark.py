@@ -13,14 +13,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from foldbench import benchmark
-from context_manager.cli import app
+from context_manager.cli import app, load_plugins
 from context_manager.messages import Message, ToolResultBlock, ToolUseBlock
 from context_manager.pairing import tool_pair_problems
 from context_manager.tokens import TiktokenCounter
-from foldbench import dataset
+from foldbench import benchmark, dataset
 from foldbench.loaders import load_swe_agent
 from foldbench.peers.ours import AssemblePolicy, FoldingPolicy, from_wire, to_wire
+
+load_plugins()  # demo and the other benchmark commands, as the console script has them
 
 DATA = dataset("swe-agent")
 TRAJ = DATA / "marshmallow-1867-function-calling.traj"
@@ -552,9 +553,11 @@ def test_concatenation_pools_facts_and_probes() -> None:
 def test_a_peer_without_its_package_is_refused_before_any_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(benchmark, "_peers_available", lambda: False)
+    from foldbench import registry
+
+    monkeypatch.setattr(registry, "_importable", lambda module: False)
     done: list[int] = []
-    with pytest.raises(ModuleNotFoundError, match="need the bench extra"):
+    with pytest.raises(ModuleNotFoundError, match="come with the bench extra"):
         benchmark.run(
             benchmark.default_transcripts()[:1],
             ["observation-masking", "langchain-trim-messages"],
@@ -565,4 +568,4 @@ def test_a_peer_without_its_package_is_refused_before_any_run(
     result = CliRunner().invoke(
         app, ["demo", "-p", "langchain-trim-messages", "--out", str(tmp_path / "d")]
     )
-    assert result.exit_code == 2 and "need the bench extra" in result.output
+    assert result.exit_code == 2 and "come with the bench extra" in result.output

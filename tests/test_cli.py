@@ -185,29 +185,30 @@ def test_solve_with_a_plan_exits_0_and_prints_the_layout(problem: Path) -> None:
 def test_policies_mention_the_bench_extra_only_when_its_import_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from foldbench import benchmark
+    from foldbench import registry
 
     result = _run(["policies"], env=WIDE)
     assert result.exit_code == 0
     assert "needs the bench extra" not in result.output  # the extra is installed here
-    assert "ours:exact  (slow" in result.output
+    lines = result.output.splitlines()
+    exact = lines.index("ours:exact")
+    assert "slow: proves optimality" in lines[exact + 2]
+    assert all(lines[i + 1].startswith("    ") for i, line in enumerate(lines) if line[:1] != " ")
 
-    real = benchmark.make_policy
-
-    def without_langchain(name: str, **kwargs: Any) -> Any:
-        if name.startswith("langchain-"):
-            raise ModuleNotFoundError("No module named 'langchain'", name="langchain")
-        return real(name, **kwargs)
-
-    monkeypatch.setattr(benchmark, "make_policy", without_langchain)
+    real = registry._importable
+    monkeypatch.setattr(
+        registry, "_importable", lambda m: not m.startswith("langchain") and real(m)
+    )
     lines = _run(["policies"], env=WIDE).output.splitlines()
-    flagged = {line.split()[0] for line in lines if "needs the bench extra" in line}
+    flagged = {lines[i - 2] for i, line in enumerate(lines) if "needs the bench extra" in line}
     assert flagged == {
         "langchain-trim-messages",
         "langchain-summarization-middleware",
         "langchain-clear-tool-uses",
     }
-    assert all("langchain is missing" in line for line in lines if "needs the bench" in line)
+    needs = [line for line in lines if "needs the bench extra" in line]
+    assert all("langchain_core, langchain missing" in line for line in needs)
+    assert all("context-folding[bench]" in line for line in needs)
 
 
 # ------------------------------------------------------------------ help
@@ -428,3 +429,17 @@ def test_the_console_script_exits_2_without_a_traceback(problem: Path) -> None:
 
 
 _MAIN = "import sys; from context_manager.cli import main; sys.argv[0] = 'ctxfold'; main()"
+
+
+def test_the_benchmark_commands_come_through_the_entry_point() -> None:
+    assert PLUGINS == ["foldbench = foldbench.cli:register"]
+    assert load_plugins() == PLUGINS  # idempotent: each command registered once
+    names = [c.name or c.callback.__name__ for c in app.registered_commands if c.callback]
+    assert sorted(n for n in names if n in {"demo", "bench", "replay", "policies", "sweep"}) == [
+        "bench",
+        "demo",
+        "policies",
+        "replay",
+        "sweep",
+    ]
+    assert len(names) == len(set(names))

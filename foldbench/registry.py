@@ -1,0 +1,248 @@
+"""The named policies of the benchmark: ours, the baselines and the peers.
+
+Each peer is registered once with the packages it imports and one line saying
+what it is and where it comes from; the report prints that line beside its
+rows. ``ours:<solver>`` names the context manager with any registered solver
+(``ours:<solver>+full`` states the whole history on every call).
+
+>>> describe("observation-masking").startswith("Observation masking")
+True
+>>> "ours:kv-stable" in policy_names(peers=False)
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from context_manager.tokens import TiktokenCounter, TokenCounter
+
+from .peers.base import Policy
+
+__all__ = [
+    "FULL_HISTORY",
+    "PEERS",
+    "PolicyInfo",
+    "check_available",
+    "describe",
+    "make_policy",
+    "missing_packages",
+    "policy_names",
+]
+
+FULL_HISTORY = "+full"
+"""Suffix of an ``ours:<solver>`` policy that states the whole history on every call
+(``fold_window=False``): the reference the windowed compile is measured against."""
+
+BENCH_EXTRA = "pip install 'context-folding[bench]'"
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    """One named policy: where its class lives, what it needs, what it is.
+
+    Attributes
+    ----------
+    name : str
+        The name the benchmark and ``ctxfold -p`` take.
+    module, cls : str
+        ``foldbench.peers.<module>.<cls>``, imported only when the policy is built.
+    about : str
+        One line: what the policy is and where it comes from.
+    requires : tuple of str
+        The importable packages it needs (empty: only the library's own).
+    options : dict
+        Keyword arguments for ``cls`` beside the counter.
+    ours : bool
+        Ours (the context manager or its stateless assembly) rather than a peer.
+    """
+
+    name: str
+    module: str
+    cls: str
+    about: str
+    requires: tuple[str, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+    ours: bool = False
+
+    def build(self, counter: TokenCounter) -> Policy:
+        """A fresh instance counting with ``counter``."""
+        module = importlib.import_module(f"foldbench.peers.{self.module}")
+        policy: Policy = getattr(module, self.cls)(counter=counter, **self.options)
+        return policy
+
+
+_LC = ("langchain_core", "langchain")
+PEERS: dict[str, PolicyInfo] = {
+    info.name: info
+    for info in (
+        PolicyInfo(
+            "assemble",
+            "ours",
+            "AssemblePolicy",
+            "Ours, stateless: context_manager.assembly caps, prunes, then summarises the "
+            "head into the system prompt.",
+            ours=True,
+        ),
+        PolicyInfo(
+            "observation-masking",
+            "baselines",
+            "ObservationMasking",
+            "Observation masking (Lindenbauer et al., 'The Complexity Trap', 2025): old "
+            "tool results replaced by a placeholder, oldest turns dropped while over budget.",
+        ),
+        PolicyInfo(
+            "anthropic-clear-tool-uses",
+            "baselines",
+            "ClearToolUses",
+            "Anthropic's clear_tool_uses context edit (client side): the oldest tool "
+            "results cleared past a trigger, keeping the newest.",
+        ),
+        PolicyInfo(
+            "langchain-trim-messages",
+            "langchain_peers",
+            "TrimMessagesPolicy",
+            "LangChain trim_messages (langchain-core), strategy 'last': the newest "
+            "messages that fit.",
+            requires=_LC,
+        ),
+        PolicyInfo(
+            "langchain-summarization-middleware",
+            "langchain_peers",
+            "SummarizationMiddlewarePolicy",
+            "LangChain v1 SummarizationMiddleware (langchain): the older part summarised "
+            "into one message once a trigger is crossed.",
+            requires=_LC,
+        ),
+        PolicyInfo(
+            "langchain-clear-tool-uses",
+            "langchain_peers",
+            "ClearToolUsesPolicy",
+            "LangChain v1 ContextEditingMiddleware with ClearToolUsesEdit (langchain).",
+            requires=_LC,
+        ),
+        PolicyInfo(
+            "llamaindex-memory",
+            "llamaindex_peers",
+            "MemoryPolicy",
+            "LlamaIndex Memory (llama-index-core): a FIFO chat queue flushed by token limit.",
+            requires=("llama_index.core",),
+            options={"facts": False},
+        ),
+        PolicyInfo(
+            "llamaindex-memory-facts",
+            "llamaindex_peers",
+            "MemoryPolicy",
+            "LlamaIndex Memory with its FactExtractionMemoryBlock (llama-index-core).",
+            requires=("llama_index.core",),
+            options={"facts": True},
+        ),
+    )
+}
+"""Every named policy but ``ours:<solver>``, in report order."""
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def missing_packages(name: str) -> list[str]:
+    """The packages policy ``name`` needs that are not installed here (``[]`` if none)."""
+    info = PEERS.get(name)
+    return [] if info is None else [m for m in info.requires if not _importable(m)]
+
+
+def policy_names(*, peers: bool | None = None, exact: bool = False) -> list[str]:
+    """Names :func:`make_policy` accepts.
+
+    Parameters
+    ----------
+    peers : bool, optional
+        Include the peers that need packages of the ``bench`` extra: ``True`` all of
+        them, ``False`` none, ``None`` (default) those installed here.
+    exact : bool
+        Include ``ours:exact`` (proves optimality with CP-SAT: slow on long runs).
+    """
+    import solvers
+
+    names = [
+        f"ours:{m}"
+        for m in solvers.names()
+        if not solvers.capabilities(m).oracle
+        and (exact or not solvers.capabilities(m).searches_slowly)
+    ]
+    for name, info in PEERS.items():
+        if not info.requires or peers or (peers is None and not missing_packages(name)):
+            names.append(name)
+    return names
+
+
+def describe(name: str) -> str:
+    """The one line the report prints beside policy ``name``."""
+    if name.startswith("ours:"):
+        method = name.removeprefix("ours:")
+        full = method.endswith(FULL_HISTORY)
+        method = method.removesuffix(FULL_HISTORY)
+        return (
+            f"Ours: the context manager with the autobiographical strategy and the "
+            f"{method} solver" + (", the whole history stated on every call." if full else ".")
+        )
+    if name not in PEERS:
+        raise KeyError(f"unknown policy {name!r}")
+    return PEERS[name].about
+
+
+def check_available(policies: Sequence[str]) -> None:
+    """Raise before a run when a named peer's package is not installed.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        Naming each such policy and the packages it lacks.
+    """
+    missing = {p: missing_packages(p) for p in policies}
+    lacking = {p: m for p, m in missing.items() if m}
+    if lacking:
+        detail = "; ".join(f"{p} needs {', '.join(m)}" for p, m in lacking.items())
+        raise ModuleNotFoundError(
+            f"{detail}: these come with the bench extra: {BENCH_EXTRA}",
+            name=next(iter(lacking.values()))[0],
+        )
+
+
+def make_policy(name: str, *, counter: TokenCounter | None = None) -> Policy:
+    """A fresh policy called ``name`` (see :func:`policy_names`).
+
+    Raises
+    ------
+    KeyError
+        For an unknown name; the message lists the valid ones.
+    ModuleNotFoundError
+        For a peer whose package (the ``bench`` extra) is not installed.
+    """
+    counter = counter if counter is not None else TiktokenCounter()
+    if name.startswith("ours:"):
+        import solvers
+
+        from .peers.ours import FoldingPolicy
+
+        method = name.removeprefix("ours:")
+        options: dict[str, Any] = {}
+        if method.endswith(FULL_HISTORY):  # the solver over the whole history each call
+            method = method.removesuffix(FULL_HISTORY)
+            options["fold_window"] = False
+        if method not in solvers.names():
+            raise KeyError(f"unknown solver {method!r} in policy {name!r}")
+        return FoldingPolicy(method, counter=counter, **options)
+    if name not in PEERS:
+        known = policy_names(peers=True, exact=True)
+        raise KeyError(f"unknown policy {name!r}; known policies: {', '.join(known)}")
+    check_available([name])
+    return PEERS[name].build(counter)
