@@ -141,6 +141,37 @@ PEERS: dict[str, PolicyInfo] = {
             requires=("llama_index.core",),
             options={"facts": True},
         ),
+        PolicyInfo(
+            "swe-agent-last-5-observations",
+            "swe_agent_peers",
+            "LastNObservationsPolicy",
+            "SWE-agent LastNObservations history processor (n=5), reimplemented from "
+            "SWE-agent 1.1.0 sweagent/agent/history_processors.py; not on PyPI.",
+            options={"n": 5, "polling": 1},
+        ),
+        PolicyInfo(
+            "swe-agent-last-5-observations-polling",
+            "swe_agent_peers",
+            "LastNObservationsPolicy",
+            "SWE-agent LastNObservations with polling=5 (the hidden range moves every 5 "
+            "observations), reimplemented from SWE-agent 1.1.0; not on PyPI.",
+            options={"n": 5, "polling": 5},
+        ),
+        PolicyInfo(
+            "langmem-summarize-messages",
+            "langmem_peers",
+            "SummarizeMessagesPolicy",
+            "LangMem summarize_messages (langmem.short_term): older messages folded into "
+            "a running summary past a token threshold.",
+            requires=("langmem", "langchain_core"),
+        ),
+        PolicyInfo(
+            "complexity-trap-hybrid",
+            "swe_agent_peers",
+            "ComplexityTrapHybrid",
+            "The Complexity Trap hybrid (Lindenbauer et al., JetBrains, 2025): summaries of "
+            "43 turns plus masking to 10 observations; reimplemented, not on PyPI.",
+        ),
     )
 }
 """Every named policy but ``ours:<solver>``, in report order."""

@@ -1,0 +1,174 @@
+"""LangMem peer: ``langmem.short_term.summarize_messages`` with a running summary.
+
+Needs the ``bench`` extra (``langmem``, which brings ``langchain-core`` and
+``langgraph``); every import of those packages happens inside the functions and
+classes here, so importing this module costs nothing without them.
+
+How the peer is driven
+----------------------
+:class:`SummarizeMessagesPolicy` calls ``summarize_messages`` before every model
+call, as LangMem's documentation does in its ``call_model`` node: the whole history
+as LangChain messages (each with an id that stays the same from call to call), the
+``running_summary`` the previous call returned, and the exact counter through the
+chat model's ``get_num_tokens_from_messages`` (the counter LangMem's documentation
+recommends for accurate counts). The messages it returns are what is sent; the
+running summary it returns is kept for the next call. The summary model is the
+deterministic extractive chat model of the LangChain peers
+(:func:`~foldbench.peers.langchain_peers.extractive_chat_model`), metered; it is
+prompted with LangMem's own default prompts.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from context_manager.messages import Message
+from context_manager.summarizer import Summarizer
+from context_manager.tokens import TokenCounter
+
+from .base import (
+    HistoryFeed,
+    MeteredSummarizer,
+    PolicyRequest,
+    audit,
+    default_counter,
+    run_guarded,
+    split_system,
+    system_text,
+)
+from .langchain_peers import extractive_chat_model, from_langchain, to_langchain
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import BaseMessage
+
+__all__ = ["SummarizeMessagesPolicy"]
+
+
+def _summarize_messages() -> Any:
+    """``langmem.short_term.summarize_messages``, imported without LangGraph's notice.
+
+    Importing ``langmem`` imports ``trustcall``, which still takes ``Send`` from
+    ``langgraph.constants``; LangGraph 1.x warns about that import (a deprecation
+    notice about a dependency, not about anything this peer calls).
+    """
+    from langgraph.warnings import LangGraphDeprecatedSinceV10
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LangGraphDeprecatedSinceV10)
+        from langmem.short_term import summarize_messages  # type: ignore[import-untyped]
+
+    return summarize_messages
+
+
+class SummarizeMessagesPolicy:
+    """LangMem's ``summarize_messages``: older messages folded into a running summary.
+
+    Once the messages not yet summarised reach ``max_tokens_before_summary`` (and
+    what would remain fits), LangMem summarises them (extending the previous
+    summary), and sends the system prompt, a system message ``"Summary of the
+    conversation so far: ..."`` and the messages after the summarised ones. Between
+    summaries it sends the running summary and every newer message; ``max_tokens``
+    is enforced only after summarising, so a request can be over the budget, and it
+    is sent so (the audit records it).
+
+    Parameters
+    ----------
+    agent : str
+        The participant whose turns are the assistant side.
+    counter : TokenCounter, optional
+        Exact counter (``cl100k_base`` by default), LangMem's ``token_counter``.
+    summarizer : Summarizer, optional
+        Behind the fake chat model; :class:`ExtractiveSummarizer` by default.
+    summary_fraction : float
+        ``max_summary_tokens`` as a fraction of the budget. LangMem's documentation
+        example sets ``max_tokens=256, max_tokens_before_summary=256,
+        max_summary_tokens=128`` and binds the summary model to 128 output tokens,
+        hence 0.5, and the summary model is asked for that many tokens.
+    trigger_fraction : float
+        ``max_tokens_before_summary`` as a fraction of the budget (1.0, as in that
+        example); ``max_tokens`` is the budget.
+
+    Notes
+    -----
+    The leading system messages become one ``SystemMessage`` at the front, which
+    LangMem keeps out of the summary and counts against ``max_tokens``.
+    """
+
+    name = "langmem-summarize-messages"
+
+    def __init__(
+        self,
+        *,
+        agent: str = "Claude",
+        counter: TokenCounter | None = None,
+        summarizer: Summarizer | None = None,
+        summary_fraction: float = 0.5,
+        trigger_fraction: float = 1.0,
+    ) -> None:
+        if not 0 < summary_fraction < 1 or not 0 < trigger_fraction <= 1:
+            raise ValueError("summary_fraction must be in (0, 1), trigger_fraction in (0, 1]")
+        self.agent = agent
+        self.counter = default_counter(counter)
+        self.summarizer = summarizer
+        self.summary_fraction = summary_fraction
+        self.trigger_fraction = trigger_fraction
+        self._feed = HistoryFeed()
+        self._messages: list[BaseMessage] = []
+        self._running: Any = None  # langmem.short_term.RunningSummary
+        self._models: dict[int, tuple[BaseChatModel, MeteredSummarizer]] = {}
+
+    @property
+    def running_summary(self) -> Any:
+        """The ``RunningSummary`` LangMem returned last (None before any summary)."""
+        return self._running
+
+    def _model_for(self, summary_tokens: int) -> tuple[BaseChatModel, MeteredSummarizer]:
+        """The summary model asked for ``summary_tokens`` (as the documentation binds
+        ``max_tokens`` on it), and its meter."""
+        if summary_tokens not in self._models:
+            self._models[summary_tokens] = extractive_chat_model(
+                self.summarizer, self.counter, agent=self.agent, target_tokens=summary_tokens
+            )
+        return self._models[summary_tokens]
+
+    def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
+        """Convert the new messages, call ``summarize_messages``, send what it returns."""
+        from langchain_core.messages import SystemMessage
+
+        summarize_messages = _summarize_messages()
+        system, _ = split_system(history)
+        new, restart = self._feed.new_messages(history)
+        if restart:
+            self._messages, self._running = [], None
+        offset = len(history) - len(new)
+        for k, m in enumerate(new):
+            if offset + k >= len(system):  # the system prompt is added on every call
+                self._messages += to_langchain([m], agent=self.agent, start=offset + k)
+        head = [SystemMessage(content=system_text(system), id="cm-system")] if system else []
+        summary_tokens = max(1, int(budget * self.summary_fraction))
+        model, meter = self._model_for(summary_tokens)
+
+        def call() -> Any:
+            with warnings.catch_warnings():
+                # LangMem warns when it cannot trim what it summarises to fit, then
+                # summarises it whole: the fallback is the behaviour, the notice noise.
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return summarize_messages(
+                    head + self._messages,
+                    running_summary=self._running,
+                    model=model,
+                    max_tokens=budget,
+                    max_tokens_before_summary=max(1, int(budget * self.trigger_fraction)),
+                    max_summary_tokens=summary_tokens,
+                    token_counter=model.get_num_tokens_from_messages,
+                )
+
+        result, error = run_guarded(call)
+        if error or result is None:
+            return audit([], budget, self.counter, meter, error=error)
+        if result.running_summary is not None:
+            self._running = result.running_summary
+        return audit(from_langchain(result.messages, agent=self.agent), budget, self.counter, meter)
