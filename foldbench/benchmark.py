@@ -28,60 +28,62 @@ processes; results do not depend on the order they finish in.
 
 from __future__ import annotations
 
-import json
-import math
 import random
 import re
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from context_manager.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
 from context_manager.tokens import TiktokenCounter, TokenCounter
-from folding import CachePrices, CacheSimulator, Layout
+from folding import CacheSimulator, Layout
 
 from . import dataset
-from .loaders import Probe, Transcript, load_swe_agent
+from .loaders import Probe, Transcript, load_swe_agent, load_tau_bench
 from .peers.base import (
-    HOUR_WRITE_PRICE,
     MIN_CACHEABLE_TOKENS,
-    OUTPUT_PRICE,
     call_points,
 )
-from .registry import check_available, make_policy, policy_names
+from .records import CallRecord
+from .registry import FULL_HISTORY, check_available, make_policy, policy_names
+from .report import (
+    CACHE_AWARE,
+    COST_BAR,
+    FRONT_REWRITERS,
+    BenchmarkReport,
+    RunSummary,
+    Verdict,
+)
 
 __all__ = [
     "CACHE_AWARE",
     "CACHE_TTL_CALLS",
     "COST_BAR",
     "FRONT_REWRITERS",
+    "FULL_HISTORY",
+    "TAU_BENCH_FILE",
     "BenchmarkReport",
     "CallRecord",
     "RunSummary",
     "Verdict",
+    "argument_values",
     "check_available",
     "concatenate",
+    "dataset_of",
     "default_transcripts",
     "make_policy",
     "policy_names",
+    "quick_transcripts",
     "replay_policy",
     "run",
     "synthetic_transcript",
+    "tau_bench_transcript",
 ]
 
 CACHE_TTL_CALLS = 10
 """A 5-minute cache TTL at one model call every 30 seconds."""
-CACHE_AWARE = ("ours:kv-stable", "ours:kv-unified")
-"""Our solvers that weigh the provider's prompt cache; :meth:`BenchmarkReport.verdicts`
-holds them to the bar."""
-FRONT_REWRITERS = ("langchain-trim-messages", "observation-masking")
-"""Peers that rewrite the front of the context on every turn once it is full."""
-COST_BAR = 2.0
-"""How many times less a cache-aware solver should bill than each front rewriter."""
 
 
 # --------------------------------------------------------------- transcripts
@@ -112,8 +114,76 @@ def default_transcripts(data: str | Path | None = None) -> list[Transcript]:
         raise FileNotFoundError(
             f"no SWE-agent .traj transcripts in {folder}; pass the folder that holds them"
         )
-    real = [_transcript(p.stem, load_swe_agent(p), {"source": str(p)}) for p in paths]
+    real = [
+        _transcript(p.stem, load_swe_agent(p), {"source": str(p), "dataset": "swe-agent"})
+        for p in paths
+    ]
     return [*real, concatenate(real, name="swe-agent-concatenated"), synthetic_transcript(240)]
+
+
+def dataset_of(transcript: Transcript) -> str:
+    """The dataset a transcript belongs to, as the report groups it: its metadata's
+    ``dataset`` (``data_set`` for chitchat), else ``"other"``.
+
+    >>> dataset_of(synthetic_transcript(20))
+    'synthetic'
+    """
+    meta = transcript.metadata
+    return str(meta.get("dataset") or meta.get("data_set") or "other")
+
+
+def _common_dataset(transcripts: Sequence[Transcript]) -> str:
+    names = {dataset_of(t) for t in transcripts}
+    return names.pop() if len(names) == 1 else "mixed"
+
+
+TAU_BENCH_FILE = "airline-gpt-4o-150.json"
+"""The bundled tau-bench airline trajectories (150 GPT-4o runs with their tool calls)."""
+
+
+def tau_bench_transcript(sessions: int | None = None, path: str | Path | None = None) -> Transcript:
+    """tau-bench airline sessions concatenated: one agent serving many customers in turn,
+    the airline policy as its system prompt (the long-running form).
+
+    Parameters
+    ----------
+    sessions : int, optional
+        The first this many trajectories (default: all 150 bundled).
+    path : str or Path, optional
+        A tau-bench trajectory file (default: the bundled one).
+
+    Returns
+    -------
+    Transcript
+        Named ``tau-bench-<sessions>``, dataset ``"tau-bench"``.
+
+    Examples
+    --------
+    >>> t = tau_bench_transcript(2)
+    >>> t.name, dataset_of(t), t.messages[0].participant
+    ('tau-bench-2', 'tau-bench', 'System')
+    """
+    source = Path(path) if path is not None else dataset("tau-bench") / TAU_BENCH_FILE
+    runs = load_tau_bench(source, limit=sessions)
+    return concatenate(runs, name=f"tau-bench-{len(runs)}")
+
+
+QUICK_TAU_SESSIONS = 4
+"""tau-bench sessions in the quick selection."""
+
+
+def quick_transcripts(data: str | Path | None = None) -> list[Transcript]:
+    """A small selection for a first look: the shortest bundled SWE-agent run, a few
+    tau-bench sessions served in turn, and a short synthetic conversation with facts.
+
+    Parameters
+    ----------
+    data : str or Path, optional
+        As for :func:`default_transcripts`.
+    """
+    real = default_transcripts(data)[:-2]  # the runs, less their concatenation and synthetic
+    shortest = min(real, key=lambda t: (len(t.call_points), t.name))
+    return [shortest, tau_bench_transcript(QUICK_TAU_SESSIONS), synthetic_transcript(120)]
 
 
 def _transcript(name: str, messages: list[Message], metadata: dict[str, Any]) -> Transcript:
@@ -157,7 +227,7 @@ def concatenate(transcripts: Sequence[Transcript], *, name: str = "concatenated"
         facts=facts,
         probes=probes,
         call_points=call_points(messages),
-        metadata={"parts": [t.name for t in transcripts]},
+        metadata={"parts": [t.name for t in transcripts], "dataset": _common_dataset(transcripts)},
     )
 
 
@@ -232,76 +302,11 @@ def synthetic_transcript(n_messages: int, *, seed: int = 0, facts: int = 8) -> T
         messages,
         facts=planted,
         call_points=call_points(messages),
-        metadata={"seed": seed, "synthetic": True},
+        metadata={"seed": seed, "synthetic": True, "dataset": "synthetic"},
     )
 
 
 # ------------------------------------------------------------------ replays
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One request of one policy, audited and priced.
-
-    ``tokens`` is the request's size by the exact counter; ``invalid`` means over
-    budget, a pairing problem, the newest turn missing or an error (``problems`` and
-    ``error`` say which); ``cached`` and ``billed`` come from the cache simulator;
-    the last call of a transcript with facts carries ``facts_total`` and
-    ``facts_retained``.
-    """
-
-    transcript: str
-    policy: str
-    budget: int
-    call: int
-    messages_so_far: int
-    tokens: int
-    over_budget: bool
-    invalid: bool
-    problems: tuple[str, ...]
-    error: str | None
-    summarizer_calls: int
-    summarizer_tokens: int
-    cpu_ms: float
-    cached: int
-    billed: float
-    facts_total: int = 0
-    facts_retained: int | None = None
-    new_tokens: int = 0
-    """Tokens of the messages added since the previous call: the turn this request
-    has to carry."""
-    unpaired: bool = False
-    """The request holds an orphan tool result or an unanswered tool call."""
-    written: int = 0
-    """Tokens the request wrote to the cache (``cached + written + missed`` is its size
-    in the simulator)."""
-    missed: int = 0
-    """Tokens sent uncached and not written."""
-    summarizer_billed: float = 0.0
-    """What the summariser calls made for this request cost, in base-price input tokens
-    (:class:`~foldbench.peers.base.MeteredSummarizer`)."""
-    arguments_total: int = 0
-    """Argument values of the tool calls the agent really made next
-    (:func:`argument_values`) that the whole history before the call shows."""
-    arguments_kept: int = 0
-    """How many of those the request shows (none when it was refused)."""
-
-    @property
-    def resent(self) -> int:
-        """Tokens of history sent at more than the read price: what the request did not
-        read from the cache beyond the new turn (capped at the budget) it had to carry.
-        A policy that only appends re-sends nothing once its prefix is cached."""
-        return max(0, self.written + self.missed - min(self.new_tokens, self.budget))
-
-    @property
-    def resent_billed(self) -> float:
-        """What :attr:`resent` cost: the request is its cached prefix, then what it wrote,
-        then what it sent uncached, and the new turn is at its end, so the re-sent
-        history is priced as writes first, then as misses."""
-        p = CachePrices()
-        return (
-            min(self.resent, self.written) * p.write + max(0, self.resent - self.written) * p.miss
-        )
 
 
 def argument_values(message: Message) -> list[str]:
@@ -405,6 +410,7 @@ def replay_policy(
     facts = _fact_patterns(transcript)
     cache = CacheSimulator(ttl=CACHE_TTL_CALLS, min_cacheable_tokens=MIN_CACHEABLE_TOKENS)
     points = transcript.call_points or call_points(transcript.messages)
+    label = dataset_of(transcript)
     out: list[CallRecord] = []
     seen = 0
     try:
@@ -452,6 +458,7 @@ def replay_policy(
                     missed=priced.missed,
                     arguments_total=len(present),
                     arguments_kept=sum(v in sent for v in present),
+                    dataset=label,
                 )
             )
     finally:
@@ -464,507 +471,6 @@ def replay_policy(
 def _job(args: tuple[Transcript, str, int]) -> list[CallRecord]:
     transcript, policy, budget = args
     return replay_policy(transcript, policy, budget)
-
-
-# ------------------------------------------------------------------- report
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """The metrics of one policy at one budget, over every transcript.
-
-    Token statistics leave out failed calls (counted in ``errors``); ``cache_reuse``
-    is cached tokens over all tokens sent; ``billed`` sums the simulated bills.
-    """
-
-    policy: str
-    budget: int
-    calls: int
-    tokens_mean: float
-    tokens_p95: float
-    tokens_peak: int
-    over_budget: int
-    invalid: int
-    errors: int
-    cache_reuse: float
-    billed: float
-    summarizer_calls: int
-    summarizer_tokens: int
-    cpu_p50_ms: float
-    cpu_p95_ms: float
-    facts_total: int
-    facts_retained: int | None
-    unpaired: int = 0
-    """Requests with an orphan tool result or an unanswered tool call."""
-    new_turns_billed: float = 0.0
-    """The new turns alone, capped at the budget, at the cheapest price a token never
-    sent before can have (a miss; a cache write costs more): a floor for any policy
-    whose requests carry each new turn whole."""
-    cached: int = 0
-    """Tokens read from the cache."""
-    written: int = 0
-    """Tokens written to the cache."""
-    missed: int = 0
-    """Tokens sent uncached and not written."""
-    resent: int = 0
-    """Tokens of history sent again at more than the read price (see
-    :attr:`CallRecord.resent`): the cost of rewriting the front of the context."""
-    resent_billed: float = 0.0
-    """What they cost, in base-price tokens."""
-    summarizer_billed: float = 0.0
-    """What the summariser calls cost, in base-price input tokens."""
-    arguments_total: int = 0
-    """Argument values of the agent's next tool calls that the full history shows."""
-    arguments_kept: int = 0
-    """How many of them the requests showed."""
-
-    @property
-    def argument_support(self) -> float | None:
-        """Share of the agent's next tool-call argument values the requests showed,
-        relative to the full history (None without tool calls)."""
-        return self.arguments_kept / self.arguments_total if self.arguments_total else None
-
-    @property
-    def billed_with_summaries(self) -> float:
-        """The billed input plus what the summariser calls cost (their input through a
-        prompt cache where they mark breakpoints, their output at the output price)."""
-        return self.billed + self.summarizer_billed
-
-    @property
-    def retention(self) -> float | None:
-        """Share of facts still visible in the final requests (None without facts)."""
-        if self.facts_retained is None or not self.facts_total:
-            return None
-        return self.facts_retained / self.facts_total
-
-
-_BETTER: dict[str, tuple[Callable[[RunSummary], float | None], bool, str]] = {
-    # metric: (value, higher is better, format)
-    "billed": (lambda s: s.billed / 1000, False, "{:,.1f}k"),
-    "billed + summaries": (lambda s: s.billed_with_summaries / 1000, False, "{:,.1f}k"),
-    "cache reuse": (lambda s: s.cache_reuse, True, "{:.0%}"),
-    "retained": (lambda s: s.retention, True, "{:.0%}"),
-    "invalid": (lambda s: s.invalid, False, "{:,.0f}"),
-    "cpu p95": (lambda s: s.cpu_p95_ms, False, "{:.1f} ms"),
-}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One cache-aware solver at one budget, held to the bar.
-
-    The bar: no call over budget, no invalid request, no valid peer (no invalid
-    request of its own) both cheaper and retaining more facts, and at least
-    :data:`COST_BAR` times less billed input than each front rewriter.
-    """
-
-    policy: str
-    budget: int
-    over_budget: int
-    invalid: int
-    billed: float
-    new_turns_billed: float
-    retention: float | None
-    """Ours; None without facts to retain (dominance cannot be judged)."""
-    ratios: dict[str, float]
-    """Front rewriter that ran without a failed call -> its billed input over ours."""
-    dominated_by: list[str]
-    """Valid peers both cheaper (billed) and retaining more facts."""
-    dominated_with_summaries: list[str]
-    """Valid peers both cheaper once the summariser calls are added and retaining more
-    facts (shown, not part of the bar)."""
-    beaten_on: dict[str, list[str]]
-    """Metric -> peers strictly better on it, with their value."""
-
-    @property
-    def failures(self) -> list[str]:
-        """The parts of the bar that fail, in words (empty when none does)."""
-        out = [f"{self.over_budget} calls over budget"] if self.over_budget else []
-        out += [f"{self.invalid} invalid requests"] if self.invalid else []
-        out += [f"dominated by {', '.join(self.dominated_by)}"] if self.dominated_by else []
-        out += [f"{p} bills only {_times(r)} ours" for p, r in self.ratios.items() if r < COST_BAR]
-        return out
-
-    @property
-    def meets_bar(self) -> bool | None:
-        """True when every part of the bar holds, False when one fails, None when none
-        fails but one could not be judged (a front rewriter missing or failing calls,
-        or no facts)."""
-        if self.failures:
-            return False
-        if set(self.ratios) != set(FRONT_REWRITERS) or self.retention is None:
-            return None
-        return True
-
-    @property
-    def outcome(self) -> str:
-        """``met``, ``not met`` or ``not judged``."""
-        return {True: "met", False: "not met", None: "not judged"}[self.meets_bar]
-
-
-def _times(ratio: float) -> str:
-    return f"{ratio:.2f}x" if math.isfinite(ratio) else "unbounded (we billed nothing)"
-
-
-def _is_peer(policy: str) -> bool:
-    """Not one of this library's own policies (``ours:*`` and ``assemble``)."""
-    return not policy.startswith("ours:") and policy != "assemble"
-
-
-def _dominating(
-    ours: RunSummary, peers: Sequence[RunSummary], cost: Callable[[RunSummary], float]
-) -> list[str]:
-    """Valid peers both cheaper than ``ours`` by ``cost`` and retaining more facts (a
-    peer with an invalid request is not a point within the budget)."""
-    mine = ours.retention
-    if mine is None:
-        return []
-    return [
-        p.policy
-        for p in peers
-        if p.invalid == 0
-        and cost(p) < cost(ours)
-        and (kept := p.retention) is not None
-        and kept > mine
-    ]
-
-
-_NEW_TOKEN_PRICE = min(CachePrices().miss, CachePrices().write)
-"""The cheapest a token never sent before can cost (a miss; a cache write costs more)."""
-
-
-def _new_turn_bill(new_tokens: int, budget: int) -> float:
-    return min(new_tokens, budget) * _NEW_TOKEN_PRICE
-
-
-def _bill_lines(rows: Sequence[RunSummary]) -> list[str]:
-    """Where each policy's bill goes: cache reads, cache writes, uncached input, and the
-    history it sent again after changing the front of its context."""
-    p = CachePrices()
-    lines = [
-        "",
-        "## Where the bill goes",
-        "",
-        f"Tokens in thousands. A read costs {p.read:g}, a write {p.write:g} and an uncached "
-        f"token {p.miss:g} of the base price. *Re-sent history*: tokens written or sent "
-        "uncached beyond each call's new turn, the price of rewriting the front of the "
-        "context; *its share* is what they cost, as a share of the bill.",
-        "",
-        "| policy | budget | read | written | uncached | re-sent history | its share | billed |",
-        "|---|" + "---:|" * 7,
-    ]
-    for s in rows:
-        share = s.resent_billed / s.billed if s.billed else 0.0
-        lines.append(
-            f"| {s.policy} | {s.budget:,} | {s.cached / 1000:,.1f} | {s.written / 1000:,.1f} | "
-            f"{s.missed / 1000:,.1f} | {s.resent / 1000:,.1f} | {share:.0%} | "
-            f"{s.billed / 1000:,.1f} |"
-        )
-    return lines
-
-
-def _p(values: Sequence[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)])
-
-
-@dataclass
-class BenchmarkReport:
-    """Every audited request of a benchmark run, and the views of it."""
-
-    records: list[CallRecord]
-    budgets: list[int] = field(default_factory=list)
-    policies: list[str] = field(default_factory=list)
-    transcripts: list[str] = field(default_factory=list)
-    wall_seconds: float = 0.0
-
-    def summaries(self) -> list[RunSummary]:
-        """One :class:`RunSummary` per (policy, budget), in policy then budget order."""
-        runs: dict[tuple[str, int], list[CallRecord]] = {}
-        for r in self.records:
-            runs.setdefault((r.policy, r.budget), []).append(r)
-        out = []
-        for policy in self.policies:
-            for budget in self.budgets:
-                rs = runs.get((policy, budget))
-                if not rs:
-                    continue
-                # a failed call sent nothing: it counts as an error, not as a small request
-                tokens = [r.tokens for r in rs if r.error is None] or [0]
-                cpu = [r.cpu_ms for r in rs]
-                total = sum(tokens)
-                cached = sum(r.cached for r in rs)
-                with_facts = [r for r in rs if r.facts_retained is not None]
-                out.append(
-                    RunSummary(
-                        policy=policy,
-                        budget=budget,
-                        calls=len(rs),
-                        tokens_mean=statistics.fmean(tokens),
-                        tokens_p95=_p(tokens, 0.95),
-                        tokens_peak=max(tokens),
-                        over_budget=sum(r.over_budget for r in rs),
-                        invalid=sum(r.invalid for r in rs),
-                        errors=sum(r.error is not None for r in rs),
-                        cache_reuse=cached / total if total else 0.0,
-                        billed=sum(r.billed for r in rs),
-                        summarizer_calls=sum(r.summarizer_calls for r in rs),
-                        summarizer_tokens=sum(r.summarizer_tokens for r in rs),
-                        summarizer_billed=sum(r.summarizer_billed for r in rs),
-                        cpu_p50_ms=_p(cpu, 0.5),
-                        cpu_p95_ms=_p(cpu, 0.95),
-                        facts_total=sum(r.facts_total for r in with_facts),
-                        facts_retained=(
-                            sum(r.facts_retained or 0 for r in with_facts) if with_facts else None
-                        ),
-                        unpaired=sum(r.unpaired for r in rs),
-                        new_turns_billed=sum(_new_turn_bill(r.new_tokens, budget) for r in rs),
-                        cached=cached,
-                        written=sum(r.written for r in rs),
-                        missed=sum(r.missed for r in rs),
-                        resent=sum(r.resent for r in rs),
-                        resent_billed=sum(r.resent_billed for r in rs),
-                        arguments_total=sum(r.arguments_total for r in rs),
-                        arguments_kept=sum(r.arguments_kept for r in rs),
-                    )
-                )
-        return out
-
-    def verdicts(self) -> list[Verdict]:
-        """Each cache-aware solver (:data:`CACHE_AWARE`) at each budget against the peers
-        (every policy but this library's own: ``ours:*`` and ``assemble``) at the same
-        budget."""
-        return self._verdicts(self.summaries())
-
-    def _verdicts(self, rows: Sequence[RunSummary]) -> list[Verdict]:
-        out = []
-        for ours in (s for s in rows if s.policy in CACHE_AWARE):
-            peers = [s for s in rows if s.budget == ours.budget and _is_peer(s.policy)]
-            beaten: dict[str, list[str]] = {}
-            for metric, (value, higher, fmt) in _BETTER.items():
-                mine = value(ours)
-                if mine is None:
-                    continue
-                better = [
-                    (p, v)
-                    for p in peers
-                    if (v := value(p)) is not None and (v > mine if higher else v < mine)
-                ]
-                if better:
-                    better.sort(key=lambda pv: -pv[1] if higher else pv[1])
-                    beaten[metric] = [
-                        f"{p.policy} ({fmt.format(v)}"
-                        + (f", {p.invalid} invalid)" if p.invalid and metric != "invalid" else ")")
-                        for p, v in better
-                    ]
-            out.append(
-                Verdict(
-                    policy=ours.policy,
-                    budget=ours.budget,
-                    over_budget=ours.over_budget,
-                    invalid=ours.invalid,
-                    billed=ours.billed,
-                    new_turns_billed=ours.new_turns_billed,
-                    retention=ours.retention,
-                    ratios={  # a failed call bills nothing: such a run is not comparable
-                        p.policy: p.billed / ours.billed if ours.billed else math.inf
-                        for p in peers
-                        if p.policy in FRONT_REWRITERS and p.errors == 0
-                    },
-                    dominated_by=_dominating(ours, peers, lambda s: s.billed),
-                    dominated_with_summaries=_dominating(
-                        ours, peers, lambda s: s.billed_with_summaries
-                    ),
-                    beaten_on=beaten,
-                )
-            )
-        return out
-
-    def _verdict_lines(self, rows: Sequence[RunSummary]) -> list[str]:
-        verdicts = self._verdicts(rows)
-        if not verdicts:
-            return []
-        runs = {(s.policy, s.budget): s for s in rows}
-        lines = [
-            "",
-            "## Our cache-aware solvers against the bar",
-            "",
-            f"The bar: no call over budget, no invalid request, no valid peer both cheaper "
-            f"and retaining more, and at least {COST_BAR:g}x less billed input than "
-            f"{' and '.join(f'`{p}`' for p in FRONT_REWRITERS)}. The summariser calls are not "
-            "in the bar; the column *the same, with summaries* adds them. *New turns alone* bills "
-            "only each call's new messages, capped at the budget, at the miss price (the "
-            "cheapest for tokens never sent before): no policy whose requests carry each new "
-            "turn whole bills less.",
-            "",
-            "| policy | budget | over | invalid | billed (k) | new turns alone (k) | "
-            + " | ".join(f"{p} / ours" for p in FRONT_REWRITERS)
-            + " | cheaper and retaining more | the same, with summaries | bar |",
-            "|---|---:|---:|---:|---:|---:|" + "---:|" * len(FRONT_REWRITERS) + "---|---|---|",
-        ]
-        for v in verdicts:
-            ratios = " | ".join(
-                _times(v.ratios[p]) if p in v.ratios else "-" for p in FRONT_REWRITERS
-            )
-            lines.append(
-                f"| {v.policy} | {v.budget:,} | {v.over_budget} | {v.invalid} | "
-                f"{v.billed / 1000:,.1f} | {v.new_turns_billed / 1000:,.1f} | {ratios} | "
-                f"{', '.join(v.dominated_by) or 'none'} | "
-                f"{', '.join(v.dominated_with_summaries) or 'none'} | "
-                f"{'**not met**' if v.meets_bar is False else v.outcome} |"
-            )
-        lines += ["", "## Where a peer beats us", ""]
-        for v in verdicts:
-            if not v.beaten_on:
-                lines.append(f"- `{v.policy}` at {v.budget:,}: no peer is better on any metric.")
-                continue
-            mine = runs[v.policy, v.budget]
-            parts = []
-            for metric, peers in v.beaten_on.items():
-                value, _, fmt = _BETTER[metric]
-                parts.append(f"{metric} (ours {fmt.format(value(mine))}): {', '.join(peers)}")
-            lines.append(f"- `{v.policy}` at {v.budget:,}: " + "; ".join(parts) + ".")
-        return lines
-
-    def to_markdown(self) -> str:
-        """The comparison table (one row per policy and budget), with how it was made,
-        then the cache-aware solvers against the bar and where a peer beats them."""
-        lines = [
-            "# Context policies replayed on real transcripts",
-            "",
-            f"Transcripts: {', '.join(self.transcripts)}. Budgets: "
-            f"{', '.join(f'{b:,}' for b in self.budgets)} tokens. "
-            f"{len(self.records):,} requests audited in {self.wall_seconds:.0f} s.",
-            "",
-            "Tokens by `cl100k_base`. Cache: Anthropic prices (write 1.25, read 0.1), at "
-            "most 4 breakpoints with a 20-block lookback, 1,024-token minimum, 5-minute TTL "
-            "at one call per 30 s. Our folding policies mark their own breakpoints (the ends "
-            "of the system prompt, the merged memories, the memories and the request); for "
-            "the others the simulator places them as an automatic client would (the end, "
-            "where the cached prefix ends, and spread over the request). *Billed* is "
-            "the agent's input cost in thousands of base-price tokens, and *+ summaries* adds "
-            "the summariser calls: their input through a prompt cache of their own where "
-            f"they mark breakpoints (ours do; one-hour writes at {HOUR_WRITE_PRICE:g}) and at "
-            f"the base price where they do not, their output at {OUTPUT_PRICE:g}. *Unpaired*: "
-            "an orphan tool result or an "
-            "unanswered tool call. *Invalid*: over budget, unpaired, the newest turn missing, "
-            "or an error. *Retained*: "
-            "facts (any accepted answer, as a whole word) still visible in the final request, "
-            "of those the whole transcript states. A concatenation replays its parts again.",
-            "",
-            "| policy | budget | calls | mean tok | p95 tok | peak | over | unpaired | invalid | "
-            "cache reuse | billed (k) | + summaries (k) | summary calls | summary tok | "
-            "cpu p50 ms | cpu p95 ms | retained |",
-            "|---|" + "---:|" * 16,
-        ]
-        rows = self.summaries()
-        for s in rows:
-            retained = "-" if s.retention is None else f"{s.facts_retained}/{s.facts_total}"
-            lines.append(
-                f"| {s.policy} | {s.budget:,} | {s.calls} | {s.tokens_mean:,.0f} | "
-                f"{s.tokens_p95:,.0f} | {s.tokens_peak:,} | {s.over_budget} | {s.unpaired} | "
-                f"{s.invalid} | "
-                f"{s.cache_reuse:.0%} | {s.billed / 1000:,.1f} | "
-                f"{s.billed_with_summaries / 1000:,.1f} | {s.summarizer_calls} | "
-                f"{s.summarizer_tokens:,} | {s.cpu_p50_ms:.1f} | {s.cpu_p95_ms:.1f} | "
-                f"{retained} |"
-            )
-        errors = sorted({(r.policy, r.error) for r in self.records if r.error})
-        if errors:
-            lines += ["", "Errors (first of each kind):", ""]
-            seen: set[str] = set()
-            for policy, error in errors:
-                if policy not in seen:
-                    seen.add(policy)
-                    lines.append(f"- `{policy}`: {error}")
-        lines += _bill_lines(rows)
-        lines += self._verdict_lines(rows)
-        return "\n".join(lines) + "\n"
-
-    def to_json(self) -> str:
-        """Every record, as JSON."""
-        return json.dumps([asdict(r) for r in self.records], indent=1)
-
-    def plot(
-        self, path: str | Path, *, transcript: str | None = None, budget: int | None = None
-    ) -> Path:
-        """Tokens per call and cumulative billed cost per policy on one run, as a PNG.
-
-        Parameters
-        ----------
-        path : str or Path
-            Where the PNG goes.
-        transcript : str, optional
-            Default: the transcript with the most calls.
-        budget : int, optional
-            Default: the middle budget of the run.
-
-        Returns
-        -------
-        Path
-            ``path``.
-
-        Raises
-        ------
-        ValueError
-            For a transcript or budget the run does not have.
-        """
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        if transcript is None:
-            calls = {t: sum(1 for r in self.records if r.transcript == t) for t in self.transcripts}
-            transcript = max(self.transcripts, key=lambda t: (calls[t], t))
-        if budget is None:
-            budget = self.budgets[len(self.budgets) // 2]
-        if transcript not in self.transcripts or budget not in self.budgets:
-            raise ValueError(
-                f"the run has no transcript {transcript!r} at budget {budget}; transcripts: "
-                f"{', '.join(self.transcripts)}; budgets: {self.budgets}"
-            )
-        fig, (ax_tokens, ax_cost) = plt.subplots(1, 2, figsize=(13, 4.8))
-        tab20 = plt.get_cmap("tab20")
-        palette = [tab20(k) for k in range(20)]
-        for number, policy in enumerate(self.policies):
-            color = palette[number % len(palette)]
-            rs = [
-                r
-                for r in self.records
-                if r.policy == policy and r.transcript == transcript and r.budget == budget
-            ]
-            if not rs:
-                continue
-            style = "-" if policy.startswith("ours:") else "--"
-            x = [r.call for r in rs]
-            ax_tokens.plot(
-                x, [r.tokens for r in rs], style, color=color, label=policy, linewidth=1.2
-            )
-            cumulative, running = [], 0.0
-            for r in rs:
-                running += r.billed
-                cumulative.append(running / 1000)
-            ax_cost.plot(x, cumulative, style, color=color, label=policy, linewidth=1.2)
-        ax_tokens.axhline(budget, color="black", linewidth=0.8, linestyle=":")
-        ax_tokens.set(
-            title=f"tokens sent per call ({transcript}, budget {budget:,})",
-            xlabel="model call",
-            ylabel="tokens",
-        )
-        ax_cost.set(
-            title="cumulative billed input (cache-aware)",
-            xlabel="model call",
-            ylabel="thousands of base-price tokens",
-        )
-        ax_cost.legend(fontsize=7, loc="upper left")
-        fig.tight_layout()
-        out = Path(path)
-        fig.savefig(out, dpi=110)
-        plt.close(fig)
-        return out
 
 
 # ---------------------------------------------------------------------- run

@@ -8,6 +8,8 @@ still runs its own commands.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -99,44 +101,33 @@ def sweep(
 # ------------------------------------------------------------------ benchmark
 
 DEMO_BUDGETS = (4_000, 8_000, 16_000)
+QUICK_BUDGETS = (4_000, 16_000)
+DEMO_TAU_SESSIONS = 20
+"""tau-bench sessions in the demo (``bench`` replays all 150)."""
 
 
-def _summary_table(report: Any, title: str) -> Table:
-    table = Table(title=title)
-    columns = (
-        "policy",
-        "budget",
-        "mean tok",
-        "peak",
-        "over",
-        "invalid",
-        "cache reuse",
-        "billed (k)",
-        "+ summaries (k)",
-        "summary tok",
-        "cpu p95 ms",
-        "retained",
-    )
-    for col in columns:
-        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
-    for s in report.summaries():
-        retained = "-" if s.retention is None else f"{s.facts_retained}/{s.facts_total}"
-        bad = "[red]" if s.invalid else ""
-        table.add_row(
-            s.policy,
-            f"{s.budget:,}",
-            f"{s.tokens_mean:,.0f}",
-            f"{s.tokens_peak:,}",
-            f"{bad}{s.over_budget}",
-            f"{bad}{s.invalid}",
-            f"{s.cache_reuse:.0%}",
-            f"{s.billed / 1000:,.1f}",
-            f"{s.billed_with_summaries / 1000:,.1f}",
-            f"{s.summarizer_tokens:,}",
-            f"{s.cpu_p95_ms:.1f}",
-            retained,
-        )
-    return table
+PLOT_NAME = "bill-and-kept.png"
+"""The plot ``demo``, ``replay`` and ``bench`` write beside ``report.md``."""
+PROGRESS_EVERY = 15.0
+"""Seconds between progress lines when the output is not a terminal."""
+
+
+def _progress_lines(total_label: str) -> Callable[[int, int], None]:
+    """A progress callback printing a plain line at most every :data:`PROGRESS_EVERY`
+    seconds (and at the end), for logs and pipes."""
+    started = last = time.monotonic()
+
+    def advance(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if done == total or now - last >= PROGRESS_EVERY:
+            last = now
+            console.print(
+                f"{total_label}: {done}/{total} runs ({done / total:.0%}), {now - started:.0f} s",
+                highlight=False,
+            )
+
+    return advance
 
 
 def _run_benchmark(
@@ -148,35 +139,43 @@ def _run_benchmark(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         fail(f"cannot create {out}: {exc.strerror or exc}")
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("replaying", total=None)
+    runs = len(transcripts) * len(dict.fromkeys(policies)) * len(dict.fromkeys(budgets))
+    console.print(
+        f"{runs} runs ({len(transcripts)} transcripts x {len(set(policies))} policies x "
+        f"{len(set(budgets))} budgets) on {workers} worker{'s' if workers > 1 else ''}",
+        highlight=False,
+    )
+    with contextlib.ExitStack() as stack:
+        advance: Callable[[int, int], None] = _progress_lines("replaying")
+        if console.is_terminal:
+            progress = stack.enter_context(Progress(console=console, transient=True))
+            task = progress.add_task("replaying", total=None)
 
-        def advance(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+            def bar(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
 
+            advance = bar
         try:
             report = benchmark.run(
                 transcripts, policies, budgets, workers=workers, progress=advance
             )
         except (KeyError, ValueError, ModuleNotFoundError) as exc:
             fail(f"{exc.args[0] if exc.args else exc}")
-    console.print(_summary_table(report, "every policy at every budget (lower billed is cheaper)"))
-    for v in report.verdicts():
-        colour = {True: "green", False: "yellow", None: "dim"}[v.meets_bar]
-        detail = "; ".join(v.failures) or ", ".join(
-            f"{p} bills {r:.2f}x ours" for p, r in v.ratios.items()
-        )
-        detail = detail or "no front rewriter ran"
-        console.print(
-            f"{v.policy} at {v.budget:,}: [{colour}]bar {v.outcome}[/{colour}] ({detail})"
-        )
+    console.rule("verdict")
+    for line in report.verdict_lines() or ["no cache-aware solver of ours ran: no verdict"]:
+        colour = "dim" if line.startswith(" ") else "bold"
+        console.print(f"[{colour}]{escape(line)}[/{colour}]", highlight=False)
+    for table in report.rich_tables():
+        console.print(table)
     markdown = out / "report.md"
     markdown.write_text(report.to_markdown(), encoding="utf-8")
     (out / "records.json").write_text(report.to_json(), encoding="utf-8")
-    plot = report.plot(out / "tokens-and-cost.png")
+    plot = report.plot(out / PLOT_NAME)
     console.print(
         f"{len(report.records):,} requests in {report.wall_seconds:.0f} s; "
-        f"report: {markdown}; plot: {plot}"
+        f"the full report (per dataset, the peers, where the bill goes): {markdown}; "
+        f"plot: {plot}",
+        highlight=False,
     )
     return report
 
@@ -212,6 +211,14 @@ PolicyOption = Annotated[
     ),
 ]
 OutOption = Annotated[Path, typer.Option(help="Folder for the report, records and plot.")]
+QuickOption = Annotated[
+    bool,
+    typer.Option(
+        "--quick",
+        help="A small selection (the shortest SWE-agent run, 4 tau-bench sessions, a short "
+        "synthetic conversation) at 4k and 16k: a minute or two.",
+    ),
+]
 WorkersOption = Annotated[
     int | None,
     typer.Option(min=1, help="Worker processes.", show_default="the CPU count, at most 4"),
@@ -227,28 +234,42 @@ def demo(
         Path | None,
         typer.Option(help="Folder of SWE-agent .traj files.", show_default="the bundled runs"),
     ] = None,
+    tau_sessions: Annotated[
+        int,
+        typer.Option(
+            min=0, help="tau-bench airline sessions served in turn by one agent (0: none)."
+        ),
+    ] = DEMO_TAU_SESSIONS,
+    quick: QuickOption = False,
 ) -> None:
     """Replay the bundled real transcripts through every policy at three budgets.
 
+    The SWE-agent runs, their concatenation, a synthetic conversation with
+    planted facts, and tau-bench airline sessions served in turn by one agent.
     Offline and deterministic: the same extractive summariser for every policy
-    that summarises. Prints the comparison, writes ``report.md``,
-    ``records.json`` and ``tokens-and-cost.png`` under ``--out``.
+    that summarises. Prints the verdict and a table per budget, writes
+    ``report.md``, ``records.json`` and ``bill-and-kept.png`` under ``--out``.
     """
-
     try:
-        transcripts = benchmark.default_transcripts(data)
+        if quick:
+            transcripts = benchmark.quick_transcripts(data)
+        else:
+            transcripts = benchmark.default_transcripts(data)
+            if tau_sessions:
+                transcripts.append(benchmark.tau_bench_transcript(tau_sessions))
     except (FileNotFoundError, MessageFormatError) as exc:
         fail(f"{exc}")
     console.rule("[bold]ctxfold demo: context policies on real agent transcripts")
     console.print(
         ", ".join(f"{t.name} ({len(t.messages)} messages)" for t in transcripts)
         + ". At every model call each policy says what it would send; one exact counter "
-        "audits it and a prompt cache prices it."
+        "audits it and a prompt cache prices it.",
+        highlight=False,
     )
     _run_benchmark(
         transcripts,
         policy or benchmark.policy_names(),
-        budget or list(DEMO_BUDGETS),
+        budget or list(QUICK_BUDGETS if quick else DEMO_BUDGETS),
         _workers(workers),
         out,
     )
@@ -339,11 +360,30 @@ def replay(
     )
 
 
+class Dataset(StrEnum):
+    """The datasets ``ctxfold bench --dataset`` selects."""
+
+    swe_agent = "swe-agent"
+    tau_bench = "tau-bench"
+    synthetic = "synthetic"
+    bfcl = "bfcl"
+    chitchat = "chitchat"
+
+
 def bench(
     budget: BenchBudgetOption = None,
     policy: PolicyOption = None,
     out: OutOption = Path("out/bench"),
     workers: WorkersOption = None,
+    dataset: Annotated[
+        list[Dataset] | None,
+        typer.Option(
+            "--dataset",
+            "-d",
+            help="Dataset to replay (repeatable).",
+            show_default="all of them; bfcl and chitchat when their packages are installed",
+        ),
+    ] = None,
     scale: Annotated[
         list[int] | None,
         typer.Option(
@@ -351,33 +391,56 @@ def bench(
             show_default="1000, 5000",
         ),
     ] = None,
+    tau_sessions: Annotated[
+        int,
+        typer.Option(min=1, help="tau-bench airline sessions served in turn by one agent."),
+    ] = 150,
+    quick: QuickOption = False,
 ) -> None:
     """The full comparison, on every dataset available here.
 
-    The bundled transcripts, long synthetic conversations, and the BFCL memory and
-    multi-turn sets and the longest chitchat conversations when their packages are
-    installed.
+    The bundled SWE-agent runs and tau-bench sessions (served in turn by one agent),
+    long synthetic conversations, and the BFCL memory and multi-turn sets and the
+    longest chitchat conversations when their packages are installed.
     """
-
+    chosen = set(dataset or Dataset)
+    transcripts: list[Any] = []
     try:
-        transcripts = benchmark.default_transcripts()
-        transcripts += [benchmark.synthetic_transcript(n, seed=n) for n in (scale or [1000, 5000])]
+        if quick:
+            transcripts = benchmark.quick_transcripts()
+        else:
+            if Dataset.swe_agent in chosen:
+                transcripts += benchmark.default_transcripts()[:-1]  # less the synthetic one
+            if Dataset.tau_bench in chosen:
+                transcripts.append(benchmark.tau_bench_transcript(tau_sessions))
+            if Dataset.synthetic in chosen:
+                transcripts += [
+                    benchmark.synthetic_transcript(n, seed=n) for n in (scale or [1000, 5000])
+                ]
     except (FileNotFoundError, ValueError) as exc:  # MessageFormatError included
         fail(f"{exc}")
-    optional: list[tuple[str, Callable[[], list[Any]]]] = [
-        ("BFCL memory", loaders.load_bfcl_memory),
-        ("BFCL multi-turn", lambda: loaders.load_bfcl_multi_turn("long_context", limit=5)),
-        ("chitchat", lambda: loaders.load_chitchat(limit=3, longest=True)),
+    optional: list[tuple[Dataset, str, Callable[[], list[Any]]]] = [
+        (Dataset.bfcl, "BFCL memory", loaders.load_bfcl_memory),
+        (
+            Dataset.bfcl,
+            "BFCL multi-turn",
+            lambda: loaders.load_bfcl_multi_turn("long_context", limit=5),
+        ),
+        (Dataset.chitchat, "chitchat", lambda: loaders.load_chitchat(limit=3, longest=True)),
     ]
-    for label, load in optional:
+    for kind, label, load in optional if not quick else []:
+        if kind not in chosen:
+            continue
         try:
             transcripts += load()
         except loaders.TranscriptError as exc:
             console.print(f"[yellow]skipped {label}:[/yellow] {exc}")
+    if not transcripts:
+        fail("no transcript to replay: the chosen datasets are not installed here")
     _run_benchmark(
         transcripts,
         policy or benchmark.policy_names(),
-        budget or list(BENCH_BUDGETS),
+        budget or list(QUICK_BUDGETS if quick else BENCH_BUDGETS),
         _workers(workers),
         out,
     )

@@ -184,14 +184,20 @@ def test_default_transcripts_name_a_missing_folder(tmp_path: Path) -> None:
 def test_cli_demo_replay_policies_and_inspect(tmp_path: Path) -> None:
     runner = CliRunner()
     out = tmp_path / "demo"
-    result = runner.invoke(
-        app, ["demo", "-p", "ours:kv-stable", "-b", "4000", "--out", str(out), "--workers", "1"]
-    )
+    args = ["demo", "-p", "ours:kv-stable", "-b", "4000", "--out", str(out), "--workers", "1"]
+    result = runner.invoke(app, [*args, "--tau-sessions", "2"])
     assert result.exit_code == 0, result.output
-    assert "ours:kv-stable at 4,000: bar not judged (no front rewriter ran)" in result.output
+    verdict = "4,000 tokens, ours:kv-stable: swe-agent not judged; synthetic not judged; "
+    assert verdict + "tau-bench not judged" in result.output
+    assert "(c) not judged: langchain-trim-messages, observation-masking did not run" in (
+        result.output.replace("\n", " ")
+    )
+    assert "replaying: 7/7 runs (100%)" in result.output  # not a terminal: progress lines
     report = (out / "report.md").read_text()
-    assert report.count("| ours:kv-stable | 4,000 |") == 3  # the table, the bill and the bar
-    assert (out / "tokens-and-cost.png").stat().st_size > 0
+    # the budget's table, one per dataset, where the bill goes and every figure
+    assert report.count("| ours:kv-stable |") == 1 + 3 + 1 + 1
+    assert "## Per dataset" in report and "### tau-bench (tau-bench-2), budget 4,000" in report
+    assert (out / "bill-and-kept.png").stat().st_size > 0
 
     result = runner.invoke(
         app, ["replay", str(TRAJ), "-p", "assemble", "-b", "3000", "--out", str(tmp_path / "r")]
@@ -312,7 +318,7 @@ def test_summaries_by_hand() -> None:
     report = benchmark.BenchmarkReport(records, budgets=[1000], policies=["p"], transcripts=["t"])
     (s,) = report.summaries()
     assert s.calls == 6 and s.errors == 1 and s.invalid == 3 and s.over_budget == 1
-    assert s.unpaired == 1 and "| 1,200 | 1 | 1 | 3 |" in report.to_markdown()
+    assert s.unpaired == 1 and "| 1,200 | 1 | 1 | 3 | 1 |" in report.to_markdown()
     assert s.tokens_mean == 440.0  # the failed call sent nothing and is not averaged in
     assert s.tokens_p95 == 1200 and s.tokens_peak == 1200
     assert s.billed == 22_000.0 and s.billed_with_summaries == 22_000.0 + 6 * 150.0
@@ -374,75 +380,152 @@ def test_a_request_without_the_newest_turn_is_flagged() -> None:
     assert not benchmark._newest_turn_missing(history, history)
 
 
-def test_verdicts_hold_our_cache_aware_solvers_to_the_bar() -> None:
-    def run_of(policy: str, billed: float, kept: int, **extra: object) -> list[Any]:
+def _run_of(
+    policy: str, billed: float, kept: int | None, args: int | None, **extra: object
+) -> list[Any]:
+    """Two calls at a 2,000 budget: new turns of 3,000 (capped at 2,000) and 100 tokens,
+    so the new-turn floor is 2,100; 4 facts and 10 argument values to keep."""
+    common: dict[str, object] = {"policy": policy, "budget": 2000, "summarizer_billed": 0.0}
+    common.update(extra)
+    last: dict[str, object] = {}
+    if kept is not None:
         last = {"facts_total": 4, "facts_retained": kept}
+    first = _record(500, billed / 2, 0, new_tokens=3000, **common)
+    second = _record(500, billed / 2, 0, call=1, new_tokens=100, **last, **common)
+    if args is not None:
+        first = dataclasses.replace(first, arguments_total=10, arguments_kept=args)
+    return [first, second]
+
+
+def _report(runs: dict[str, tuple[float, int | None, int | None]], **extra: object) -> Any:
+    records = [r for p, (b, k, a) in runs.items() for r in _run_of(p, b, k, a, **extra)]
+    return benchmark.BenchmarkReport(records, [2000], list(runs), ["t"])
+
+
+BASE_RUNS: dict[str, tuple[float, int | None, int | None]] = {
+    # policy: (request bill, facts kept of 4, argument values kept of 10)
+    "ours:kv-stable": (2500.0, 2, 5),  # 400 above the floor of 2,100
+    "ours:flat-profile": (10.0, 4, 10),  # ours: never a peer
+    "assemble": (10.0, 4, 10),  # ours too
+    "langchain-trim-messages": (3300.0, 1, 9),  # 1,200 above: 3x ours
+    "observation-masking": (2700.0, 3, 5),  # 600 above: only 1.5x ours
+    "llamaindex-memory": (2200.0, 1, 5),  # cheaper but keeps fewer facts
+}
+
+
+def test_the_verdict_judges_its_three_clauses() -> None:
+    report = _report(BASE_RUNS)
+    (v,) = report.verdicts()
+    assert (v.policy, v.budget, v.dataset) == ("ours:kv-stable", 2000, "unlabelled")
+    assert v.floor == 2100 and v.cost == 2500
+    assert v.excess_ratios == {"langchain-trim-messages": 3.0, "observation-masking": 1.5}
+    assert v.within_budget and v.undominated and v.cheap_enough is False
+    assert v.failures == [
+        "(c) excess over the new-turn floor not 2x below: observation-masking 1.50x ours"
+    ]
+    assert v.meets_bar is False and v.outcome == "not met"
+    assert v.beaten_on["total bill"] == ["llamaindex-memory (2.2k)"]
+    assert v.beaten_on["retained"] == ["observation-masking (75%)"]
+    assert v.beaten_on["argument support"] == ["langchain-trim-messages (90.0%)"]
+    lines = report.verdict_lines()
+    assert lines[0] == "2,000 tokens, ours:kv-stable: unlabelled not met (c)"
+    assert lines[1].startswith("    unlabelled: (c) excess over the new-turn floor")
+
+    met = _report({**BASE_RUNS, "observation-masking": (3000.0, 3, 5)})  # 900 above: 2.25x
+    (v,) = met.verdicts()
+    assert v.meets_bar is True and met.verdict_lines() == [
+        "2,000 tokens, ours:kv-stable: unlabelled met"
+    ]
+    assert v.explain().startswith("(a) within budget, all valid; (b) no peer weakly dominates")
+
+
+def test_a_peer_equal_on_cost_and_facts_but_keeping_more_arguments_weakly_dominates() -> None:
+    runs = {**BASE_RUNS, "observation-masking": (3000.0, 3, 5)}
+    tie = _report({**runs, "langchain-summarization-middleware": (2500.0, 2, 6)})
+    (v,) = tie.verdicts()
+    assert v.dominated_by == ["langchain-summarization-middleware"] and v.meets_bar is False
+    assert v.failures == ["(b) weakly dominated by langchain-summarization-middleware"]
+    # equal on every axis is not domination; neither is dearer by one token
+    (v,) = _report({**runs, "langchain-summarization-middleware": (2500.0, 2, 5)}).verdicts()
+    assert v.dominated_by == []
+    (v,) = _report({**runs, "langchain-summarization-middleware": (2501.0, 4, 10)}).verdicts()
+    assert v.dominated_by == []
+    # the summariser calls count in the bill: a peer cheaper by requests alone is not cheaper
+    summed = _report({**runs, "llamaindex-memory": (2400.0, 3, 5)}, summarizer_billed=60.0)
+    (v,) = summed.verdicts()
+    assert v.cost == 2500 + 120 and v.dominated_by == ["llamaindex-memory"]  # 2,520 < 2,620
+
+
+def test_an_invalid_peer_dominates_nobody_and_no_measure_means_no_domination() -> None:
+    runs = {**BASE_RUNS, "observation-masking": (3000.0, 3, 5)}
+    records = [r for p, (b, k, a) in runs.items() for r in _run_of(p, b, k, a)]
+    cheat = _run_of("llamaindex-memory-facts", 100.0, 4, 10)
+    cheat[0] = dataclasses.replace(cheat[0], invalid=True, tokens=2500, over_budget=True)
+    names = [*runs, "llamaindex-memory-facts"]
+    (v,) = benchmark.BenchmarkReport([*records, *cheat], [2000], names).verdicts()
+    assert (
+        v.dominated_by == []
+        and "llamaindex-memory-facts (100%, 1 invalid)" in (v.beaten_on["retained"])
+    )
+    blind = {p: (b, None, None) for p, (b, _, _) in runs.items()}
+    (v,) = _report({**blind, "llamaindex-memory": (100.0, None, None)}).verdicts()
+    assert v.dominated_by == []  # nothing kept is measured: cost alone dominates nobody
+
+
+def test_the_verdict_is_per_dataset_and_needs_both_front_rewriters_to_judge_c() -> None:
+    def tagged(runs: dict[str, tuple[float, int | None, int | None]], name: str) -> list[Any]:
         return [
-            _record(500, billed / 2, 0, policy=policy, budget=2000, new_tokens=3000, **extra),
-            _record(
-                500,
-                billed / 2,
-                0,
-                policy=policy,
-                budget=2000,
-                call=1,
-                new_tokens=100,
-                **last,
-                **extra,
-            ),
+            dataclasses.replace(r, dataset=name, transcript=name)
+            for p, (b, k, a) in runs.items()
+            for r in _run_of(p, b, k, a)
         ]
 
-    policies = {
-        "ours:kv-stable": (100.0, 2),
-        "ours:flat-profile": (10.0, 4),  # ours: never a peer
-        "assemble": (10.0, 4),  # ours too
-        "langchain-trim-messages": (250.0, 1),
-        "observation-masking": (150.0, 3),
-        "llamaindex-memory": (50.0, 1),  # cheaper but keeps less: not dominating
-    }
-    records = [r for p, (b, k) in policies.items() for r in run_of(p, b, k)]
-    report = benchmark.BenchmarkReport(records, [2000], list(policies), ["t"])
-    (v,) = report.verdicts()
-    assert v.policy == "ours:kv-stable" and v.dominated_by == []
-    assert v.ratios == {"langchain-trim-messages": 2.5, "observation-masking": 1.5}
-    assert v.meets_bar is False and v.outcome == "not met"  # masking bills only 1.5x more
-    assert v.failures == ["observation-masking bills only 1.50x ours"]
-    assert v.new_turns_billed == 2000 + 100  # capped at the budget, at the miss price
-    assert v.beaten_on["billed"] == ["llamaindex-memory (0.1k)"]
-    assert v.beaten_on["retained"] == ["observation-masking (75%)"]
-    markdown = report.to_markdown()
-    row = (
-        "| ours:kv-stable | 2,000 | 0 | 0 | 0.1 | 2.1 | 2.50x | 1.50x | none | none | **not met** |"
+    good = {**BASE_RUNS, "observation-masking": (3000.0, 3, 5)}
+    records = tagged(good, "alpha") + tagged(BASE_RUNS, "beta")
+    report = benchmark.BenchmarkReport(records, [2000], list(BASE_RUNS), ["alpha", "beta"])
+    assert report.datasets() == ["alpha", "beta"]
+    assert [(v.dataset, v.outcome) for v in report.verdicts()] == [
+        ("alpha", "met"),
+        ("beta", "not met"),
+    ]
+    assert report.verdict_lines()[0] == "2,000 tokens, ours:kv-stable: alpha met; beta not met (c)"
+    alone = {p: r for p, r in good.items() if p != "langchain-trim-messages"}
+    (v,) = _report(alone).verdicts()
+    assert v.cheap_enough is None and v.meets_bar is None and v.outcome == "not judged"
+    assert "(c) not judged: langchain-trim-messages did not run cleanly" in v.explain()
+    failing = _report(
+        {**good, "langchain-trim-messages": (0.0, 1, 9)}, error="Boom: failed", invalid=True
     )
-    assert row in markdown
-    assert "retained (ours 50%): observation-masking (75%)" in markdown
+    (v,) = [v for v in failing.verdicts()]
+    assert v.within_budget is False  # everything failed here, ours too: (a) fails
+    over = [*_run_of("ours:kv-stable", 2500.0, 2, 5)]
+    over[0] = dataclasses.replace(over[0], tokens=2500, over_budget=True, invalid=True)
+    (bad,) = benchmark.BenchmarkReport(over, [2000], ["ours:kv-stable"]).verdicts()
+    assert bad.meets_bar is False and bad.failures == [
+        "(a) 1 calls over budget, 1 invalid requests"
+    ]
 
-    # dearer by the agent's bill, cheaper once our summariser calls are added
-    lean = run_of("anthropic-clear-tool-uses", 150.0, 4, summarizer_tokens=0, summarizer_billed=0)
-    names = [*policies, "anthropic-clear-tool-uses"]
-    with_lean = benchmark.BenchmarkReport(records + lean, [2000], names)
-    (v,) = with_lean.verdicts()
-    assert v.dominated_by == [] and v.dominated_with_summaries == ["anthropic-clear-tool-uses"]
-    assert "| none | anthropic-clear-tool-uses | **not met** |" in with_lean.to_markdown()
-    # a peer with an invalid request is not a point within the budget: it dominates nobody
-    lean[0] = dataclasses.replace(lean[0], invalid=True)
-    (v,) = benchmark.BenchmarkReport(records + lean, [2000], names).verdicts()
-    assert v.dominated_with_summaries == []
-    assert "anthropic-clear-tool-uses (100%, 1 invalid)" in v.beaten_on["retained"]
 
-    cheaper = [r for r in records if r.policy != "llamaindex-memory"]
-    cheaper += run_of("llamaindex-memory", 50.0, 3)
-    (dominated,) = benchmark.BenchmarkReport(cheaper, [2000], list(policies), ["t"]).verdicts()
-    assert dominated.dominated_by == ["llamaindex-memory"] and not dominated.meets_bar
+def test_each_budget_table_is_sorted_by_total_bill_marks_the_best_and_fits_110_columns() -> None:
+    from rich.console import Console
 
-    bars = {"observation-masking": 200.0, "langchain-trim-messages": 300.0}
-    fine = [r for r in records if r.policy not in bars and r.policy != "llamaindex-memory"]
-    fine += [r for p, b in bars.items() for r in run_of(p, b, 1)]
-    (met,) = benchmark.BenchmarkReport(fine, [2000], list(policies), ["t"]).verdicts()
-    assert (
-        met.meets_bar
-        and "| met |"
-        in benchmark.BenchmarkReport(fine, [2000], list(policies), ["t"]).to_markdown()
+    report = _report({**BASE_RUNS, "langchain-summarization-middleware": (2600.0, 4, 10)})
+    markdown = report.to_markdown()
+    table = markdown[markdown.index("## Budget 2,000") :].split("\n\n")[1].splitlines()
+    assert all(len(line) <= 110 for line in table)
+    policies = [line.split(" | ")[1] for line in table[2:]]
+    bills = [2.2, 2.5, 2.6, 2.7, 3.3]  # the two cheap ours of 0.01k first
+    assert policies[:2] == ["assemble", "ours:flat-profile"]
+    assert [float(line.split(" | ")[2].strip("*\\k")) for line in table[4:]] == bills
+    assert "| **0.0k\\*** |" in table[2]  # the cheapest valid total bill is marked
+    middleware = next(line for line in table if "langchain-summarization" in line)
+    assert "**4/4\\***" in middleware and "**100.0%\\***" in middleware
+    console = Console(width=200, record=True, color_system=None)
+    for t in report.rich_tables():
+        console.print(t)
+    assert max(len(line) for line in console.export_text().splitlines()) <= 110
+    assert "## The policies" in markdown and "- `observation-masking`: Observation masking" in (
+        markdown
     )
 
 
@@ -455,37 +538,6 @@ def test_each_call_records_the_turn_it_has_to_carry() -> None:
     shown = transcript.messages[: points[-1]]
     assert sum(r.new_tokens for r in records) == sum(counter.count_message(m) for m in shown)
     assert all(r.new_tokens > 0 for r in records)
-
-
-def test_a_failing_front_rewriter_or_no_facts_leaves_the_bar_unjudged() -> None:
-    def run(policy: str, billed: float, **extra: object) -> Any:
-        return _record(500, billed, 0, policy=policy, facts_total=2, facts_retained=1, **extra)
-
-    names = ["ours:kv-stable", "observation-masking", "langchain-trim-messages"]
-    ok = [run("ours:kv-stable", 100.0), run("observation-masking", 900.0)]
-    failing = run("langchain-trim-messages", 0.0, error="Boom: failed", invalid=True)
-    (v,) = benchmark.BenchmarkReport([*ok, failing], [1000], names).verdicts()
-    assert "langchain-trim-messages" not in v.ratios and v.meets_bar is None
-    sound = run("langchain-trim-messages", 900.0)
-    (v,) = benchmark.BenchmarkReport([*ok, sound], [1000], names).verdicts()
-    assert v.meets_bar is True
-    factless = [dataclasses.replace(r, facts_total=0, facts_retained=None) for r in [*ok, sound]]
-    (v,) = benchmark.BenchmarkReport(factless, [1000], names).verdicts()
-    assert v.retention is None and v.meets_bar is None
-
-
-def test_a_verdict_without_both_front_rewriters_is_not_judged() -> None:
-    kept = {"facts_total": 2, "facts_retained": 1}
-    runs = [
-        _record(500, 100.0, 0, policy="ours:kv-stable", **kept),
-        _record(500, 900.0, 0, policy="observation-masking", **kept),
-    ]
-    report = benchmark.BenchmarkReport(runs, [1000], ["ours:kv-stable", "observation-masking"])
-    (v,) = report.verdicts()
-    assert v.retention == 0.5 and v.meets_bar is None and v.outcome == "not judged"
-    over = [_record(1500, 100.0, 0, policy="ours:kv-stable"), runs[1]]
-    (bad,) = benchmark.BenchmarkReport(over, [1000], ["ours:kv-stable"]).verdicts()
-    assert bad.meets_bar is False  # a failed part fails the bar whatever else was run
 
 
 def test_kv_unified_settles_at_the_strategys_headroom() -> None:

@@ -1,0 +1,796 @@
+"""The benchmark's report: summaries, the verdict, tables and plots.
+
+A run's :class:`~foldbench.records.CallRecord` list is summarised per policy,
+budget and dataset (:class:`RunSummary`). Each of our cache-aware solvers
+(:data:`CACHE_AWARE`) is then judged at each budget on each dataset
+(:class:`Verdict`) by three clauses:
+
+(a) no call over budget and no invalid request;
+(b) no valid peer *weakly dominates* ours on the plane of (bill including the
+    summariser calls, fact retention, argument support): cheaper-or-equal and
+    keeping-equal-or-more on every measured metric, strictly better on one;
+(c) our bill's excess over the new-turn floor is at least :data:`COST_BAR` times
+    below that of each front rewriter (:data:`FRONT_REWRITERS`).
+
+The report puts a verdict line per budget first, then one table per budget
+(sorted by total bill, the best marked, 110 columns wide), a breakdown per
+dataset, where each peer comes from, where the bill goes, and every peer that
+beats us on any metric.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from folding import CachePrices
+
+from .peers.base import HOUR_WRITE_PRICE, OUTPUT_PRICE
+from .records import CallRecord
+from .registry import describe
+
+__all__ = [
+    "CACHE_AWARE",
+    "COST_BAR",
+    "FRONT_REWRITERS",
+    "BenchmarkReport",
+    "RunSummary",
+    "Verdict",
+]
+
+CACHE_AWARE = ("ours:kv-stable", "ours:kv-unified")
+"""Our solvers that weigh the provider's prompt cache; the verdict judges them."""
+FRONT_REWRITERS = ("langchain-trim-messages", "observation-masking")
+"""Peers that rewrite the front of the context on every turn once it is full."""
+COST_BAR = 2.0
+"""How many times smaller our bill's excess over the new-turn floor should be than each
+front rewriter's (clause (c))."""
+TABLE_WIDTH = 110
+"""The widest a report table is."""
+_NEW_TOKEN_PRICE = min(CachePrices().miss, CachePrices().write)
+"""The cheapest a token never sent before can cost (a miss; a cache write costs more)."""
+
+
+def _new_turn_bill(new_tokens: int, budget: int) -> float:
+    return min(new_tokens, budget) * _NEW_TOKEN_PRICE
+
+
+def _p(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)])
+
+
+def _is_peer(policy: str) -> bool:
+    """Not one of this library's own policies (``ours:*`` and ``assemble``)."""
+    return not policy.startswith("ours:") and policy != "assemble"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The metrics of one policy at one budget, over the transcripts of a selection.
+
+    Token statistics leave out failed calls (counted in ``errors``); ``cache_reuse``
+    is cached tokens over all tokens sent; ``billed`` sums the simulated bills.
+    """
+
+    policy: str
+    budget: int
+    calls: int
+    tokens_mean: float
+    tokens_p95: float
+    tokens_peak: int
+    over_budget: int
+    invalid: int
+    errors: int
+    cache_reuse: float
+    billed: float
+    summarizer_calls: int
+    summarizer_tokens: int
+    cpu_p50_ms: float
+    cpu_p95_ms: float
+    facts_total: int
+    facts_retained: int | None
+    unpaired: int = 0
+    """Requests with an orphan tool result or an unanswered tool call."""
+    new_turns_billed: float = 0.0
+    """The new turns alone, capped at the budget, at the cheapest price a token never
+    sent before can have (a miss; a cache write costs more): a floor for any policy
+    whose requests carry each new turn whole."""
+    cached: int = 0
+    """Tokens read from the cache."""
+    written: int = 0
+    """Tokens written to the cache."""
+    missed: int = 0
+    """Tokens sent uncached and not written."""
+    resent: int = 0
+    """Tokens of history sent again at more than the read price (see
+    :attr:`CallRecord.resent`): the cost of rewriting the front of the context."""
+    resent_billed: float = 0.0
+    """What they cost, in base-price tokens."""
+    summarizer_billed: float = 0.0
+    """What the summariser calls cost, in base-price input tokens."""
+    arguments_total: int = 0
+    """Argument values of the agent's next tool calls that the full history shows."""
+    arguments_kept: int = 0
+    """How many of them the requests showed."""
+    dataset: str = ""
+    """The dataset summarised (empty: every dataset of the run)."""
+
+    @property
+    def argument_support(self) -> float | None:
+        """Share of the agent's next tool-call argument values the requests showed,
+        relative to the full history (None without tool calls)."""
+        return self.arguments_kept / self.arguments_total if self.arguments_total else None
+
+    @property
+    def billed_with_summaries(self) -> float:
+        """The billed input plus what the summariser calls cost (their input through a
+        prompt cache where they mark breakpoints, their output at the output price)."""
+        return self.billed + self.summarizer_billed
+
+    @property
+    def summary_share(self) -> float:
+        """What the summariser calls cost, as a share of the request bill."""
+        return self.summarizer_billed / self.billed if self.billed else 0.0
+
+    @property
+    def retention(self) -> float | None:
+        """Share of facts still visible in the final requests (None without facts)."""
+        if self.facts_retained is None or not self.facts_total:
+            return None
+        return self.facts_retained / self.facts_total
+
+
+_QUALITY: dict[str, Callable[[RunSummary], float | None]] = {
+    "retained": lambda s: s.retention,
+    "argument support": lambda s: s.argument_support,
+}
+"""The quality axes of the verdict's plane (higher is better)."""
+
+_BETTER: dict[str, tuple[Callable[[RunSummary], float | None], bool, str]] = {
+    # metric: (value, higher is better, format)
+    "total bill": (lambda s: s.billed_with_summaries / 1000, False, "{:,.1f}k"),
+    "request bill": (lambda s: s.billed / 1000, False, "{:,.1f}k"),
+    "retained": (lambda s: s.retention, True, "{:.0%}"),
+    "argument support": (lambda s: s.argument_support, True, "{:.1%}"),
+    "invalid": (lambda s: s.invalid, False, "{:,.0f}"),
+    "cache reuse": (lambda s: s.cache_reuse, True, "{:.0%}"),
+    "cpu p95": (lambda s: s.cpu_p95_ms, False, "{:.1f} ms"),
+}
+"""Every metric on which the report names the peers that beat us."""
+
+
+def _weakly_dominates(peer: RunSummary, ours: RunSummary) -> bool:
+    """``peer`` is cheaper-or-equal (bill with summaries) and keeps equal-or-more on
+    every quality axis both measure, strictly better on one of them. A peer with an
+    invalid request is not a point within the budget: it dominates nobody."""
+    if peer.invalid:
+        return False
+    axes = [
+        (q(peer), q(ours)) for q in _QUALITY.values() if q(peer) is not None and q(ours) is not None
+    ]
+    if not axes:
+        return False  # nothing kept is measured: cost alone does not dominate
+    cost_p, cost_o = peer.billed_with_summaries, ours.billed_with_summaries
+    if cost_p > cost_o or any(p < o for p, o in axes):  # type: ignore[operator]
+        return False
+    return cost_p < cost_o or any(p > o for p, o in axes)  # type: ignore[operator]
+
+
+def _excess_ratio(peer: RunSummary, ours: RunSummary) -> float:
+    """The peer's bill above the new-turn floor over ours above it (both with their
+    summariser calls); unbounded when ours sits on the floor."""
+    mine = ours.billed_with_summaries - ours.new_turns_billed
+    theirs = peer.billed_with_summaries - peer.new_turns_billed
+    return theirs / mine if mine > 0 else math.inf
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}x" if math.isfinite(ratio) else "unbounded (ours is on the floor)"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One cache-aware solver at one budget on one dataset, held to the bar."""
+
+    policy: str
+    budget: int
+    dataset: str
+    over_budget: int
+    invalid: int
+    cost: float
+    """Our bill with the summariser calls, in base-price tokens."""
+    floor: float
+    """The new turns alone (:attr:`RunSummary.new_turns_billed`)."""
+    retention: float | None
+    argument_support: float | None
+    excess_ratios: dict[str, float]
+    """Front rewriter that ran without a failed call -> its excess over the floor
+    divided by ours."""
+    dominated_by: list[str]
+    """Valid peers that weakly dominate ours (clause (b))."""
+    beaten_on: dict[str, list[str]] = field(default_factory=dict)
+    """Metric -> the peers strictly better on it, best first, with their value."""
+
+    @property
+    def within_budget(self) -> bool:
+        """Clause (a): no call over budget and no invalid request."""
+        return self.over_budget == 0 and self.invalid == 0
+
+    @property
+    def undominated(self) -> bool:
+        """Clause (b): no valid peer weakly dominates ours."""
+        return not self.dominated_by
+
+    @property
+    def cheap_enough(self) -> bool | None:
+        """Clause (c); None when a front rewriter did not run, or failed a call."""
+        if set(self.excess_ratios) != set(FRONT_REWRITERS):
+            return None
+        return all(r >= COST_BAR for r in self.excess_ratios.values())
+
+    @property
+    def failures(self) -> list[str]:
+        """The clauses that fail, in words (empty when none does)."""
+        out = []
+        if not self.within_budget:
+            parts = [f"{self.over_budget} calls over budget"] if self.over_budget else []
+            parts += [f"{self.invalid} invalid requests"] if self.invalid else []
+            out.append("(a) " + ", ".join(parts))
+        if self.dominated_by:
+            out.append(f"(b) weakly dominated by {', '.join(self.dominated_by)}")
+        low = {p: r for p, r in self.excess_ratios.items() if r < COST_BAR}
+        if low:
+            out.append(
+                "(c) excess over the new-turn floor not 2x below: "
+                + ", ".join(f"{p} {_times(r)} ours" for p, r in low.items())
+            )
+        return out
+
+    @property
+    def meets_bar(self) -> bool | None:
+        """True when every clause holds, False when one fails, None when none fails but
+        (c) could not be judged."""
+        if self.failures:
+            return False
+        return None if self.cheap_enough is None else True
+
+    @property
+    def outcome(self) -> str:
+        """``met``, ``not met`` or ``not judged``."""
+        return {True: "met", False: "not met", None: "not judged"}[self.meets_bar]
+
+    def explain(self) -> str:
+        """The clauses in words, failures first."""
+        if self.failures:
+            return "; ".join(self.failures)
+        parts = ["(a) within budget, all valid", "(b) no peer weakly dominates"]
+        if self.cheap_enough is None:
+            missing = [p for p in FRONT_REWRITERS if p not in self.excess_ratios]
+            parts.append(f"(c) not judged: {', '.join(missing)} did not run cleanly")
+        else:
+            ratios = ", ".join(f"{p} {_times(r)}" for p, r in self.excess_ratios.items())
+            parts.append(f"(c) excess over the floor below the front rewriters: {ratios}")
+        return "; ".join(parts)
+
+
+def _summarise(policy: str, budget: int, rs: Sequence[CallRecord], dataset: str) -> RunSummary:
+    # a failed call sent nothing: it counts as an error, not as a small request
+    tokens = [r.tokens for r in rs if r.error is None] or [0]
+    cpu = [r.cpu_ms for r in rs]
+    total = sum(tokens)
+    cached = sum(r.cached for r in rs)
+    with_facts = [r for r in rs if r.facts_retained is not None]
+    return RunSummary(
+        policy=policy,
+        budget=budget,
+        calls=len(rs),
+        tokens_mean=statistics.fmean(tokens),
+        tokens_p95=_p(tokens, 0.95),
+        tokens_peak=max(tokens),
+        over_budget=sum(r.over_budget for r in rs),
+        invalid=sum(r.invalid for r in rs),
+        errors=sum(r.error is not None for r in rs),
+        cache_reuse=cached / total if total else 0.0,
+        billed=sum(r.billed for r in rs),
+        summarizer_calls=sum(r.summarizer_calls for r in rs),
+        summarizer_tokens=sum(r.summarizer_tokens for r in rs),
+        summarizer_billed=sum(r.summarizer_billed for r in rs),
+        cpu_p50_ms=_p(cpu, 0.5),
+        cpu_p95_ms=_p(cpu, 0.95),
+        facts_total=sum(r.facts_total for r in with_facts),
+        facts_retained=(sum(r.facts_retained or 0 for r in with_facts) if with_facts else None),
+        unpaired=sum(r.unpaired for r in rs),
+        new_turns_billed=sum(_new_turn_bill(r.new_tokens, budget) for r in rs),
+        cached=cached,
+        written=sum(r.written for r in rs),
+        missed=sum(r.missed for r in rs),
+        resent=sum(r.resent for r in rs),
+        resent_billed=sum(r.resent_billed for r in rs),
+        arguments_total=sum(r.arguments_total for r in rs),
+        arguments_kept=sum(r.arguments_kept for r in rs),
+        dataset=dataset,
+    )
+
+
+# ------------------------------------------------------------------ the tables
+
+
+_COLUMNS = (
+    # header, width, right-aligned
+    ("#", 2, True),
+    ("policy", 37, False),
+    ("total bill", 10, True),
+    ("summ.", 5, True),
+    ("cache", 5, True),
+    ("facts", 5, True),
+    ("args", 7, True),
+    ("over", 4, True),
+    ("invalid", 7, True),
+    ("p95 ms", 6, True),
+)
+"""The per-budget table: at most 88 characters of cells, a space after each: within 110."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    cells: tuple[str, ...]
+    best: frozenset[int]
+    """Columns holding the best value of the table."""
+    invalid: bool
+    ours: bool
+
+
+def _rows(rows: Sequence[RunSummary]) -> list[_Row]:
+    """One budget's summaries as table rows, sorted by total bill (cheapest first),
+    the best value of each measured column marked among the valid policies."""
+    ordered = sorted(rows, key=lambda s: (s.billed_with_summaries, s.policy))
+    valid = [s for s in ordered if not s.invalid]
+    best: dict[int, float] = {}
+    measured: list[tuple[int, Callable[[RunSummary], float | None], bool]] = [
+        (2, lambda s: s.billed_with_summaries, False),
+        (5, lambda s: s.retention, True),
+        (6, lambda s: s.argument_support, True),
+    ]
+    for col, value, higher in measured:
+        got = [v for s in valid if (v := value(s)) is not None]
+        if got:
+            best[col] = max(got) if higher else min(got)
+    out = []
+    for rank, s in enumerate(ordered, 1):
+        retained = "-" if s.retention is None else f"{s.facts_retained}/{s.facts_total}"
+        args = "-" if s.argument_support is None else f"{s.argument_support:.1%}"
+        cells = (
+            str(rank),
+            s.policy,
+            f"{s.billed_with_summaries / 1000:,.1f}k",
+            f"{s.summary_share:.0%}" if s.summarizer_billed else "-",
+            f"{s.cache_reuse:.0%}",
+            retained,
+            args,
+            str(s.over_budget),
+            str(s.invalid),
+            f"{s.cpu_p95_ms:.1f}",
+        )
+        marked = set()
+        if not s.invalid:
+            values = {2: s.billed_with_summaries, 5: s.retention, 6: s.argument_support}
+            marked = {c for c, v in values.items() if c in best and v == best[c]}
+        out.append(_Row(cells, frozenset(marked), bool(s.invalid), s.policy.startswith("ours:")))
+    return out
+
+
+def _markdown_table(rows: Sequence[RunSummary]) -> list[str]:
+    lines = [
+        "| " + " | ".join(h for h, _, _ in _COLUMNS) + " |",
+        "|" + "|".join("---:" if right else "---" for _, _, right in _COLUMNS) + "|",
+    ]
+    for row in _rows(rows):
+        cells = [f"**{c}\\***" if k in row.best else c for k, c in enumerate(row.cells)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _rich_table(rows: Sequence[RunSummary], title: str) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        title_justify="left",
+    )
+    for header, width, right in _COLUMNS:
+        table.add_column(
+            header, justify="right" if right else "left", no_wrap=True, max_width=width
+        )
+    for row in _rows(rows):
+        cells = []
+        for k, c in enumerate(row.cells):
+            if k in row.best:
+                c = f"[bold green]{c}*[/bold green]"
+            elif k in (7, 8) and row.invalid and c != "0":
+                c = f"[bold red]{c}[/bold red]"
+            cells.append(c)
+        table.add_row(*cells, style="bold" if row.ours else None)
+    return table
+
+
+@dataclass
+class BenchmarkReport:
+    """Every audited request of a benchmark run, and the views of it."""
+
+    records: list[CallRecord]
+    budgets: list[int] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)
+    transcripts: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    def datasets(self) -> list[str]:
+        """The datasets of the run, in the order their first record appears."""
+        return list(dict.fromkeys(r.dataset or "unlabelled" for r in self.records))
+
+    def summaries(self, dataset: str | None = None) -> list[RunSummary]:
+        """One :class:`RunSummary` per (policy, budget), in policy then budget order,
+        over every dataset or over one."""
+        runs: dict[tuple[str, int], list[CallRecord]] = {}
+        for r in self.records:
+            if dataset is None or (r.dataset or "unlabelled") == dataset:
+                runs.setdefault((r.policy, r.budget), []).append(r)
+        return [
+            _summarise(policy, budget, rs, dataset or "")
+            for policy in self.policies
+            for budget in self.budgets
+            if (rs := runs.get((policy, budget)))
+        ]
+
+    def verdicts(self) -> list[Verdict]:
+        """Each cache-aware solver (:data:`CACHE_AWARE`) that ran, at each budget, on
+        each dataset, against the peers (every policy but this library's own) at the
+        same budget on the same dataset."""
+        out = []
+        for dataset in self.datasets():
+            rows = self.summaries(dataset)
+            for ours in (s for s in rows if s.policy in CACHE_AWARE):
+                peers = [s for s in rows if s.budget == ours.budget and _is_peer(s.policy)]
+                out.append(_verdict(ours, peers, dataset))
+        out.sort(key=lambda v: (v.budget, CACHE_AWARE.index(v.policy)))
+        return out
+
+    def verdict_lines(self) -> list[str]:
+        """A line per (solver, budget) saying on which datasets the bar is met, each
+        followed by an indented line per dataset where it is not, saying why."""
+        lines = []
+        by: dict[tuple[str, int], list[Verdict]] = {}
+        for v in self.verdicts():
+            by.setdefault((v.policy, v.budget), []).append(v)
+        for (policy, budget), vs in by.items():
+            outcome = "; ".join(
+                f"{v.dataset} {v.outcome}"
+                + (f" ({', '.join(f[1] for f in v.failures)})" if v.failures else "")
+                for v in vs
+            )
+            lines.append(f"{budget:,} tokens, {policy}: {outcome}")
+            lines += [f"    {v.dataset}: {v.explain()}" for v in vs if not v.meets_bar]
+        return lines
+
+    def rich_tables(self) -> list[Any]:
+        """One :class:`rich.table.Table` per budget, over every dataset."""
+        rows = self.summaries()
+        return [
+            _rich_table(
+                [s for s in rows if s.budget == b],
+                f"budget {b:,}: sorted by total bill (requests + summariser calls), * the best",
+            )
+            for b in self.budgets
+        ]
+
+    def to_markdown(self) -> str:
+        """The report: verdict lines, a table per budget, a breakdown per dataset, the
+        policies, where the bill goes, and every peer that beats us on a metric."""
+        rows = self.summaries()
+        lines = [
+            "# Context policies replayed on agent transcripts",
+            "",
+            f"Datasets: {', '.join(self.datasets())} ({', '.join(self.transcripts)}). "
+            f"Budgets: {', '.join(f'{b:,}' for b in self.budgets)} tokens. "
+            f"{len(self.records):,} requests audited in {self.wall_seconds:.0f} s.",
+            "",
+            "## Verdict",
+            "",
+            *[
+                f"    - {line.strip()}" if line.startswith(" ") else f"- {line}"
+                for line in self.verdict_lines()
+            ],
+            "",
+            _BAR_TEXT,
+            "",
+            _HOW_TEXT,
+        ]
+        for budget in self.budgets:
+            lines += ["", f"## Budget {budget:,}", ""]
+            lines += _markdown_table([s for s in rows if s.budget == budget])
+        datasets = self.datasets()
+        if len(datasets) > 1:
+            lines += ["", "## Per dataset"]
+            for dataset in datasets:
+                names = sorted({r.transcript for r in self.records if r.dataset == dataset})
+                per = self.summaries(dataset)
+                for budget in self.budgets:
+                    lines += ["", f"### {dataset} ({', '.join(names)}), budget {budget:,}", ""]
+                    lines += _markdown_table([s for s in per if s.budget == budget])
+        lines += ["", "## The policies", ""]
+        lines += [f"- `{p}`: {_about(p)}" for p in self.policies]
+        errors = sorted({(r.policy, r.error) for r in self.records if r.error})
+        if errors:
+            lines += ["", "## Errors (first of each policy)", ""]
+            seen: set[str] = set()
+            for policy, error in errors:
+                if policy not in seen:
+                    seen.add(policy)
+                    lines.append(f"- `{policy}`: {error}")
+        lines += _bill_lines(rows)
+        lines += self._beaten_lines()
+        lines += _detail_lines(rows)
+        return "\n".join(lines) + "\n"
+
+    def _beaten_lines(self) -> list[str]:
+        verdicts = self.verdicts()
+        if not verdicts:
+            return []
+        lines = ["", "## Where a peer beats us", ""]
+        for v in verdicts:
+            where = f"`{v.policy}` at {v.budget:,} on {v.dataset}"
+            if not v.beaten_on:
+                lines.append(f"- {where}: no peer is better on any metric.")
+                continue
+            lines.append(
+                f"- {where}: "
+                + "; ".join(f"{m}: {', '.join(ps)}" for m, ps in v.beaten_on.items())
+                + "."
+            )
+        return lines
+
+    def to_json(self) -> str:
+        """Every record, as JSON."""
+        return json.dumps([asdict(r) for r in self.records], indent=1)
+
+    def plot(self, path: str | Path) -> Path:
+        """Small multiples, one column per budget: the total bill against fact
+        retention (top row) and against argument support (bottom row), every policy a
+        colour of its own, ours as stars, peers as circles, a policy with invalid
+        requests crossed in red. A row is left out when no dataset measures it.
+
+        Parameters
+        ----------
+        path : str or Path
+            Where the PNG goes.
+
+        Returns
+        -------
+        Path
+            ``path``.
+        """
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
+        from matplotlib.ticker import PercentFormatter
+
+        rows = self.summaries()
+        axes_of = [
+            (name, q)
+            for name, q in (
+                ("facts retained", _QUALITY["retained"]),
+                ("argument support", _QUALITY["argument support"]),
+            )
+            if any(q(s) is not None for s in rows)
+        ] or [("facts retained", _QUALITY["retained"])]
+        n_cols = max(1, len(self.budgets))
+        fig, grid = plt.subplots(
+            len(axes_of),
+            n_cols,
+            figsize=(4.2 * n_cols, 3.6 * len(axes_of) + 1.6),
+            squeeze=False,
+        )
+        colours = [plt.get_cmap(name)(k) for name in ("tab20", "tab20b") for k in range(20)]
+        colour = {p: colours[k % len(colours)] for k, p in enumerate(self.policies)}
+        for i, (label, quality) in enumerate(axes_of):
+            for j, budget in enumerate(self.budgets):
+                ax = grid[i][j]
+                for s in (s for s in rows if s.budget == budget):
+                    y = quality(s)
+                    if y is None:
+                        continue
+                    x = s.billed_with_summaries / 1000
+                    ours = not _is_peer(s.policy)
+                    ax.scatter(
+                        [x],
+                        [y],
+                        s=120 if ours else 45,
+                        marker="*" if ours else "o",
+                        color=colour[s.policy],
+                        edgecolors="black",
+                        linewidths=0.5,
+                        zorder=3,
+                    )
+                    if s.invalid:
+                        ax.scatter([x], [y], s=160, marker="x", color="red", zorder=4)
+                ax.set_xscale("log")
+                ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
+                ax.set_title(f"budget {budget:,}", fontsize=10)
+                ax.set_xlabel("total bill, k base-price tokens (log)", fontsize=8)
+                ax.set_ylabel(label, fontsize=8)
+                ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        handles = [
+            Line2D(
+                [],
+                [],
+                linestyle="none",
+                marker="*" if not _is_peer(p) else "o",
+                color=colour[p],
+                markeredgecolor="black",
+                markersize=9,
+                label=p,
+            )
+            for p in self.policies
+        ]
+        handles.append(
+            Line2D(
+                [],
+                [],
+                linestyle="none",
+                marker="x",
+                color="red",
+                markersize=9,
+                label="had invalid requests",
+            )
+        )
+        fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
+        fig.suptitle(
+            "cheaper is left, keeps more is up; stars are ours, circles the peers",
+            fontsize=10,
+        )
+        fig.tight_layout(rect=(0, 0.12 + 0.02 * (len(handles) // 4), 1, 0.95))
+        out = Path(path)
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        return out
+
+
+def _about(policy: str) -> str:
+    try:
+        return describe(policy)
+    except KeyError:
+        return "not a registered policy"
+
+
+def _verdict(ours: RunSummary, peers: Sequence[RunSummary], dataset: str) -> Verdict:
+    beaten: dict[str, list[str]] = {}
+    for metric, (value, higher, fmt) in _BETTER.items():
+        mine = value(ours)
+        if mine is None:
+            continue
+        better = [
+            (p, v)
+            for p in peers
+            if (v := value(p)) is not None and (v > mine if higher else v < mine)
+        ]
+        if better:
+            better.sort(key=lambda pv: -pv[1] if higher else pv[1])
+            beaten[metric] = [
+                f"{p.policy} ({fmt.format(v)}"
+                + (f", {p.invalid} invalid)" if p.invalid and metric != "invalid" else ")")
+                for p, v in better
+            ]
+    return Verdict(
+        policy=ours.policy,
+        budget=ours.budget,
+        dataset=dataset,
+        over_budget=ours.over_budget,
+        invalid=ours.invalid,
+        cost=ours.billed_with_summaries,
+        floor=ours.new_turns_billed,
+        retention=ours.retention,
+        argument_support=ours.argument_support,
+        excess_ratios={  # a failed call bills nothing: such a run is not comparable
+            p.policy: _excess_ratio(p, ours)
+            for p in peers
+            if p.policy in FRONT_REWRITERS and p.errors == 0
+        },
+        dominated_by=[p.policy for p in peers if _weakly_dominates(p, ours)],
+        beaten_on=beaten,
+    )
+
+
+_BAR_TEXT = (
+    "The bar, for each of our cache-aware solvers at each budget on each dataset: "
+    "(a) no call over budget and no invalid request; (b) no valid peer weakly dominates "
+    "ours on (total bill, facts retained, argument support): cheaper-or-equal and keeping "
+    "equal-or-more on every measured axis, strictly better on one; (c) our total bill's "
+    f"excess over the new-turn floor at least {COST_BAR:g}x below that of "
+    + " and ".join(f"`{p}`" for p in FRONT_REWRITERS)
+    + ". The *new-turn floor* bills only each call's new messages, capped at the budget, at "
+    "the miss price (the cheapest for tokens never sent before): no policy whose requests "
+    "carry each new turn whole bills less."
+)
+
+_HOW_TEXT = (
+    "Tokens by `cl100k_base`. Cache: Anthropic prices (write 1.25, read 0.1), at most 4 "
+    "breakpoints with a 20-block lookback, 1,024-token minimum, 5-minute TTL at one call "
+    "per 30 s; our policies mark their own breakpoints, for the others the simulator places "
+    "them as an automatic client would. *Total bill*: the agent's input cost plus the "
+    "summariser calls (their input through a prompt cache of their own where they mark "
+    f"breakpoints, one-hour writes at {HOUR_WRITE_PRICE:g}, their output at "
+    f"{OUTPUT_PRICE:g}), in thousands of base-price tokens; *summaries*: the summariser "
+    "calls as a share of the request bill. *Retained*: facts (any accepted answer, as a "
+    "whole word) still visible in the final request, of those the transcript states. "
+    "*Arguments*: the share of the argument values of the tool calls the agent really made "
+    "next (strings of 3+ characters, numbers of 2+ digits) that the request showed, of "
+    "those the full history showed. *Invalid*: over budget, an orphan tool result or an "
+    "unanswered call, the newest turn missing, or an error. Rows are sorted by total bill; "
+    "**bold** marks the best valid value of a column. A concatenation replays its parts "
+    "again, as one agent serving them in turn."
+)
+
+
+def _bill_lines(rows: Sequence[RunSummary]) -> list[str]:
+    """Where each policy's bill goes: cache reads, cache writes, uncached input, and the
+    history it sent again after changing the front of its context."""
+    p = CachePrices()
+    lines = [
+        "",
+        "## Where the bill goes",
+        "",
+        f"Tokens in thousands. A read costs {p.read:g}, a write {p.write:g} and an uncached "
+        f"token {p.miss:g} of the base price. *Re-sent*: tokens written or sent uncached "
+        "beyond each call's new turn, the price of rewriting the front of the context; "
+        "*share*: what they cost, of the request bill.",
+        "",
+        "| policy | budget | read | written | uncached | re-sent | share | requests | summaries |",
+        "|---|" + "---:|" * 8,
+    ]
+    for s in rows:
+        share = s.resent_billed / s.billed if s.billed else 0.0
+        lines.append(
+            f"| {s.policy} | {s.budget:,} | {s.cached / 1000:,.1f} | {s.written / 1000:,.1f} | "
+            f"{s.missed / 1000:,.1f} | {s.resent / 1000:,.1f} | {share:.0%} | "
+            f"{s.billed / 1000:,.1f} | {s.summarizer_billed / 1000:,.1f} |"
+        )
+    return lines
+
+
+def _detail_lines(rows: Sequence[RunSummary]) -> list[str]:
+    """Every figure of every (policy, budget), for a reader who wants more than the
+    tables above (this one is wider than they are)."""
+    lines = [
+        "",
+        "## Every figure",
+        "",
+        "| policy | budget | calls | mean tok | p95 tok | peak | over | unpaired | invalid | "
+        "errors | cache | requests (k) | summaries (k) | summary calls | summary tok | "
+        "cpu p50 ms | cpu p95 ms | facts | args |",
+        "|---|" + "---:|" * 18,
+    ]
+    for s in rows:
+        facts = "-" if s.retention is None else f"{s.facts_retained}/{s.facts_total}"
+        args = "-" if s.argument_support is None else f"{s.arguments_kept}/{s.arguments_total}"
+        lines.append(
+            f"| {s.policy} | {s.budget:,} | {s.calls} | {s.tokens_mean:,.0f} | "
+            f"{s.tokens_p95:,.0f} | {s.tokens_peak:,} | {s.over_budget} | {s.unpaired} | "
+            f"{s.invalid} | {s.errors} | {s.cache_reuse:.0%} | {s.billed / 1000:,.1f} | "
+            f"{s.summarizer_billed / 1000:,.1f} | {s.summarizer_calls} | "
+            f"{s.summarizer_tokens:,} | {s.cpu_p50_ms:.1f} | {s.cpu_p95_ms:.1f} | {facts} | "
+            f"{args} |"
+        )
+    return lines
