@@ -31,7 +31,7 @@ __all__ = ["register"]
 
 def register(app: typer.Typer) -> None:
     """Add this package's commands to ``app`` (the ``ctxfold`` entry-point hook)."""
-    for command in (demo, policies, replay, bench, sweep):
+    for command in (demo, policies, replay, bench, report, sweep):
         app.command(cls=Command)(command)
 
 
@@ -161,6 +161,11 @@ def _run_benchmark(
             )
         except (KeyError, ValueError, ModuleNotFoundError) as exc:
             fail(f"{exc.args[0] if exc.args else exc}")
+    return _show(report, out)
+
+
+def _show(report: Any, out: Path) -> Any:
+    """Print the verdict and the tables; write the report, the records and the plot."""
     console.rule("verdict")
     for line in report.verdict_lines() or ["no cache-aware solver of ours ran: no verdict"]:
         colour = "dim" if line.startswith(" ") else "bold"
@@ -171,8 +176,9 @@ def _run_benchmark(
     markdown.write_text(report.to_markdown(), encoding="utf-8")
     (out / "records.json").write_text(report.to_json(), encoding="utf-8")
     plot = report.plot(out / PLOT_NAME)
+    took = f" in {report.wall_seconds:.0f} s" if report.wall_seconds else ""
     console.print(
-        f"{len(report.records):,} requests in {report.wall_seconds:.0f} s; "
+        f"{len(report.records):,} requests{took}; "
         f"the full report (per dataset, the peers, where the bill goes): {markdown}; "
         f"plot: {plot}",
         highlight=False,
@@ -358,6 +364,33 @@ def replay(
         _workers(workers),
         out,
     )
+
+
+def report(
+    records: Annotated[
+        list[Path], typer.Argument(help="records.json files of earlier runs (one or more).")
+    ],
+    out: OutOption = Path("out/report"),
+) -> None:
+    """Rebuild the verdict, tables, report and plot from saved records.
+
+    Runs of other policies or budgets over the same transcripts join into one report.
+    """
+    texts = []
+    for path in records:
+        try:
+            texts.append(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            fail(f"cannot read {path}: {exc.strerror or exc}")
+    try:
+        rebuilt = benchmark.BenchmarkReport.from_json(*texts)
+    except ValueError as exc:  # JSONDecodeError included
+        fail(f"cannot read the records: {exc}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot create {out}: {exc.strerror or exc}")
+    _show(rebuilt, out)
 
 
 class Dataset(StrEnum):

@@ -564,6 +564,43 @@ class BenchmarkReport:
         """Every record, as JSON."""
         return json.dumps([asdict(r) for r in self.records], indent=1)
 
+    @classmethod
+    def from_json(cls, *texts: str) -> BenchmarkReport:
+        """A report from one or more :meth:`to_json` outputs (runs of other policies or
+        budgets on the same transcripts join into one report).
+
+        Policies, budgets and transcripts keep the order they first appear in.
+
+        Raises
+        ------
+        ValueError
+            When a text is not a JSON list of records, naming the first bad field.
+
+        Examples
+        --------
+        >>> from foldbench.records import CallRecord
+        >>> r = CallRecord("t", "p", 1000, 0, 1, 10, False, False, (), None, 0, 0, 1.0, 0, 10.0)
+        >>> text = BenchmarkReport([r], [1000], ["p"], ["t"]).to_json()
+        >>> BenchmarkReport.from_json(text).records == [r]
+        True
+        """
+        records: list[CallRecord] = []
+        for k, text in enumerate(texts):
+            data = json.loads(text)
+            if not isinstance(data, list):
+                raise ValueError(f"records {k}: expected a JSON list of call records")
+            for i, raw in enumerate(data):
+                try:
+                    records.append(CallRecord(**{**raw, "problems": tuple(raw["problems"])}))
+                except (TypeError, KeyError) as exc:
+                    raise ValueError(f"records {k}, record {i}: {exc}") from None
+        return cls(
+            records=records,
+            budgets=list(dict.fromkeys(r.budget for r in records)),
+            policies=list(dict.fromkeys(r.policy for r in records)),
+            transcripts=list(dict.fromkeys(r.transcript for r in records)),
+        )
+
     def plot(self, path: str | Path) -> Path:
         """Small multiples, one column per budget: the total bill against fact
         retention (top row) and against argument support (bottom row), every policy a

@@ -621,3 +621,28 @@ def test_a_peer_without_its_package_is_refused_before_any_run(
         app, ["demo", "-p", "langchain-trim-messages", "--out", str(tmp_path / "d")]
     )
     assert result.exit_code == 2 and "come with the bench extra" in result.output
+
+
+def test_saved_runs_of_other_policies_join_into_one_report(tmp_path: Path) -> None:
+    transcripts = [benchmark.synthetic_transcript(40, facts=2), benchmark.tau_bench_transcript(1)]
+    policies = ["ours:kv-stable", "observation-masking", "langchain-trim-messages"]
+    joint = benchmark.run(transcripts, policies, [3000])
+    parts = [benchmark.run(transcripts, [p], [3000]) for p in policies]
+    rebuilt = benchmark.BenchmarkReport.from_json(*(r.to_json() for r in parts))
+    def key(r: benchmark.CallRecord) -> tuple[str, str, int, int]:
+        return (r.transcript, r.policy, r.budget, r.call)
+
+    assert _plain(sorted(rebuilt.records, key=key)) == _plain(sorted(joint.records, key=key))
+    assert rebuilt.policies == policies and rebuilt.budgets == [3000]
+    assert rebuilt.datasets() == ["synthetic", "tau-bench"]
+    assert rebuilt.verdict_lines() == joint.verdict_lines()
+    for k, part in enumerate(parts):
+        (tmp_path / f"{k}.json").write_text(part.to_json(), encoding="utf-8")
+    files = [str(tmp_path / f"{k}.json") for k in range(len(parts))]
+    result = CliRunner().invoke(app, ["report", *files, "--out", str(tmp_path / "joined")])
+    assert result.exit_code == 0, result.output
+    assert joint.verdict_lines()[0][:50] in result.output
+    assert (tmp_path / "joined" / "report.md").is_file()
+    (tmp_path / "bad.json").write_text('[{"policy": "x"}]', encoding="utf-8")
+    bad = CliRunner().invoke(app, ["report", str(tmp_path / "bad.json")])
+    assert bad.exit_code == 2 and "record 0" in bad.output
