@@ -9,6 +9,7 @@ still runs its own commands.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Sequence
 from enum import StrEnum
@@ -112,22 +113,52 @@ PROGRESS_EVERY = 15.0
 """Seconds between progress lines when the output is not a terminal."""
 
 
-def _progress_lines(total_label: str) -> Callable[[int, int], None]:
-    """A progress callback printing a plain line at most every :data:`PROGRESS_EVERY`
-    seconds (and at the end), for logs and pipes."""
-    started = last = time.monotonic()
+class _ProgressLines:
+    """Progress for logs and pipes: a plain line whenever a run ends at least
+    :data:`PROGRESS_EVERY` seconds after the last line, at the end, and, while a long
+    run goes on, a line every :data:`PROGRESS_EVERY` seconds from a timer thread."""
 
-    def advance(done: int, total: int) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if done == total or now - last >= PROGRESS_EVERY:
-            last = now
-            console.print(
-                f"{total_label}: {done}/{total} runs ({done / total:.0%}), {now - started:.0f} s",
-                highlight=False,
-            )
+    def __init__(self, label: str, total: int, every: float = PROGRESS_EVERY) -> None:
+        self.label, self.total, self.every = label, total, every
+        self.done = 0
+        self.started = self.last = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
 
-    return advance
+    def __enter__(self) -> _ProgressLines:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _line(self, now: float) -> None:
+        self.last = now
+        share = self.done / self.total if self.total else 1.0
+        console.print(
+            f"{self.label}: {self.done}/{self.total} runs ({share:.0%}), "
+            f"{now - self.started:.0f} s",
+            highlight=False,
+        )
+
+    def beat(self, now: float) -> None:
+        """The timer's check: a line when none was printed for :attr:`every` seconds."""
+        with self._lock:
+            if now - self.last >= self.every:
+                self._line(now)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every / 3):
+            self.beat(time.monotonic())
+
+    def __call__(self, done: int, total: int) -> None:
+        with self._lock:
+            self.done, self.total = done, total
+            now = time.monotonic()
+            if done == total or now - self.last >= self.every:
+                self._line(now)
 
 
 def _run_benchmark(
@@ -146,8 +177,10 @@ def _run_benchmark(
         highlight=False,
     )
     with contextlib.ExitStack() as stack:
-        advance: Callable[[int, int], None] = _progress_lines("replaying")
-        if console.is_terminal:
+        advance: Callable[[int, int], None]
+        if not console.is_terminal:
+            advance = stack.enter_context(_ProgressLines("replaying", runs))
+        else:
             progress = stack.enter_context(Progress(console=console, transient=True))
             task = progress.add_task("replaying", total=None)
 

@@ -629,6 +629,7 @@ def test_saved_runs_of_other_policies_join_into_one_report(tmp_path: Path) -> No
     joint = benchmark.run(transcripts, policies, [3000])
     parts = [benchmark.run(transcripts, [p], [3000]) for p in policies]
     rebuilt = benchmark.BenchmarkReport.from_json(*(r.to_json() for r in parts))
+
     def key(r: benchmark.CallRecord) -> tuple[str, str, int, int]:
         return (r.transcript, r.policy, r.budget, r.call)
 
@@ -646,3 +647,19 @@ def test_saved_runs_of_other_policies_join_into_one_report(tmp_path: Path) -> No
     (tmp_path / "bad.json").write_text('[{"policy": "x"}]', encoding="utf-8")
     bad = CliRunner().invoke(app, ["report", str(tmp_path / "bad.json")])
     assert bad.exit_code == 2 and "record 0" in bad.output
+
+
+def test_progress_lines_come_at_the_end_and_after_a_quiet_stretch() -> None:
+    from context_manager.cli import console
+    from foldbench.cli import _ProgressLines
+
+    lines = _ProgressLines("replaying", 3, every=60.0)
+    with console.capture() as captured:
+        lines(1, 3)  # just started: no line yet
+        lines.beat(lines.started + 30.0)  # quiet for 30 s of 60: still none
+        lines.beat(lines.started + 61.0)  # quiet for a minute: a line while a run goes on
+        lines(2, 3)  # a line was just printed: none
+        lines(3, 3)  # the end always prints
+    printed = captured.get().splitlines()
+    assert printed == ["replaying: 1/3 runs (33%), 61 s", printed[1]]
+    assert printed[1].startswith("replaying: 3/3 runs (100%), ")
