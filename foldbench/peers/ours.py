@@ -90,10 +90,11 @@ class FoldingPolicy:
     @staticmethod
     def config_for(budget: int, method: str, *, slack: float | None = None) -> dict[str, Any]:
         """Strategy options scaled to a budget: chunks of ~1/12 of it, memories of ~1/60,
-        a recent window of a quarter; ``kv-unified`` runs its ``cache-first`` preset with
-        its token scales set to the budget and the top of its comfort band at the
-        strategy's headroom (``1 - compression_slack_ratio``), the level every other
-        solver folds down to.
+        a recent window of a quarter, merges written from the memories they merge (an L2
+        from its L1s, not from their messages a second time); ``kv-unified`` runs its
+        ``cache-first`` preset with its token scales set to the budget and the top of its
+        comfort band at the strategy's headroom (``1 - compression_slack_ratio``), the
+        level every other solver folds down to.
 
         Parameters
         ----------
@@ -109,6 +110,8 @@ class FoldingPolicy:
             "summary_target_tokens": max(40, budget // 60),
             "recent_window_tokens": budget // 4,
             "recall_budget_tokens": max(1000, budget // 2),
+            # a merge reads the memories it merges, not the messages again
+            "merge_from": "memories",
             "folding_strategy": method,
         }
         import solvers

@@ -8,7 +8,7 @@ window from 4k to 1M tokens.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -86,6 +86,14 @@ class AutobiographicalConfig(BaseModel):
         ge=2,
         description="Contiguous parentless memories of one level merged into one memory of the "
         "next level (older runs merge with fewer, at least two).",
+    )
+    merge_from: Literal["below", "memories"] = Field(
+        default="below",
+        description="What a merge is written from. ``below``: what the memories it merges "
+        "were written from, one level down (an L2 from the messages of its L1s, an L3 from "
+        "the L1s under its L2s), so the L2 merges read the remembered history a second time. "
+        "``memories``: the memories it merges (an L2 from its L1s), a few hundred tokens per "
+        "merge at small windows; every level is then a summary of the one below it.",
     )
     merge_attempt_limit: int = Field(
         default=5,

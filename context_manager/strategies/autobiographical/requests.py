@@ -155,7 +155,8 @@ def merge_request(
     st: State, ctx: StrategyContext, sources: Sequence[SummaryEntry]
 ) -> CompletionRequest:
     """The request for the memory one level above ``sources``: the ladder before them,
-    then what they remember (an L1's messages, a higher memory's children)."""
+    then what it is written from (``merge_from``): what the sources remember (an L1's
+    messages, a higher memory's children), or the sources themselves."""
     level = sources[0].level + 1
     stored = ctx.messages()
     index = st.positions(ctx, stored)
@@ -164,15 +165,18 @@ def merge_request(
     recall = [m for s in steps for m in st.ask_pair(s)]
     marks = _ladder_marks(st, steps, 0, start, index)
     target: list[Message] = []
+    own = st.config.merge_from == "memories"
     for s in sources:
-        if s.level == 1:
+        if own:
+            target.extend(st.ask_pair(s))
+        elif s.level == 1:
             target += [stored[index[i]].message for i in s.source_ids if i in index]
         else:
             for child_id in s.source_ids:
                 child = st.summaries.get(child_id)
                 if child is not None:
                     target.extend(st.ask_pair(child))
-    what = "messages" if level == 2 else "memories"
+    what = "messages" if level == 2 and not own else "memories"
     marker = Message.text_message(
         CONTEXT_MANAGER,
         f"{MEMORY_MARKER} (level {level}) from the {what} that follow; you will write it "
