@@ -64,6 +64,16 @@ class FoldingPolicy:
         The exact counter (``cl100k_base`` by default), used by the manager too.
     summarizer : Summarizer, optional
         Writes the memories; an :class:`ExtractiveSummarizer` by default.
+    ticks_per_call : int or None, default 1
+        Units of compression work (:meth:`~context_manager.ContextManager.tick`) before
+        each compile, as the library advises a host to run: one per model call, so work
+        can stay queued between calls. The queue (``pending_work()``) is written at once
+        only when the request would not just extend the last one (a dry run refolds or
+        does not fit: the front changes once, with every memory the solver wants, not once
+        per memory), or when the compile fitted only by capping tool results and asked
+        for the memories that would spare them. A compile that still needs memories
+        catches up (``compile(catch_up=True)``) instead of being refused. None: drain the
+        whole queue before each compile (at most 500 ticks), so no work is ever queued.
     **options
         Strategy options overriding the budget-scaled defaults of :meth:`config_for`.
     """
@@ -75,8 +85,18 @@ class FoldingPolicy:
         agent: str = "Claude",
         counter: TokenCounter | None = None,
         summarizer: Summarizer | None = None,
+        ticks_per_call: int | None = 1,
         **options: Any,
     ) -> None:
+        if ticks_per_call is not None and (
+            isinstance(ticks_per_call, bool)
+            or not isinstance(ticks_per_call, int)
+            or ticks_per_call < 0
+        ):
+            raise ValueError(
+                f"ticks_per_call must be a non-negative int or None, got {ticks_per_call!r}"
+            )
+        self.ticks_per_call = ticks_per_call
         self.method = method
         self.name = f"ours:{method}"
         self.agent = agent
@@ -86,6 +106,7 @@ class FoldingPolicy:
         self._feed = HistoryFeed()
         self._cm: Any = None
         self._tools: set[str] = set()
+        self._sent: list[Message] = []  # the history messages of the last request
 
     @staticmethod
     def config_for(budget: int, method: str, *, slack: float | None = None) -> dict[str, Any]:
@@ -160,6 +181,7 @@ class FoldingPolicy:
         new, restart = self._feed.new_messages(history)
         if restart or self._cm is None:
             self._cm = self._open(budget)
+            self._sent = []
         cm = self._cm
         system, _ = split_system(history)
         for m in new:
@@ -172,24 +194,59 @@ class FoldingPolicy:
         if not names <= self._tools:
             self._tools |= names
             cm.set_tool_definitions(_tool_definitions(self._tools))  # every tool seen so far
-        cm.drain(max_ticks=500)
         # the request carries the system messages as they are: priced as the audit counts
         overhead = Overhead(tokens=request_tokens(system, self.counter))
-        while True:
-            try:
-                compiled = cm.compile(max_tokens=budget, reserve_for_response=0, overhead=overhead)
-                break
-            except OverBudgetError:
-                # what a host does on a refusal: let the strategy write the memories
-                # the solver asked for, then compile again; give up when none comes
-                if cm.drain(max_ticks=500) == 0:
-                    raise
+        if self.ticks_per_call is None:
+            cm.drain(max_ticks=500)
+            while True:
+                try:
+                    compiled = cm.compile(
+                        max_tokens=budget, reserve_for_response=0, overhead=overhead
+                    )
+                    break
+                except OverBudgetError:
+                    # what a host does on a refusal: let the strategy write the memories
+                    # the solver asked for, then compile again; give up when none comes
+                    if cm.drain(max_ticks=500) == 0:
+                        raise
+        else:
+            for _ in range(self.ticks_per_call):
+                if not cm.tick():
+                    break
+            if cm.pending_work() and self._refolds(cm, budget, overhead):
+                # the front of the context changes anyway: write the queued memories (and
+                # the merges they make ready) first, so it changes once, to where the
+                # solver wants it, not once per memory
+                cm.drain(max_ticks=500)
+            # a compile that needs memories not written yet writes them first
+            compiled = cm.compile(
+                max_tokens=budget, reserve_for_response=0, overhead=overhead, catch_up=True
+            )
+            if compiled.render_stats.get("capped_results") and cm.pending_work():
+                # it fitted only by capping tool results, and asked for the memories that
+                # would spare them: write those, and compile again
+                cm.drain(max_ticks=500)
+                compiled = cm.compile(
+                    max_tokens=budget, reserve_for_response=0, overhead=overhead, catch_up=True
+                )
+        self._sent = list(compiled.messages)
         # the system prompt ends a stable prefix too; a provider allows four breakpoints
         marks = [len(system) - 1] if system else []
         marks += [len(system) + i for i in compiled.cache_breakpoints]
         request = [*system, *compiled.messages]
         marks = marks[-MAX_CACHE_BREAKPOINTS:]
         return audit(request, budget, self.counter, self.meter, breakpoints=marks)
+
+    def _refolds(self, cm: Any, budget: int, overhead: Any) -> bool:
+        """Whether the next request would not extend the last one (a dry run): it refolds,
+        or it does not fit without memories still queued."""
+        probe = cm.compile(
+            max_tokens=budget, reserve_for_response=0, overhead=overhead, dry_run=True
+        )
+        if not probe.messages:
+            return True  # a preview of a refusal
+        sent = self._sent
+        return len(probe.messages) < len(sent) or probe.messages[: len(sent)] != sent
 
     def close(self) -> None:
         """Close the in-memory manager."""

@@ -57,10 +57,12 @@ def select(
     forms, _ = ctx.forms()
     caps: dict[int, Capped] = {}
     level: int | None = None
+    wanted: list[tuple[int, int, int]] = []  # the memories that would have spared a cap
     for _ in range(MAX_CAP_ROUNDS + 1):
         plan, snap, stated = _solve(st, ctx, stored, budget, solver, caps)
         if not isinstance(plan.error, OverBudgetError):
             break
+        wanted += [p for p in plan.produce if p not in wanted]
         # cap, don't refuse: the results of what cannot fold, in the copy sent
         fixed = unfoldable(snap)
         found = cap_forms(
@@ -88,7 +90,8 @@ def select(
     if isinstance(plan.error, OverBudgetError) and not plan.error.diagnostics.get("conflicts"):
         plan.error.diagnostics["suggestion"] = _suggestion(st, plan.error, budget.max_tokens)
     if not dry_run:
-        demand(st, ctx, plan.produce, stored)
+        # a capped context also asks for what would have fitted it uncapped
+        demand(st, ctx, [*plan.produce, *(p for p in wanted if p not in plan.produce)], stored)
     if plan.error is not None:
         if dry_run:
             return Selection([], {**plan.stats, "fits": False})
