@@ -637,3 +637,177 @@ def inspect(
                 f"pin {pin.id} {pin.name or ''}: {pin.first}..{pin.last} "
                 f"level={pin.level} max_level={pin.max_level}"
             )
+
+
+AUDIT_STATUS = (
+    "Exit status: 0 every memory is sound; 1 findings (run `ctxfold repair STORE` for the "
+    "plan); 2 a usage error: the path is not a readable store, has no such namespace or "
+    "branch, or a running agent holds it (its lock)."
+)
+REPAIR_STATUS = (
+    "Exit status: 0 nothing to repair, or repaired with --apply; 1 a repair is planned "
+    "but not applied (no --apply), or the repaired copy did not audit clean and the "
+    "store was left as it was; 2 a usage error: the path is not a readable store, has "
+    "no such namespace or branch, or a running agent holds it (its lock)."
+)
+
+_NamespaceOption = Annotated[
+    str, typer.Option(help="The strategy namespace (the part of a slot before '/').")
+]
+_BranchOption = Annotated[
+    str | None,
+    typer.Option(help="The branch to look at.", show_default="the store's current branch"),
+]
+
+
+def _store_failure(exc: Exception) -> NoReturn:
+    """A store that cannot be audited now: a usage error naming why and the fix."""
+    from .store import StoreLockedError
+
+    if isinstance(exc, StoreLockedError):
+        fail(f"{exc}; the store was not read or changed")
+    if isinstance(exc, OSError):
+        fail(f"cannot read the store: {exc.strerror or exc}")
+    fail(str(exc))
+
+
+def _print_findings(findings: Sequence[Any]) -> None:
+    for finding in findings:
+        console.print(f"  {finding.describe()}", markup=False, highlight=False)
+
+
+@app.command(cls=Command, epilog=AUDIT_STATUS)
+def audit(
+    store: Annotated[Path, typer.Argument(help="A context manager store (SQLite file).")],
+    namespace: _NamespaceOption = "default",
+    branch: _BranchOption = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
+) -> None:
+    """Check that each memory covers a contiguous run of messages, and the tree's rest.
+
+    The rest: contents, unique ids, parent pointers and chunk records. Reads a copy of
+    the store; the file is never written. Refuses a store a running agent holds (its
+    lock): stop the agent first.
+    """
+    from .store import StoreError
+    from .topology import audit_store
+
+    try:
+        result = audit_store(store, namespace=namespace, branch=branch)
+    except (StoreError, OSError) as exc:
+        _store_failure(exc)
+    counts = result.counts()
+    if json_out:
+        typer.echo(
+            json.dumps(
+                {
+                    "store": result.path,
+                    "namespace": result.namespace,
+                    "branch": result.branch,
+                    **counts,
+                    "clean": not result.findings,
+                    "findings": [f.to_dict() for f in result.findings],
+                },
+                indent=2,
+            )
+        )
+    else:
+        levels = ", ".join(f"{k}: {v}" for k, v in counts["levels"].items()) or "none"
+        console.print(
+            f"{store}: branch {result.branch!r}, {counts['messages']:,} messages, "
+            f"{counts['summaries']:,} memory records ({levels}), {counts['chunks']:,} chunk "
+            "records",
+            markup=False,
+            highlight=False,
+        )
+        if not result.findings:
+            console.print("clean: every memory covers a contiguous run of messages")
+        else:
+            n = len(result.findings)
+            console.print(f"{n} finding{'s' if n != 1 else ''}:")
+            _print_findings(result.findings)
+            console.print(
+                f"`ctxfold repair {store}` shows the plan; --apply carries it out",
+                markup=False,
+                highlight=False,
+            )
+    if result.findings:
+        raise typer.Exit(RUNTIME_ERROR)
+
+
+@app.command(cls=Command, epilog=REPAIR_STATUS)
+def repair(
+    store: Annotated[Path, typer.Argument(help="A context manager store (SQLite file).")],
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Carry the plan out (without it, only print it).")
+    ] = False,
+    namespace: _NamespaceOption = "default",
+    branch: _BranchOption = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Plan a repair of what `ctxfold audit` finds, and with --apply carry it out.
+
+    A broken memory is dropped with the memories above it, and its chunk record
+    reopened, so the strategy summarises those messages again; pointers and ranges are
+    fixed. No message is removed. With --apply the plan is applied to a copy, which
+    must audit clean before it replaces the store; the original is kept as STORE.bak.
+    Refuses a store a running agent holds (its lock): stop the agent first.
+    """
+    from .store import StoreError
+    from .topology import repair_store
+
+    try:
+        result = repair_store(store, apply=apply, namespace=namespace, branch=branch)
+    except (StoreError, OSError) as exc:
+        _store_failure(exc)
+    if json_out:
+        typer.echo(
+            json.dumps(
+                {
+                    "store": result.path,
+                    "namespace": result.namespace,
+                    "branch": result.branch,
+                    "findings": [f.to_dict() for f in result.findings],
+                    "actions": [a.to_dict() for a in result.actions],
+                    "applied": result.applied,
+                    "backup": result.backup,
+                    "after": [f.to_dict() for f in result.after],
+                    "messages_before": result.messages_before,
+                    "messages_after": result.messages_after,
+                },
+                indent=2,
+            )
+        )
+    elif not result.findings:
+        console.print(
+            f"{store}: branch {result.branch!r}: nothing to repair", markup=False, highlight=False
+        )
+    else:
+        n, k = len(result.findings), len(result.actions)
+        console.print(
+            f"{store}: branch {result.branch!r}: {n} finding{'s' if n != 1 else ''}",
+            markup=False,
+            highlight=False,
+        )
+        _print_findings(result.findings)
+        console.print(f"plan ({k} action{'s' if k != 1 else ''}; no message is removed):")
+        for action in result.actions:
+            console.print(f"  {action.describe()}", markup=False, highlight=False)
+        if result.applied:
+            console.print(
+                f"repaired: the plan was applied to a copy, which audits clean; it replaced "
+                f"{result.path}, and the original is kept as {result.backup} "
+                f"({result.messages_after:,} messages, as before)",
+                markup=False,
+                highlight=False,
+            )
+        elif apply:
+            console.print("the repaired copy still has findings; the store was not changed:")
+            _print_findings(result.after)
+        else:
+            console.print(
+                "dry run: nothing was changed; run with --apply to repair (on a copy that "
+                "replaces the store once it audits clean; the original is kept as .bak)"
+            )
+    if result.findings and not result.applied:
+        raise typer.Exit(RUNTIME_ERROR)
