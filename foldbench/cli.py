@@ -121,6 +121,7 @@ class _ProgressLines:
     def __init__(self, label: str, total: int, every: float = PROGRESS_EVERY) -> None:
         self.label, self.total, self.every = label, total, every
         self.done = 0
+        self._quiet = 1  # the timer's wait, in multiples of every
         self.started = self.last = time.monotonic()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -144,10 +145,12 @@ class _ProgressLines:
         )
 
     def beat(self, now: float) -> None:
-        """The timer's check: a line when none was printed for :attr:`every` seconds."""
+        """The timer's check: a line when none was printed for :attr:`every` seconds,
+        the wait doubling (up to 8x) while no run ends."""
         with self._lock:
-            if now - self.last >= self.every:
+            if now - self.last >= self.every * self._quiet:
                 self._line(now)
+                self._quiet = min(8, self._quiet * 2)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.every / 3):
@@ -155,7 +158,7 @@ class _ProgressLines:
 
     def __call__(self, done: int, total: int) -> None:
         with self._lock:
-            self.done, self.total = done, total
+            self.done, self.total, self._quiet = done, total, 1
             now = time.monotonic()
             if done == total or now - self.last >= self.every:
                 self._line(now)

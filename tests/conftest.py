@@ -21,3 +21,8 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# the benchmark's commands (demo, bench, sweep, ...), registered as the console script does
+from context_manager.cli import load_plugins  # noqa: E402
+
+load_plugins()

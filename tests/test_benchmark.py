@@ -658,8 +658,10 @@ def test_progress_lines_come_at_the_end_and_after_a_quiet_stretch() -> None:
         lines(1, 3)  # just started: no line yet
         lines.beat(lines.started + 30.0)  # quiet for 30 s of 60: still none
         lines.beat(lines.started + 61.0)  # quiet for a minute: a line while a run goes on
+        lines.beat(lines.started + 122.0)  # the wait doubles while no run ends: none
+        lines.beat(lines.started + 182.0)  # two minutes after the last: a line
         lines(2, 3)  # a line was just printed: none
         lines(3, 3)  # the end always prints
     printed = captured.get().splitlines()
-    assert printed == ["replaying: 1/3 runs (33%), 61 s", printed[1]]
-    assert printed[1].startswith("replaying: 3/3 runs (100%), ")
+    assert printed[:2] == ["replaying: 1/3 runs (33%), 61 s", "replaying: 1/3 runs (33%), 182 s"]
+    assert len(printed) == 3 and printed[2].startswith("replaying: 3/3 runs (100%), ")
