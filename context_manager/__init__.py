@@ -34,6 +34,7 @@ from .pairing import enforce_tool_pairs, tool_pair_problems
 from .store import Store, StoreCorruptError, StoreError, StoreFullError, StoreLockedError
 from .strategies import PassthroughStrategy, Strategy
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
+from .thinking import NotedRow, RequestIdentity, StrippedThinking, ThinkingBinding, ThinkingStrip
 from .tokens import ByteHeuristicCounter, CharsCounter, TiktokenCounter, TokenCounter
 
 if TYPE_CHECKING:
@@ -56,20 +57,25 @@ __all__ = [
     "Injection",
     "Message",
     "MissingAPIKeyError",
+    "NotedRow",
     "OpenAISummarizer",
     "OverBudgetError",
     "Overhead",
     "PassthroughStrategy",
+    "RequestIdentity",
     "Store",
     "StoreCorruptError",
     "StoreError",
     "StoreFullError",
     "StoreLockedError",
     "Strategy",
+    "StrippedThinking",
     "Summarizer",
     "SummarizerNotConfiguredError",
     "TextBlock",
+    "ThinkingBinding",
     "ThinkingBlock",
+    "ThinkingStrip",
     "TiktokenCounter",
     "TokenCounter",
     "ToolResultBlock",

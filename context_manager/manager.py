@@ -8,11 +8,12 @@ import itertools
 import json
 import logging
 import math
+import secrets
 import threading
 import time
 import weakref
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -38,6 +39,14 @@ from .store import Branch, Store, StoreError
 from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
 from .strategies.passthrough import PassthroughStrategy
 from .summarizer import Summarizer
+from .thinking import (
+    NotedRow,
+    RequestIdentity,
+    SentRecord,
+    ThinkingBinding,
+    ThinkingStrip,
+    bind,
+)
 from .tokens import TiktokenCounter, TokenCounter, compact_json
 
 __all__ = [
@@ -273,6 +282,36 @@ class CompileResult:
     """The system prompt this request was priced with (send it, and nothing else)."""
     tools: list[dict[str, Any]] = field(default_factory=list)
     """The tool definitions this request was priced with."""
+    compile_id: str = ""
+    """This compile's id, for :meth:`ContextManager.note_request_sent`."""
+    provenance: list[tuple[str | None, tuple[str, ...]]] = field(default_factory=list)
+    """For each message: the memory it shows (None for a raw message or an injection)
+    and the stored messages it stands for (empty for an injection or a memory's
+    question)."""
+    identity: RequestIdentity | None = None
+    """The identity the compile was made under (with ``thinking_binding``): what
+    :meth:`ContextManager.note_request_sent` takes."""
+    thinking_strip: ThinkingStrip | None = None
+    """With a binding ``thinking_binding``: the replies sent with their thinking and
+    those sent without it, and why."""
+
+    def request_identity(self, model: str, **head: Any) -> RequestIdentity:
+        """The identity of this request sent to ``model``: its system text (the system
+        prompt, then the system injections), its tools and the other head parameters
+        ``head`` (what ``compile(identity=model)`` builds, without ``head``).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     cm.set_system_prompt("You are terse.")
+        ...     result = cm.compile(max_tokens=1000, reserve_for_response=100)
+        >>> result.request_identity("claude-sonnet-4-5") == RequestIdentity.of(
+        ...     "claude-sonnet-4-5", system="You are terse."
+        ... )
+        True
+        """
+        return _identity(model, self.system_prompt, self.system_injections, self.tools, head)
 
     def to_anthropic(
         self,
@@ -390,8 +429,26 @@ class CompileResult:
 
     def _system_texts(self) -> list[str]:
         """The system prompt, then each system injection's text, leaving out empty ones."""
-        texts = [self.system_prompt or ""] + [text_of([b]) for b in self.system_injections]
-        return [t for t in texts if t.strip()]
+        return _system_texts(self.system_prompt, self.system_injections)
+
+
+def _system_texts(prompt: str | None, blocks: Sequence[ContentBlock]) -> list[str]:
+    """The system prompt, then each system block's text, leaving out empty ones."""
+    texts = [prompt or ""] + [text_of([b]) for b in blocks]
+    return [t for t in texts if t.strip()]
+
+
+def _identity(
+    model: str,
+    prompt: str | None,
+    blocks: Sequence[ContentBlock],
+    tools: Sequence[dict[str, Any]],
+    head: dict[str, Any],
+) -> RequestIdentity:
+    """The identity of a request: the system text as sent (joined as the converters join
+    it), the tools and ``head``."""
+    system = "\n\n".join(_system_texts(prompt, blocks))
+    return RequestIdentity.of(model, system=system or None, tools=tools, **head)
 
 
 class _Ticker:
@@ -453,6 +510,39 @@ DEFAULT_RESERVE = 4_000
 """The most a compile keeps for the answer by default (a quarter of a smaller window)."""
 MAX_CATCH_UP_TICKS = 10_000
 """Most ticks one ``compile(catch_up=True)`` runs."""
+
+
+_Thinking = tuple[ThinkingBinding, RequestIdentity | str | None]
+"""A compile's thinking binding and the identity it is sent under."""
+
+
+def _thinking_args(
+    binding: ThinkingBinding | None, identity: RequestIdentity | str | None
+) -> _Thinking | None:
+    """The checked ``thinking_binding`` and ``identity`` of a compile (None without one)."""
+    if identity is not None and not isinstance(identity, RequestIdentity | str):
+        raise ConfigError(
+            f"identity must be a RequestIdentity or a model name, got {type(identity).__name__}"
+        )
+    if isinstance(identity, str) and not identity:
+        raise ConfigError("identity='' names no model; pass the model's name")
+    if binding is None:
+        if identity is not None:
+            raise ConfigError(
+                "identity= is read only with thinking_binding=; pass "
+                "thinking_binding=ThinkingBinding() too, or leave identity out"
+            )
+        return None
+    if not isinstance(binding, ThinkingBinding):
+        raise ConfigError(
+            f"thinking_binding must be a ThinkingBinding, got {type(binding).__name__}"
+        )
+    if identity is None and binding.binds:
+        raise ConfigError(
+            "thinking_binding binds, so the compile needs identity=: the model's name, "
+            "or a RequestIdentity of what the request is sent under"
+        )
+    return binding, identity
 
 
 def _check_params(params: dict[str, Any], method: str, built: set[str]) -> None:
@@ -727,6 +817,9 @@ class ContextManager:
         self._namespace = namespace
         self._slot = f"{namespace}/messages" if isolate else "messages"
         self._log_slot = f"{namespace}/context" if isolate else "context"
+        self._thinking_slot = f"{namespace}/thinking-binding"
+        """Where the branch's record of the last request it sent lives (a snapshot slot:
+        each branch sees its own)."""
         self._clock = clock
         self._holds: dict[str, float | None] = {}
         self._tools: list[dict[str, Any]] | None = None
@@ -1254,6 +1347,8 @@ class ContextManager:
         overhead: Overhead | None = None,
         dry_run: bool = False,
         catch_up: bool | float = False,
+        thinking_binding: ThinkingBinding | None = None,
+        identity: RequestIdentity | str | None = None,
     ) -> CompileResult:
         """Compile the context of the next model call.
 
@@ -1281,6 +1376,19 @@ class ContextManager:
             the manager's clock have passed. The ticks write memories as :meth:`tick`
             does. Without it, the loop is the caller's: catch :class:`OverBudgetError`,
             :meth:`drain` (or tick), compile again.
+        thinking_binding : ThinkingBinding, optional
+            For a model that binds signed thinking to the request chain it was minted in
+            (:mod:`context_manager.thinking`): the compile leaves out of the copy it
+            sends the thinking such a model can no longer take, against the branch's
+            record of the last request it sent, and says so in
+            :attr:`CompileResult.thinking_strip`. A committing compile then records this
+            request as the last sent (under :attr:`CompileResult.compile_id`); a dry run
+            records nothing. Thinking is never refused for: it is only left out.
+        identity : RequestIdentity or str
+            What the request is sent under, with ``thinking_binding``: a
+            :class:`~context_manager.thinking.RequestIdentity`, or the model's name, and
+            the identity is built from the system text and tools this request carries
+            (:meth:`CompileResult.request_identity`).
 
         Raises
         ------
@@ -1292,8 +1400,19 @@ class ContextManager:
         ConstraintConflictError
             When pins, locks, holds and zones leave some message no level to be shown at.
         ConfigError
-            For a non-positive input budget.
+            For a non-positive input budget, a ``thinking_binding`` that binds without
+            an ``identity``, or an ``identity`` without a ``thinking_binding``.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.add_message("User", "hello there")
+        ...     result = cm.compile(max_tokens=1000, reserve_for_response=100)
+        >>> [m.text for m in result.messages], result.render_stats["tokens"]
+        (['hello there'], 3)
         """
+        thinking = _thinking_args(thinking_binding, identity)
         if isinstance(catch_up, bool):
             limit = math.inf if catch_up else None
         elif isinstance(catch_up, int | float) and math.isfinite(catch_up) and catch_up > 0:
@@ -1313,8 +1432,12 @@ class ContextManager:
         wanted = tuple(injections)
         try:
             if limit is None or dry_run:
-                return self._compile(max_tokens, reserve_for_response, wanted, overhead, dry_run)
-            return self._catch_up(max_tokens, reserve_for_response, wanted, overhead, limit)
+                return self._compile(
+                    max_tokens, reserve_for_response, wanted, overhead, dry_run, thinking
+                )
+            return self._catch_up(
+                max_tokens, reserve_for_response, wanted, overhead, limit, thinking
+            )
         finally:
             if self._ticker is not None and not dry_run:
                 self._ticker.wake()  # a compile may have asked for memories
@@ -1326,13 +1449,16 @@ class ContextManager:
         wanted: Sequence[Injection],
         overhead: Overhead | None,
         limit: float,
+        thinking: _Thinking | None = None,
     ) -> CompileResult:
         """Compile, ticking before each retry, until it fits or ``limit`` seconds pass."""
         start = self._clock()
         ticks = 0
         while True:
             try:
-                return self._compile(max_tokens, reserve_for_response, wanted, overhead, False)
+                return self._compile(
+                    max_tokens, reserve_for_response, wanted, overhead, False, thinking
+                )
             except OverBudgetError as exc:
                 if exc.stage == "request overhead":
                     raise  # no compression shortens the overhead
@@ -1355,6 +1481,7 @@ class ContextManager:
         injections: Sequence[Injection],
         overhead: Overhead | None,
         dry_run: bool,
+        thinking: _Thinking | None = None,
     ) -> CompileResult:
         self._check_open()
         if max_tokens - reserve_for_response <= 0:
@@ -1363,6 +1490,7 @@ class ContextManager:
                 f"reserve_for_response={reserve_for_response}"
             )
         self._expire_holds()
+        compile_id = secrets.token_hex(8)
         if overhead is None:
             overhead = Overhead(system=self._system_prompt, tools=tuple(self._tools or ()))
         system: list[ContentBlock] = []
@@ -1394,7 +1522,9 @@ class ContextManager:
         selection = self._strategy.select(self._ctx, budget, dry_run=dry_run)
         if dry_run and selection.stats.get("fits") is False:
             # a preview of a refusal: nothing to send, the stats say why
-            return CompileResult([], system, dict(selection.stats), [], overhead.system)
+            return CompileResult(
+                [], system, dict(selection.stats), [], overhead.system, compile_id=compile_id
+            )
         name = type(self._strategy).__name__
         bad = [i for i in selection.breakpoints if not 0 <= i < len(selection.entries)]
         if bad:
@@ -1427,8 +1557,39 @@ class ContextManager:
             )
         messages, moved = place_injections(history, before, after)
         marks = {moved[i] for i in selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]}
+        provenance: list[tuple[str | None, tuple[str, ...]]] = [(None, ())] * len(messages)
+        for i, entry in enumerate(selection.entries):
+            provenance[moved[i]] = (entry.summary_id, entry.source_ids)
+        identity = strip = record = None
+        if thinking is not None:
+            binding, named = thinking
+            if isinstance(named, str):
+                identity = _identity(named, overhead.system, system, overhead.tools, {})
+            else:
+                identity = named
+            if binding.binds:
+                assert identity is not None  # checked by _thinking_args
+                sources = [
+                    ids[0] if memory is None and len(ids) == 1 else None
+                    for memory, ids in provenance
+                ]
+                bound = bind(
+                    messages, sources, binding, identity, self._sent_record(), count, compile_id
+                )
+                went = bound.moved
+                kept = [i for i, k in enumerate(went) if k >= 0 and k != (went[i - 1] if i else -1)]
+                marks = {bound.moved[i] for i in marks if bound.moved[i] >= 0}
+                messages = bound.messages
+                provenance = [provenance[i] for i in kept]
+                shown -= bound.saved
+                total = fixed + shown
+                strip, record = bound.strip, bound.record
         if messages:
             marks.add(len(messages) - 1)
+        if record is not None and not dry_run:
+            # the request this compile built is the branch's last sent, until a note
+            # extends it or the next committing compile with a binding replaces it
+            self._store.set(self._thinking_slot, record.model_dump(mode="json"))
         stats = {
             **selection.stats,
             "tokens": total,
@@ -1451,6 +1612,10 @@ class ContextManager:
             sorted(marks),
             system_prompt=overhead.system,
             tools=[dict(t) for t in overhead.tools],
+            compile_id=compile_id,
+            provenance=provenance,
+            identity=identity,
+            thinking_strip=strip,
         )
 
     def _reread(
@@ -1477,6 +1642,108 @@ class ContextManager:
         if commit:
             self._last_request = (key, messages)
         return reread
+
+    def _sent_record(self) -> SentRecord | None:
+        """The branch's record of the last request it sent (None before the first)."""
+        body = self._store.get(self._thinking_slot)
+        if body is None:
+            return None
+        try:
+            return SentRecord.model_validate(body)
+        except ValueError:
+            return None  # not a record this code wrote: it vouches for nothing
+
+    @_operation(writes=True)
+    def note_request_sent(
+        self,
+        rows: Sequence[str | NotedRow | Mapping[str, Any]],
+        identity: RequestIdentity,
+        compile_id: str,
+    ) -> bool:
+        """Note what a request built from compile ``compile_id`` carried after the
+        compiled messages, so their thinking may go back to the model.
+
+        Call it as a stream goes on: before sending each later round, with the ids of
+        the stored messages that round carries after the compiled ones (every round's
+        so far, in order: the replies and tool results stored since), and once the
+        stream has ended, with those and its last reply's. Each note replaces the one
+        before. A row that was not carried, or returned, exactly as stored goes in as
+        ``NotedRow(unstored=True)`` (or ``{"unstored": True}``): nothing from it on is
+        vouched for. A host that never notes loses each reply's thinking at the compile
+        after the reply is stored (:mod:`context_manager.thinking`).
+
+        Parameters
+        ----------
+        rows : sequence of str or NotedRow
+            Stored message ids (or :class:`~context_manager.thinking.NotedRow`), in
+            request order.
+        identity : RequestIdentity
+            What the rounds were sent under (:attr:`CompileResult.identity`).
+        compile_id : str
+            :attr:`CompileResult.compile_id` of the compile the stream was built from.
+
+        Returns
+        -------
+        bool
+            True when noted; False when the note vouches for nothing: the branch's last
+            recorded request is not that compile's (a committing compile with a binding
+            ran since, or none ever did).
+
+        Raises
+        ------
+        KeyError
+            For a row naming no stored message (nothing is noted).
+        ConfigError
+            For an ``identity`` that is not a RequestIdentity, or a row that is not an
+            id, a NotedRow or its mapping.
+        """
+        if not isinstance(identity, RequestIdentity):
+            raise ConfigError(
+                f"identity must be the RequestIdentity the compile was made under "
+                f"(CompileResult.identity), got {type(identity).__name__}"
+            )
+        if isinstance(rows, str):
+            raise ConfigError("rows must be a sequence of message ids; wrap one id in a list")
+        noted: list[tuple[str, Message]] = []
+        vouched = True
+        for i, row in enumerate(rows):
+            if isinstance(row, str):
+                row = NotedRow(id=row)
+            elif isinstance(row, Mapping):
+                try:
+                    row = NotedRow.model_validate(row)
+                except ValueError as exc:
+                    raise ConfigError(f"rows[{i}] is not a NotedRow: {exc}") from None
+            elif not isinstance(row, NotedRow):
+                raise ConfigError(
+                    f"rows[{i}] must be a message id, a NotedRow or its mapping, "
+                    f"got {type(row).__name__}"
+                )
+            if row.unstored:
+                vouched = False
+                continue
+            if row.id is None:
+                raise ConfigError(
+                    f"rows[{i}] names no message: give the stored message's id, or "
+                    "unstored=True for a row the request carried that is not stored as sent"
+                )
+            try:
+                at = self._position(row.id)
+            except KeyError:
+                raise KeyError(
+                    f"rows[{i}]={row.id!r} names no message on branch {self.current_branch!r}; "
+                    "note a row the request carried that is not stored as "
+                    "NotedRow(unstored=True)"
+                ) from None
+            if vouched:
+                noted.append((row.id, self._messages()[at].message))
+        record = self._sent_record()
+        if record is None or record.compile_id != compile_id:
+            return False
+        self._store.set(
+            self._thinking_slot, record.with_rows(identity, noted).model_dump(mode="json")
+        )
+        return True
 
     @_operation()
     def get_render_stats(self) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,9 +37,11 @@ __all__ = [
     "ToolUseBlock",
     "from_anthropic",
     "from_openai",
+    "is_thinking",
     "text_of",
     "to_anthropic",
     "to_openai",
+    "without_blocks",
 ]
 
 
@@ -400,6 +402,42 @@ def text_of(blocks: Iterable[Any]) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def is_thinking(block: object) -> bool:
+    """True for a :class:`ThinkingBlock`, signed or not: the blocks a thinking binding
+    leaves out of a compiled request by default (see
+    :class:`~context_manager.thinking.ThinkingBinding`).
+
+    Examples
+    --------
+    >>> is_thinking(ThinkingBlock(thinking="hm", signature="s")), is_thinking(TextBlock(text="x"))
+    (True, False)
+    """
+    return isinstance(block, ThinkingBlock)
+
+
+def without_blocks(message: Message, drop: Callable[[ContentBlock], bool]) -> Message | None:
+    """``message`` without the blocks ``drop`` selects: the message itself when it
+    selects none, None when no block is left. Participant, metadata and timestamp are kept.
+
+    Examples
+    --------
+    >>> thought = ThinkingBlock(thinking="hm", signature="s")
+    >>> m = Message(participant="Claude", content=(thought, TextBlock(text="ok")))
+    >>> without_blocks(m, is_thinking).content
+    (TextBlock(type='text', text='ok'),)
+    >>> without_blocks(Message(participant="Claude", content=(thought,)), is_thinking) is None
+    True
+    """
+    kept = tuple(b for b in message.content if not drop(b))
+    if len(kept) == len(message.content):
+        return message
+    if not kept:
+        return None
+    # built anew, not model_copy'd: a copy would keep the old content's cached tool ids
+    fields = {name: getattr(message, name) for name in Message.model_fields}
+    return Message(**{**fields, "content": kept})
+
+
 # ------------------------------------------------------------------ provider formats
 def _block_from_anthropic(raw: Mapping[str, Any], where: str) -> ContentBlock:
     kind = raw.get("type")
@@ -473,7 +511,9 @@ def to_anthropic(
 
     What the API refuses is left out: a thinking block without a signature or outside
     the agent's turns, and a text block with no visible text; a message left with no
-    block is dropped (its turn merges with its neighbours).
+    block is dropped (its turn merges with its neighbours). Signed thinking a model that
+    binds it to its request chain would refuse is left out earlier, by the compile
+    (``ContextManager.compile(thinking_binding=...)``), so this only writes what it is given.
 
     Parameters
     ----------
