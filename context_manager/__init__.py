@@ -21,7 +21,17 @@ from .errors import (
     SummarizerNotConfiguredError,
     UncoveredDropError,
 )
-from .manager import CompileResult, ContextEntry, ContextManager, Injection, Overhead
+from .manager import (
+    CompileResult,
+    ContextEntry,
+    ContextManager,
+    FoldedMemory,
+    Injection,
+    NoSummarizerWarning,
+    Overhead,
+    Preview,
+    QueryResult,
+)
 from .messages import (
     ImageBlock,
     Message,
@@ -53,15 +63,19 @@ __all__ = [
     "ContextManager",
     "ContextManagerError",
     "ExtractiveSummarizer",
+    "FoldedMemory",
     "ImageBlock",
     "Injection",
     "Message",
     "MissingAPIKeyError",
+    "NoSummarizerWarning",
     "NotedRow",
     "OpenAISummarizer",
     "OverBudgetError",
     "Overhead",
     "PassthroughStrategy",
+    "Preview",
+    "QueryResult",
     "RequestIdentity",
     "Store",
     "StoreCorruptError",

@@ -11,6 +11,7 @@ import math
 import secrets
 import threading
 import time
+import warnings
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -22,7 +23,12 @@ from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import ConfigError, ContextManagerError, OverBudgetError
+from .errors import (
+    ConfigError,
+    ContextManagerError,
+    OverBudgetError,
+    SummarizerNotConfiguredError,
+)
 from .messages import (
     AGENT,
     MAX_CACHE_BREAKPOINTS,
@@ -38,7 +44,7 @@ from .pairing import SendForm, send_form, tool_pair_problems
 from .store import Branch, Store, StoreError
 from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
 from .strategies.passthrough import PassthroughStrategy
-from .summarizer import Summarizer
+from .summarizer import MEMORY_MARKER_PARTICIPANT, CompletionRequest, Summarizer
 from .thinking import (
     NotedRow,
     RequestIdentity,
@@ -51,11 +57,16 @@ from .tokens import TiktokenCounter, TokenCounter, compact_json
 
 __all__ = [
     "INJECTION_PREFIX",
+    "TOPIC_TRANSITION",
     "CompileResult",
     "ContextEntry",
     "ContextManager",
+    "FoldedMemory",
     "Injection",
+    "NoSummarizerWarning",
     "Overhead",
+    "Preview",
+    "QueryResult",
     "SavedCounts",
     "counter_key",
     "place_injections",
@@ -63,6 +74,14 @@ __all__ = [
 
 INJECTION_PREFIX = "system_context:"
 """Participant prefix of injected messages (``system_context:<namespace>``)."""
+TOPIC_TRANSITION = "[Topic Transition]"
+"""How a transition summary written by :meth:`ContextManager.reset_head_window` starts."""
+
+
+class NoSummarizerWarning(UserWarning):
+    """:meth:`ContextManager.tick` found compression work but the manager has no
+    summariser to do it with: nothing is compressed until one is given
+    (``ContextManager.open(summarizer=...)``)."""
 
 
 class Injection(BaseModel):
@@ -451,6 +470,52 @@ def _identity(
     return RequestIdentity.of(model, system=system or None, tools=tools, **head)
 
 
+@dataclass(frozen=True)
+class FoldedMemory:
+    """A memory a compile would show in place of stored messages."""
+
+    memory: str
+    level: int | None
+    """Its level (None when the strategy does not say)."""
+    first: str
+    last: str
+    """The first and last stored messages it stands for."""
+    messages: int
+    """How many stored messages it stands for."""
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a compile would send, from :meth:`ContextManager.preview_context`."""
+
+    fits: bool
+    budget: int
+    """The input budget (``max_tokens - reserve_for_response``)."""
+    tokens: int | None
+    """The request's tokens when it fits; when it does not, what the most folded context
+    would need (None when the strategy cannot say)."""
+    raw: int
+    """Stored messages the request would show raw."""
+    folded: tuple[FoldedMemory, ...]
+    """The memories it would show, oldest first."""
+    stage: str | None
+    """Where a compile would refuse (None when it fits)."""
+    stats: dict[str, Any]
+    """The strategy's stats of the dry compile (``diagnostics`` when it does not fit)."""
+    result: CompileResult | None
+    """The dry compile itself when it fits."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """Messages :meth:`ContextManager.query_messages` found."""
+
+    messages: list[StoredMessage]
+    """The matches, up to the limit, in the order asked for."""
+    total_count: int
+    """Every match, before the limit."""
+
+
 class _Ticker:
     """The ``auto_tick`` worker: a daemon thread that, once woken, ticks its manager until
     no work is left, then waits for the next wake."""
@@ -510,6 +575,14 @@ DEFAULT_RESERVE = 4_000
 """The most a compile keeps for the answer by default (a quarter of a smaller window)."""
 MAX_CATCH_UP_TICKS = 10_000
 """Most ticks one ``compile(catch_up=True)`` runs."""
+TRANSITION_INSTRUCTION = (
+    "[CM] The conversation is moving to a new topic. In your own words, summarise what "
+    "happened so far and what carries forward (decisions, open work, facts to keep), as "
+    "plain prose."
+)
+"""The instruction that closes the request for a transition summary."""
+TRANSITION_MAX_TOKENS = 1024
+"""Output cap of the request for a transition summary."""
 
 
 _Thinking = tuple[ThinkingBinding, RequestIdentity | str | None]
@@ -543,6 +616,18 @@ def _thinking_args(
             "or a RequestIdentity of what the request is sent under"
         )
     return binding, identity
+
+
+_MISSING = object()
+
+
+def _at_path(value: Any, path: Sequence[str]) -> Any:
+    """``value[path[0]][path[1]]...``, or a sentinel that equals nothing when absent."""
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return _MISSING
+        value = value[key]
+    return value
 
 
 def _check_params(params: dict[str, Any], method: str, built: set[str]) -> None:
@@ -952,8 +1037,52 @@ class ContextManager:
 
     @property
     def strategy(self) -> Strategy:
-        """The current strategy."""
+        """The current strategy (:meth:`set_strategy` swaps it)."""
         return self._strategy
+
+    @_operation(writes=True)
+    def set_strategy(self, strategy: Strategy) -> None:
+        """Swap the strategy of a live manager.
+
+        The new strategy loads its state for the current branch from the store (what it
+        persisted before under this namespace, if anything) before any other operation
+        runs: a tick of ``auto_tick`` in progress finishes first, and the next one is
+        the new strategy's. Render stats start over (None until the next live compile);
+        messages, holds and the thinking record are the manager's and stay.
+
+        Raises
+        ------
+        ConfigError
+            For an object with no ``select``.
+        Exception
+            Whatever the new strategy's ``initialize`` raises: the old strategy stays,
+            reloaded, and nothing it wrote is kept.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter, PassthroughStrategy
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     replacement = PassthroughStrategy()
+        ...     cm.set_strategy(replacement)
+        ...     cm.strategy is replacement
+        True
+        """
+        if not callable(getattr(strategy, "select", None)):
+            raise ConfigError(
+                f"set_strategy() needs a Strategy (an object with select()), "
+                f"got {type(strategy).__name__}"
+            )
+        old = self._strategy
+        self._strategy = strategy
+        try:
+            strategy.initialize(self._ctx)
+        except BaseException:
+            self._strategy = old  # the operation's rollback reloads it
+            raise
+        self._render_stats = None
+        self._checked = []
+        if self._ticker is not None:
+            self._ticker.wake()
 
     # ---------------------------------------------------------------- messages
     @_operation(writes=True)
@@ -1044,20 +1173,74 @@ class ContextManager:
             For an unknown id.
         """
         self.get_message(message_id)
+        self._remove([message_id])
+
+    @_operation(writes=True)
+    def remove_messages(self, first_id: str, last_id: str) -> list[str]:
+        """Remove the messages ``first_id`` to ``last_id`` (both included, in the order
+        of the record); returns the ids removed, oldest first.
+
+        One transaction, as :meth:`remove_message` is for one: their holds and
+        ``copy`` context-log entries go with them, and the strategy hears of them all
+        at once (memories over any of them are dropped and what they kept is
+        remembered again). Nothing outside the range changes.
+
+        Raises
+        ------
+        KeyError
+            When either id names no live message (nothing is removed).
+        ConfigError
+            When ``first_id`` comes after ``last_id``.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     ids = [cm.add_message("User", f"m{i}") for i in range(5)]
+        ...     removed = cm.remove_messages(ids[1], ids[3])
+        ...     left = [m.message.text for m in cm.get_messages()]
+        >>> removed == ids[1:4], left
+        (True, ['m0', 'm4'])
+        """
+        stored = self._messages()
+        ends = []
+        for name, message_id in (("first_id", first_id), ("last_id", last_id)):
+            try:
+                ends.append(self._position(message_id))
+            except KeyError:
+                raise KeyError(
+                    f"{name}={message_id!r} names no message on branch {self.current_branch!r}"
+                ) from None
+        a, b = ends
+        if a > b:
+            raise ConfigError(
+                f"remove_messages({first_id!r}, {last_id!r}) is reversed: {first_id!r} comes "
+                f"after {last_id!r}; name the older message first"
+            )
+        ids = [s.id for s in stored[a : b + 1]]
+        self._remove(ids)
+        return ids
+
+    def _remove(self, ids: Sequence[str]) -> None:
+        """Remove live messages ``ids`` (one transaction; the strategy hears once)."""
+        gone = set(ids)
         with self._store.transaction():
-            self._store.redact(self._slot, message_id)
-            for entry in self._log_entries(message_id, "copy"):
-                self._store.redact(self._log_slot, entry.id)
-            self._holds.pop(message_id, None)
-            self._tokens.pop(message_id, None)
+            for message_id in ids:
+                self._store.redact(self._slot, message_id)
+            for entry in self.context_log():
+                if entry.source_id in gone and entry.relation == "copy":
+                    self._store.redact(self._log_slot, entry.id)
+            for message_id in ids:
+                self._holds.pop(message_id, None)
+                self._tokens.pop(message_id, None)
             self._version += 1
             self._save_derived()
-            self._store.drop_derived(self._derived_scope, [int(message_id)])
+            self._store.drop_derived(self._derived_scope, [int(i) for i in ids])
             if self._cache is not None:
-                at = self._position(message_id)
-                del self._cache[at]
-                self._derived.removed(at, len(self._cache))
-            self._strategy.on_messages_removed(self._ctx, [message_id])
+                for at in sorted((self._position(i) for i in ids), reverse=True):
+                    del self._cache[at]
+                    self._derived.removed(at, len(self._cache))
+            self._strategy.on_messages_removed(self._ctx, list(ids))
 
     @_operation(writes=True)
     def add_context_entry(
@@ -1129,6 +1312,213 @@ class ContextManager:
     def get_messages(self) -> list[StoredMessage]:
         """Every live message of the current branch, oldest first."""
         return list(self._messages())
+
+    @_operation()
+    def query_messages(
+        self,
+        *,
+        participant: str | Sequence[str] | None = None,
+        from_time: float | None = None,
+        to_time: float | None = None,
+        text: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        reverse: bool = False,
+    ) -> QueryResult:
+        """The live messages that pass every filter given, oldest first (newest first
+        with ``reverse``), at most ``limit`` of them, and how many pass in all.
+
+        Parameters
+        ----------
+        participant : str or sequence of str, optional
+            Only messages from this participant (or these).
+        from_time, to_time : float, optional
+            Only messages whose timestamp is at or after ``from_time`` and at or before
+            ``to_time`` (a message without a timestamp passes no time bound).
+        text : str, optional
+            Only messages whose text (:attr:`Message.text`) holds it, ignoring case.
+        metadata : mapping, optional
+            Only messages whose metadata holds each value at its dotted path
+            (``{"external.source": "slack"}`` reads ``metadata["external"]["source"]``).
+        limit : int, optional
+            At most this many messages (``total_count`` still counts every match).
+        reverse : bool
+            Newest first: with ``limit``, the newest matches.
+
+        Raises
+        ------
+        ConfigError
+            For a negative ``limit``, ``from_time`` after ``to_time``, or ``metadata``
+            that is not a mapping of dotted paths.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.add_message("User", "deploy the app", metadata={"external": {"id": "7"}})
+        ...     _ = cm.add_message("Claude", "Deployed.")
+        ...     _ = cm.add_message("User", "thanks")
+        ...     found = cm.query_messages(text="DEPLOY", limit=1, reverse=True)
+        >>> [m.message.text for m in found.messages], found.total_count
+        (['Deployed.'], 2)
+        """
+        if limit is not None and limit < 0:
+            raise ConfigError(f"limit must be at least 0 (or None for no limit), got {limit}")
+        if from_time is not None and to_time is not None and from_time > to_time:
+            raise ConfigError(
+                f"from_time={from_time} is after to_time={to_time}; give the earlier bound first"
+            )
+        if metadata is not None and not (
+            isinstance(metadata, Mapping) and all(isinstance(k, str) and k for k in metadata)
+        ):
+            raise ConfigError(
+                "metadata must map dotted paths (non-empty strings such as 'external.id') "
+                f"to values, got {metadata!r}"
+            )
+        who = {participant} if isinstance(participant, str) else participant
+        who = None if who is None else set(who)
+        needle = text.casefold() if text is not None else None
+        paths = [(k.split("."), v) for k, v in (metadata or {}).items()]
+        timed = from_time is not None or to_time is not None
+        found: list[StoredMessage] = []
+        for stored in self._messages():
+            m = stored.message
+            if who is not None and m.participant not in who:
+                continue
+            if timed:
+                if m.timestamp is None:
+                    continue
+                if from_time is not None and m.timestamp < from_time:
+                    continue
+                if to_time is not None and m.timestamp > to_time:
+                    continue
+            if paths and not all(_at_path(m.metadata, p) == v for p, v in paths):
+                continue
+            if needle is not None and needle not in m.text.casefold():
+                continue
+            found.append(stored)
+        if reverse:
+            found.reverse()
+        return QueryResult(found if limit is None else found[:limit], len(found))
+
+    @_operation()
+    def find_message_by_external_id(self, source: str, external_id: str) -> str | None:
+        """The id of the newest message whose metadata names this origin
+        (``metadata["external"]["source"]`` and ``["id"]``), or None."""
+        found = self.query_messages(
+            metadata={"external.source": source, "external.id": external_id},
+            limit=1,
+            reverse=True,
+        )
+        return found.messages[0].id if found.messages else None
+
+    @property
+    def sequence(self) -> int:
+        """The store's newest sequence on the current branch: a point of its history
+        :meth:`get_messages_at` can go back to (each stored message's ``seq`` is another)."""
+        self._check_open()
+        return self._store.sequence
+
+    @_operation()
+    def get_messages_at(
+        self, *, sequence: int | None = None, time: float | None = None
+    ) -> list[StoredMessage]:
+        """The branch's history as it stood: every message live then, as it read then,
+        oldest first.
+
+        Parameters
+        ----------
+        sequence : int, optional
+            A store sequence (:attr:`sequence`, a stored message's ``seq``): the history
+            just after that write.
+        time : float, optional
+            A time, read off the messages' own timestamps (edits and removals carry
+            none): the history just before the first message stamped later than it was
+            stored. Give exactly one of the two.
+
+        Raises
+        ------
+        ConfigError
+            Unless exactly one of ``sequence`` and ``time`` is given, or for a sequence
+            outside ``[0, sequence]`` or a time that is not finite.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     first = cm.add_message("User", "draft", timestamp=10.0)
+        ...     then = cm.sequence
+        ...     cm.edit_message(first, "final")
+        ...     _ = cm.add_message("User", "later", timestamp=20.0)
+        ...     old = [m.message.text for m in cm.get_messages_at(sequence=then)]
+        ...     by_time = [m.message.text for m in cm.get_messages_at(time=15.0)]
+        >>> old, by_time
+        (['draft'], ['final'])
+        """
+        at = self._as_of(sequence, time)
+        return [
+            StoredMessage.from_store(self._store, item, seq, rev)
+            for item, (seq, rev) in self._replay(at).items()
+        ]
+
+    @_operation()
+    def get_message_at(
+        self, message_id: str, *, sequence: int | None = None, time: float | None = None
+    ) -> Message | None:
+        """One message as it stood (see :meth:`get_messages_at` for ``sequence`` and
+        ``time``): None when it was not live then (not stored yet, or removed).
+
+        Raises
+        ------
+        ConfigError
+            As :meth:`get_messages_at` does.
+        """
+        at = self._as_of(sequence, time)
+        found = self._replay(at, only=message_id).get(message_id)
+        if found is None:
+            return None
+        return StoredMessage.from_store(self._store, message_id, *found).message
+
+    def _replay(self, at: int, only: str | None = None) -> dict[str, tuple[int, int]]:
+        """The live messages of the branch as of sequence ``at``: id -> (append sequence,
+        body version), in append order."""
+        live: dict[str, tuple[int, int]] = {}
+        for op, item, seq, rev in self._store.records_after(self._slot, 0):
+            if seq > at:
+                break
+            if only is not None and item != only:
+                continue
+            if op == "append":
+                live[item] = (seq, rev)
+            elif op == "edit" and item in live:
+                live[item] = (live[item][0], rev)
+            elif op == "redact":
+                live.pop(item, None)
+        return live
+
+    def _as_of(self, sequence: int | None, time: float | None) -> int:
+        """The sequence a time-travel read goes back to."""
+        if (sequence is None) == (time is None):
+            raise ConfigError("give exactly one of sequence= (a store sequence) or time=")
+        head = self._store.sequence
+        if sequence is not None:
+            if isinstance(sequence, bool) or not isinstance(sequence, int):
+                raise ConfigError(f"sequence must be an int, got {type(sequence).__name__}")
+            if not 0 <= sequence <= head:
+                raise ConfigError(
+                    f"sequence={sequence} is outside this branch's history [0, {head}]"
+                )
+            return sequence
+        assert time is not None
+        if not (isinstance(time, int | float) and math.isfinite(time)):
+            raise ConfigError(f"time must be a finite number of seconds, got {time!r}")
+        for op, item, seq, rev in self._store.records_after(self._slot, 0):
+            if op != "append":
+                continue
+            stamp = StoredMessage.from_store(self._store, item, seq, rev).message.timestamp
+            if stamp is not None and stamp > time:
+                return seq - 1
+        return head
 
     def _messages(self) -> list[StoredMessage]:
         if self._cache is None:
@@ -1421,14 +1811,7 @@ class ContextManager:
             raise ConfigError(
                 f"catch_up must be True, False or a positive number of seconds, got {catch_up!r}"
             )
-        config = getattr(self._strategy, "config", None)
-        if max_tokens is None:
-            max_tokens = getattr(config, "window_tokens", None) or DEFAULT_WINDOW
-        if reserve_for_response is None:
-            sized = getattr(config, "reserve_for_response_tokens", None)
-            reserve_for_response = (
-                sized if sized is not None else min(DEFAULT_RESERVE, max_tokens // 4)
-            )
+        max_tokens, reserve_for_response = self._budget(max_tokens, reserve_for_response)
         wanted = tuple(injections)
         try:
             if limit is None or dry_run:
@@ -1441,6 +1824,18 @@ class ContextManager:
         finally:
             if self._ticker is not None and not dry_run:
                 self._ticker.wake()  # a compile may have asked for memories
+
+    def _budget(self, max_tokens: int | None, reserve: int | None) -> tuple[int, int]:
+        """The window and reserve of a compile: as given, else what the strategy's config
+        was sized for, else :data:`DEFAULT_WINDOW` and a quarter of it, at most
+        :data:`DEFAULT_RESERVE`."""
+        config = getattr(self._strategy, "config", None)
+        if max_tokens is None:
+            max_tokens = getattr(config, "window_tokens", None) or DEFAULT_WINDOW
+        if reserve is None:
+            sized = getattr(config, "reserve_for_response_tokens", None)
+            reserve = sized if sized is not None else min(DEFAULT_RESERVE, max_tokens // 4)
+        return max_tokens, reserve
 
     def _catch_up(
         self,
@@ -1482,6 +1877,8 @@ class ContextManager:
         overhead: Overhead | None,
         dry_run: bool,
         thinking: _Thinking | None = None,
+        *,
+        expire_holds: bool = True,
     ) -> CompileResult:
         self._check_open()
         if max_tokens - reserve_for_response <= 0:
@@ -1489,7 +1886,8 @@ class ContextManager:
                 f"max_tokens={max_tokens} leaves no input after "
                 f"reserve_for_response={reserve_for_response}"
             )
-        self._expire_holds()
+        if expire_holds:
+            self._expire_holds()
         compile_id = secrets.token_hex(8)
         if overhead is None:
             overhead = Overhead(system=self._system_prompt, tools=tuple(self._tools or ()))
@@ -1746,6 +2144,82 @@ class ContextManager:
         return True
 
     @_operation()
+    def preview_context(
+        self,
+        *,
+        max_tokens: int | None = None,
+        reserve_for_response: int | None = None,
+        injections: Iterable[Injection] = (),
+        overhead: Overhead | None = None,
+        thinking_binding: ThinkingBinding | None = None,
+        identity: RequestIdentity | str | None = None,
+    ) -> Preview:
+        """What :meth:`compile` with these arguments would send, without sending it.
+
+        A dry compile: nothing is written (no frontier, no queued memories, no thinking
+        record, no render stats; a hold whose timeout passed is released only by the
+        next operation that writes), and a context that cannot fit is reported
+        (``fits=False``, with the tokens it would need and where it would refuse),
+        never refused with :class:`OverBudgetError`.
+
+        Raises
+        ------
+        ConstraintConflictError
+            When pins, locks and holds leave some message no level to be shown at (no
+            budget helps).
+        ConfigError
+            As :meth:`compile` does for its arguments.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.add_message("User", "hello there")
+        ...     roomy = cm.preview_context(max_tokens=1000, reserve_for_response=100)
+        ...     cm.set_system_prompt("x" * 400)
+        ...     tight = cm.preview_context(max_tokens=100, reserve_for_response=50)
+        >>> roomy.fits, roomy.tokens, roomy.raw
+        (True, 3, 1)
+        >>> tight.fits, tight.stage, tight.tokens > tight.budget
+        (False, 'request overhead', True)
+        """
+        thinking = _thinking_args(thinking_binding, identity)
+        max_tokens, reserve = self._budget(max_tokens, reserve_for_response)
+        budget = max_tokens - reserve
+        try:
+            result = self._compile(
+                max_tokens, reserve, tuple(injections), overhead, True, thinking, expire_holds=False
+            )
+        except OverBudgetError as exc:
+            refused: dict[str, Any] = {"diagnostics": dict(exc.diagnostics)}
+            return Preview(False, exc.budget, exc.actual, 0, (), exc.stage, refused, None)
+        stats: dict[str, Any] = dict(result.render_stats)
+        if stats.get("fits") is False:
+            tokens = stats.get("tokens")
+            stage = "solver" if "solver" in stats else "select"
+            return Preview(False, budget, tokens, 0, (), stage, stats, None)
+        raw: set[str] = set()
+        spans: dict[str, set[str]] = {}
+        for memory, ids in result.provenance:
+            if memory is None:
+                raw.update(ids)
+            else:
+                spans.setdefault(memory, set()).update(ids)
+        position = {s.id: k for k, s in enumerate(self._messages())}
+        folded = []
+        for memory, covered in spans.items():
+            order = sorted((i for i in covered if i in position), key=position.__getitem__)
+            if not order:
+                continue
+            summary = self.get_summary(memory)
+            level = getattr(summary, "level", None)
+            folded.append(FoldedMemory(memory, level, order[0], order[-1], len(order)))
+        folded.sort(key=lambda f: position[f.first])
+        return Preview(
+            True, budget, stats.get("tokens"), len(raw), tuple(folded), None, stats, result
+        )
+
+    @_operation()
     def get_render_stats(self) -> dict[str, Any] | None:
         """Composition of the last live (not dry-run) compile; None before the first."""
         return None if self._render_stats is None else dict(self._render_stats)
@@ -1753,10 +2227,119 @@ class ContextManager:
     # ------------------------------------------------------------- maintenance
     @_operation(writes=True)
     def tick(self) -> bool:
-        """Do at most one unit of compression work; True when something was done."""
+        """Do at most one unit of compression work; True when something was done.
+
+        Warns
+        -----
+        NoSummarizerWarning
+            When the manager has no summariser and the strategy has compression work
+            waiting: nothing is compressed (the tick does nothing and returns False).
+        """
         self._check_open()
         self._expire_holds()
+        if self._summarizer is None and not self._strategy.is_ready(self._ctx):
+            warnings.warn(
+                f"tick(): the {self._strategy.name} strategy has compression work waiting "
+                "but the manager has no summariser, so nothing is compressed; open it "
+                "with ContextManager.open(summarizer=...)",
+                NoSummarizerWarning,
+                stacklevel=3,
+            )
         return self._strategy.tick(self._ctx)
+
+    @_operation(writes=True)
+    def reset_head_window(self, transition_text: str | None = None) -> str:
+        """Start a new topic: store a transition summary and start the head window there.
+
+        The summary is stored as a ``Context Manager`` message starting with
+        :data:`TOPIC_TRANSITION`; a strategy with a raw head window starts it at the
+        latest such message, so the messages of the old head become compressible like
+        the rest of the middle. Without ``transition_text`` the summariser writes the
+        summary, in ``compression_model``'s voice, from what the agent is shown now.
+
+        Parameters
+        ----------
+        transition_text : str, optional
+            The summary to store.
+
+        Returns
+        -------
+        str
+            The summary (without the marker).
+
+        Raises
+        ------
+        ConfigError
+            For an empty ``transition_text``.
+        ContextManagerError
+            When the strategy keeps a raw head window but cannot move it (it has no
+            ``reset_head_window``), or the summariser's answer cannot be stored as a
+            summary; nothing is stored.
+        SummarizerNotConfiguredError
+            Without ``transition_text``, when there is no summariser or no
+            ``compression_model`` to write it.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.add_message("User", "Let us fix the parser.")
+        ...     text = cm.reset_head_window("The parser is fixed; next, the docs.")
+        ...     last = cm.get_messages()[-1].message
+        >>> last.participant, last.text
+        ('Context Manager', '[Topic Transition] The parser is fixed; next, the docs.')
+        """
+        strategy = self._strategy
+        move = getattr(strategy, "reset_head_window", None)
+        head = getattr(getattr(strategy, "config", None), "head_window_tokens", 0) or 0
+        if head and move is None:
+            raise ContextManagerError(
+                f"the {strategy.name} strategy keeps a raw head window "
+                f"(head_window_tokens={head}) but cannot move its start; set "
+                "head_window_tokens=0 or use a strategy with reset_head_window"
+            )
+        if transition_text is None:
+            text = self._transition_summary()
+        elif not transition_text.strip():
+            raise ConfigError("transition_text is empty; give the summary, or None to write one")
+        else:
+            text = transition_text.strip()
+        message_id = self.add_message(MEMORY_MARKER_PARTICIPANT, f"{TOPIC_TRANSITION} {text}")
+        if move is not None:
+            move(self._ctx, message_id)
+        return text
+
+    def _transition_summary(self) -> str:
+        """A transition summary written by the summariser from the current context."""
+        model = getattr(getattr(self._strategy, "config", None), "compression_model", None)
+        if self._summarizer is None or not model:
+            raise SummarizerNotConfiguredError(
+                "reset_head_window() without transition_text needs a summariser and a "
+                "compression_model to write the summary; give ContextManager.open("
+                "summarizer=...) and the strategy's compression_model, or pass the text"
+            )
+        context = self.compile(dry_run=True)
+        if context.render_stats.get("fits") is False:
+            raise ContextManagerError(
+                "reset_head_window() cannot write a transition summary: the current context "
+                "does not fit the default budget; compress first (drain()) or pass the text"
+            )
+        instruction = Message.text_message(MEMORY_MARKER_PARTICIPANT, TRANSITION_INSTRUCTION)
+        request = CompletionRequest(
+            model=model,
+            messages=(*context.messages, instruction),
+            system=self._system_prompt,
+            tools=tuple(self._tools) if self._tools else None,
+            max_tokens=TRANSITION_MAX_TOKENS,
+        )
+        answer = self._summarizer.complete(request)
+        if not answer.acceptable:
+            raise ContextManagerError(
+                f"the summariser's transition summary cannot be stored "
+                f"(stop_reason={answer.stop_reason!r}, {len(answer.text.strip())} characters); "
+                "nothing was stored: retry, or pass transition_text"
+            )
+        return answer.text.strip()
 
     @_operation()
     def drain(self, max_ticks: int = 10_000) -> int:
