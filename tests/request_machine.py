@@ -13,6 +13,10 @@ request that
 * is the same bytes when compiled again with nothing changed (for the solvers that
   settle: ``solvers.capabilities(name).settles``; a greedy baseline's next request
   is checked like any other);
+* with a thinking binding, carries a reply's thinking exactly when the request up to
+  and including the reply repeats the last request the branch sent (as the machine
+  kept it: what the last binding compile sent, then the rows the host noted), under
+  the same identity, and the store keeps every reply's thinking whatever is sent;
 
 or refuses with an ``OverBudgetError`` whose ``actual`` exceeds its ``budget``,
 or a ``ConstraintConflictError`` naming the stored messages and constraints.
@@ -49,9 +53,13 @@ from context_manager import (
     ExtractiveSummarizer,
     Injection,
     Message,
+    NotedRow,
     OverBudgetError,
     Overhead,
+    RequestIdentity,
     TextBlock,
+    ThinkingBinding,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     tool_pair_problems,
@@ -61,6 +69,7 @@ from context_manager.strategies.passthrough import PassthroughStrategy
 from context_manager.summarizer import Completion, CompletionRequest
 
 COUNTER = CharsCounter()
+BINDING = ThinkingBinding()
 SOLVERS = [m for m in solvers.names() if not solvers.capabilities(m).oracle]
 TALLY: Counter[str] = Counter()
 """Outcomes over every run of the machine in this process (read by the soak)."""
@@ -113,7 +122,17 @@ COMPILE_ARGS = {
     ),
     "explicit": st.one_of(st.none(), st.integers(0, 300)),
     "dry_run": st.booleans(),
+    "bound": st.sampled_from([None, None, "model-a", "model-a", "model-b"]),
 }
+
+
+def _has_thinking(message: Message) -> bool:
+    return any(isinstance(b, ThinkingBlock) for b in message.content)
+
+
+def _sent_key(messages: list[Message]) -> list[tuple[str, tuple[Any, ...]]]:
+    """What is sent of each message (participant and content)."""
+    return [(m.participant, m.content) for m in messages]
 
 
 FAULTS = [None, "error", "raise", "empty", "huge", "refuse", "truncate", "hang"]
@@ -180,6 +199,13 @@ class RequestMachine(RuleBasedStateMachine):
         self.tools: list[dict[str, Any]] | None = [{"name": "bash"}]
         self.summarizer = FaultySummarizer()
         self.clock = Clock()
+        self.sent: dict[str, tuple[RequestIdentity, list[Message]]] = {}
+        """Per branch, the last request it sent with a binding: identity and messages
+        (the compiled ones, then the rows noted)."""
+        self.built: dict[str, tuple[str, list[Message], set[str]]] = {}
+        """Per branch, the last binding compile: its id, messages and the live ids then."""
+        self.thinking: set[str] = set()
+        """Replies stored with their thinking (and not edited since)."""
 
     @initialize(
         method=st.sampled_from([*SOLVERS, "passthrough"]),
@@ -267,6 +293,23 @@ class RequestMachine(RuleBasedStateMachine):
             ]
             self.manager.add_message("User", results)
 
+    @rule(size=st.integers(1, 40), call=st.booleans())
+    def add_thinking_reply(self, size: int, call: bool) -> None:
+        """A reply of the model with signed thinking, then text, or a call answered by
+        the next message."""
+        self._thinking_reply(size, call)
+
+    def _thinking_reply(self, size: int, call: bool) -> None:
+        k = self.mark()
+        thought = ThinkingBlock(thinking=f"{k} thinks " + "t " * size, signature=f"sig-{k}")
+        if call:
+            use = ToolUseBlock(id=f"{k}t", name="bash", input={"n": k})
+            self.thinking.add(self.manager.add_message("Claude", [thought, use]))
+            self.manager.add_message("User", [ToolResultBlock(tool_use_id=f"{k}t", content=k)])
+        else:
+            text = TextBlock(text=" ".join(f"{k}w{i}" for i in range(size)))
+            self.thinking.add(self.manager.add_message("Claude", [thought, text]))
+
     @rule()
     def add_orphan_result(self) -> None:
         k = self.mark()
@@ -276,6 +319,7 @@ class RequestMachine(RuleBasedStateMachine):
     @rule(data=st.data(), size=st.integers(1, 40))
     def edit(self, data: st.DataObject, size: int) -> None:
         target = data.draw(st.sampled_from(self.ids()))
+        self.thinking.discard(target)
         k = self.mark()
         self.manager.edit_message(target, " ".join(f"{k}e{i}" for i in range(size)))
 
@@ -283,6 +327,16 @@ class RequestMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def remove(self, data: st.DataObject) -> None:
         self.manager.remove_message(data.draw(st.sampled_from(self.ids())))
+
+    @precondition(lambda self: bool(self.manager.get_messages()))
+    @rule(data=st.data())
+    def remove_range(self, data: st.DataObject) -> None:
+        """Remove a run of messages: exactly those go."""
+        ids = self.ids()
+        first = data.draw(st.integers(0, len(ids) - 1))
+        last = data.draw(st.integers(first, min(len(ids) - 1, first + 12)))
+        assert self.manager.remove_messages(ids[first], ids[last]) == ids[first : last + 1]
+        assert self.ids() == ids[:first] + ids[last + 1 :]
 
     @precondition(lambda self: bool(self.memories()))
     @rule(data=st.data())
@@ -405,6 +459,7 @@ class RequestMachine(RuleBasedStateMachine):
         injections: list[tuple[str, int]],
         explicit: int | None,
         dry_run: bool,
+        bound: str | None = None,
     ) -> None:
         notes = [
             Injection.text(f"n{j}", pos, " ".join(f"i{j}x{i}" for i in range(size)))
@@ -418,6 +473,8 @@ class RequestMachine(RuleBasedStateMachine):
             "injections": notes,
             "overhead": overhead,
         }
+        if bound is not None:
+            kwargs |= {"thinking_binding": BINDING, "identity": bound}
         if not dry_run:
             self._check_from_scratch(kwargs)
         TALLY["compiles"] += 1
@@ -447,6 +504,8 @@ class RequestMachine(RuleBasedStateMachine):
         marks = result.cache_breakpoints
         assert marks == sorted(set(marks)) and len(marks) <= 4
         assert all(0 <= i < len(result.messages) for i in marks)
+        if bound is not None:
+            self._check_thinking(result, commit=not dry_run)
         if dry_run:
             return
         key = (result.system_prompt, tuple(result.system_injections), str(result.tools), extra)
@@ -462,6 +521,8 @@ class RequestMachine(RuleBasedStateMachine):
         again = self.manager.compile(**kwargs)
         TALLY["compiles"] += 1
         TALLY["sent"] += 1
+        if bound is not None:
+            self._check_thinking(again, commit=True)
         if self.settles:  # nothing changed: the same bytes
             assert again.messages == result.messages
             assert again.render_stats["tokens"] == sent
@@ -485,6 +546,93 @@ class RequestMachine(RuleBasedStateMachine):
     compile_now = rule(**COMPILE_ARGS)(compile)
     compile_next = rule(**COMPILE_ARGS)(compile)
     compile_later = rule(**COMPILE_ARGS)(compile)
+
+    def _check_thinking(self, result: Any, *, commit: bool) -> None:
+        """A reply keeps its thinking exactly when the request so far and the reply
+        repeat the branch's last sent request under the same identity (compared message
+        by message here, not through the manager's record)."""
+        sent = self.sent.get(self.manager.current_branch)
+        out = result.messages
+
+        def repeats(j: int, reply: Message) -> bool:
+            return (
+                sent is not None
+                and sent[0] == result.identity
+                and j < len(sent[1])
+                and _sent_key(sent[1][: j + 1]) == _sent_key([*out[:j], reply])
+            )
+
+        for j, m in enumerate(out):
+            if m.participant != "Claude":
+                continue
+            if _has_thinking(m):
+                assert repeats(j, m), f"message {j} kept thinking off the sent chain"
+                TALLY["thinking_kept"] += 1
+                continue
+            memory, ids = result.provenance[j]
+            if memory is not None or len(ids) != 1:
+                continue
+            stored = self.manager.get_message(ids[0])
+            bare = [b for b in stored.content if not isinstance(b, ThinkingBlock)]
+            if _has_thinking(stored) and m.content == tuple(bare):  # sent without it
+                assert not repeats(j, stored), f"message {j} lost thinking the chain carries"
+                TALLY["thinking_stripped"] += 1
+        if commit:
+            branch = self.manager.current_branch
+            assert result.identity is not None
+            self.sent[branch] = (result.identity, list(out))
+            self.built[branch] = (result.compile_id, list(out), set(self.ids()))
+
+    @rule(budget=st.integers(800, 6000), size=st.integers(1, 40), call=st.booleans())
+    def host_round(self, budget: int, size: int, call: bool) -> None:
+        """A host's round trip with a binding: compile and send, store the model's reply
+        (and a call's result), note what the stream carried, compile the next request."""
+        self.compile(budget, 100, [], None, False, "model-a")
+        branch = self.manager.current_branch
+        if branch not in self.built:
+            return  # refused, and no request was ever built here
+        before = set(self.ids())
+        self._thinking_reply(size, call)
+        rows = [i for i in self.ids() if i not in before]
+        compile_id, compiled, _ = self.built[branch]
+        identity = self.sent[branch][0]
+        assert self.manager.note_request_sent(rows, identity, compile_id)
+        self.sent[branch] = (identity, compiled + [self.manager.get_message(i) for i in rows])
+        TALLY["noted"] += 1
+        self.compile(budget, 100, [], None, False, "model-a")
+
+    @precondition(lambda self: self.cm is not None and self.manager.current_branch in self.built)
+    @rule(data=st.data(), stale=st.booleans(), unstored=st.booleans())
+    def note_sent(self, data: st.DataObject, stale: bool, unstored: bool) -> None:
+        """The host notes what the request built from the branch's last binding compile
+        carried after it: rows stored since (all, or the first few), maybe one it cannot
+        vouch for; or it names a compile that is not the last."""
+        branch = self.manager.current_branch
+        compile_id, compiled, live = self.built[branch]
+        identity = self.sent[branch][0]
+        after = [i for i in self.ids() if i not in live]
+        rows: list[Any] = after[: data.draw(st.integers(0, len(after)))]
+        if unstored and rows:
+            rows.insert(data.draw(st.integers(0, len(rows) - 1)), NotedRow(unstored=True))
+        noted = self.manager.note_request_sent(rows, identity, "stale" if stale else compile_id)
+        assert noted is not stale
+        if noted:
+            vouched: list[Message] = []
+            for row in rows:
+                if isinstance(row, NotedRow):
+                    break
+                vouched.append(self.manager.get_message(row))
+            self.sent[branch] = (identity, compiled + vouched)
+            TALLY["noted"] += 1
+
+    @invariant()
+    def the_store_keeps_thinking(self) -> None:
+        """Whatever a compile sent, every reply stored with thinking still has it."""
+        if self.cm is None or not self.thinking:
+            return
+        for stored in self.manager.get_messages():
+            if stored.id in self.thinking:
+                assert _has_thinking(stored.message), stored.id
 
     def _check_from_scratch(self, kwargs: dict[str, Any]) -> None:
         """The compile the strategy makes from what it kept between calls is the one a
@@ -546,9 +694,14 @@ class RequestMachine(RuleBasedStateMachine):
     @rule()
     def fork(self) -> None:
         name = f"b{len(self.branches)}"
+        parent = self.manager.current_branch
         self.manager.fork(name)
         self.branches.append(name)
         self.last = None
+        if parent in self.sent:  # a branch starts with its parent's record
+            self.sent[name] = self.sent[parent]
+        if parent in self.built:
+            self.built[name] = self.built[parent]
 
     @rule(data=st.data())
     def switch(self, data: st.DataObject) -> None:
