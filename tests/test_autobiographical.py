@@ -18,6 +18,7 @@ from context_manager import (
     Completion,
     CompletionRequest,
     ContextManager,
+    NoSummarizerWarning,
     OverBudgetError,
     SummarizerNotConfiguredError,
     ToolResultBlock,
@@ -163,11 +164,12 @@ def test_no_compression_model_refuses_to_write(tmp_path: Path) -> None:
     cm.close()
 
 
-def test_no_summarizer_is_a_quiet_no_op(tmp_path: Path) -> None:
+def test_no_summarizer_is_a_no_op_that_warns(tmp_path: Path) -> None:
     cm, strategy = open_cm(tmp_path, None)
     for i in range(8):
         cm.add_message("User", words(20, f"m{i}"))
-    assert cm.tick() is False and strategy.summaries == {}
+    with pytest.warns(NoSummarizerWarning, match="no summariser"):
+        assert cm.tick() is False and strategy.summaries == {}
     assert not cm.is_ready()
     cm.close()
 
