@@ -2318,16 +2318,17 @@ class ContextManager:
                 "compression_model to write the summary; give ContextManager.open("
                 "summarizer=...) and the strategy's compression_model, or pass the text"
             )
-        context = self.compile(dry_run=True)
-        if context.render_stats.get("fits") is False:
+        context = self.preview_context()
+        if context.result is None:
             raise ContextManagerError(
                 "reset_head_window() cannot write a transition summary: the current context "
-                "does not fit the default budget; compress first (drain()) or pass the text"
+                f"does not fit the default budget ({context.tokens} tokens against "
+                f"{context.budget}); compress first (drain()) or pass the text"
             )
         instruction = Message.text_message(MEMORY_MARKER_PARTICIPANT, TRANSITION_INSTRUCTION)
         request = CompletionRequest(
             model=model,
-            messages=(*context.messages, instruction),
+            messages=(*context.result.messages, instruction),
             system=self._system_prompt,
             tools=tuple(self._tools) if self._tools else None,
             max_tokens=TRANSITION_MAX_TOKENS,

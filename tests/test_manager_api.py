@@ -571,6 +571,13 @@ def test_reset_head_window_stores_nothing_it_cannot_stand_behind() -> None:
         with pytest.raises(SummarizerNotConfiguredError, match="pass the text"):
             cm.reset_head_window()
         assert len(cm.get_messages()) == 1
+    unused = Recorder(Completion(text="never asked", stop_reason="end_turn"))
+    with manager(strategy=strategy(), summarizer=unused) as cm:
+        cm.add_message("User", "x")
+        cm.set_system_prompt("x" * 400_000)  # over the default window by itself
+        with pytest.raises(ContextManagerError, match="does not fit the default budget"):
+            cm.reset_head_window()
+        assert len(cm.get_messages()) == 1 and unused.requests == []
     refusing = Recorder(Completion(text="No.", stop_reason="refusal"))
     with manager(strategy=strategy(), summarizer=refusing) as cm:
         cm.add_message("User", "x")
