@@ -1308,26 +1308,19 @@ def repair_store(
     NotAStoreError
         When the path is not a readable store, or lacks the namespace or branch.
     """
+    if not apply:  # the plan of an audit: read on a copy, nothing written
+        audited = audit_store(path, namespace=namespace, branch=branch)
+        n = len(audited.records.messages)
+        return StoreRepair(
+            audited.path,
+            namespace,
+            audited.branch,
+            audited.findings,
+            plan_repair(audited.findings, audited.records),
+            messages_before=n,
+            messages_after=n,
+        )
     real, shown = _real(path)
-    if not apply:
-        with tempfile.TemporaryDirectory(prefix="ctxfold-repair-") as tmp:
-            copy = Path(tmp) / "store.db"
-            with _file_lock(real, shown, exclusive=False):
-                _copy(real, copy)
-            store, _ = _open_copy(copy, shown, namespace, branch)
-            with store:
-                records = read_stored(store, namespace)
-                findings = audit(records)
-                n = len(records.messages)
-                return StoreRepair(
-                    real,
-                    namespace,
-                    store.branch,
-                    findings,
-                    plan_repair(findings, records),
-                    messages_before=n,
-                    messages_after=n,
-                )
     folder = os.path.dirname(real)
     with _file_lock(real, shown, exclusive=True):
         tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(real)}.repair-", dir=folder)
