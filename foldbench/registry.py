@@ -29,6 +29,7 @@ __all__ = [
     "PolicyInfo",
     "check_available",
     "describe",
+    "is_ours",
     "make_policy",
     "missing_packages",
     "policy_names",
@@ -213,6 +214,17 @@ def policy_names(*, peers: bool | None = None, exact: bool = False) -> list[str]
         if not info.requires or peers or (peers is None and not missing_packages(name)):
             names.append(name)
     return names
+
+
+def is_ours(name: str) -> bool:
+    """Whether policy ``name`` is this library's own (``ours:*`` and those registered
+    with ``ours=True``) rather than a peer.
+
+    >>> is_ours("ours:kv-stable"), is_ours("assemble"), is_ours("observation-masking")
+    (True, True, False)
+    """
+    info = PEERS.get(name)
+    return name.startswith("ours:") or (info is not None and info.ours)
 
 
 def describe(name: str) -> str:

@@ -32,7 +32,7 @@ from folding import CachePrices
 
 from .peers.base import HOUR_WRITE_PRICE, OUTPUT_PRICE
 from .records import CallRecord
-from .registry import describe
+from .registry import describe, is_ours
 
 __all__ = [
     "CACHE_AWARE",
@@ -68,8 +68,8 @@ def _p(values: Sequence[float], q: float) -> float:
 
 
 def _is_peer(policy: str) -> bool:
-    """Not one of this library's own policies (``ours:*`` and ``assemble``)."""
-    return not policy.startswith("ours:") and policy != "assemble"
+    """Not one of this library's own policies (:func:`~foldbench.registry.is_ours`)."""
+    return not is_ours(policy)
 
 
 @dataclass(frozen=True)
