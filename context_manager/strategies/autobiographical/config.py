@@ -159,7 +159,11 @@ class AutobiographicalConfig(BaseModel):
     summary_context_label: str = Field(
         default="What do you remember from earlier?",
         description="The question of each recall pair on the adaptive path (the pyramid path "
-        "uses ``recall_header_template``).",
+        "uses ``recall_header_template``). ``{tools}`` is replaced by the names of the tools "
+        "called in the messages the memory stands for (first called first, each once, joined "
+        "by ``, ``); for a memory whose messages called none, a parenthetical holding it "
+        "(``(tools: {tools})``) is dropped whole, else the placeholder and the separators "
+        "before it. Other braces are kept as written.",
     )
     recall_budget_tokens: int = Field(
         default=100_000,

@@ -114,7 +114,7 @@ def select(
             covered.append((first, end - 1))
         else:
             memory = st.summaries[unit.key]
-            entries.extend(st.recall_pair(memory))
+            entries.extend(st.recall_pair(memory, ctx))
             covered.append((position[memory.first], position[memory.last]))
     if not _covers_all(ctx, stored, covered):  # never silently lose a message
         shown_ids = {i for e in entries for i in e.source_ids}

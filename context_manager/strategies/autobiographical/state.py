@@ -8,17 +8,52 @@ the one place their shared memory lives.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from ...deadline import BoundedCaller
-from ...messages import Message, TextBlock
+from ...messages import Message, TextBlock, ToolUseBlock
 from ..base import Entry, StoredMessage, StrategyContext
 from .config import AutobiographicalConfig
 from .prompts import CONTEXT_MANAGER
 from .records import Records, SummaryEntry
 
-__all__ = ["State"]
+__all__ = ["TOOLS", "State", "with_tools"]
+
+TOOLS = "{tools}"
+"""The placeholder of a recall question for the tools called in the memory's span."""
+
+_ASIDE = re.compile(r"\s*\([^()]*\{tools\}[^()]*\)")
+_BEFORE = re.compile(r"[\s,;:\u2013\u2014-]*\{tools\}")
+_AFTER = re.compile(r"^\s*\{tools\}[\s,;:\u2013\u2014-]*")
+_FALLBACK = "What do you remember from earlier?"
+
+
+def with_tools(text: str, tools: Sequence[str]) -> str:
+    """``text`` with each ``{tools}`` replaced by ``tools`` joined by ``", "``.
+
+    With no tools, the placeholder goes with what only frames it: a parenthetical
+    holding it (``"(tools: {tools})"``) goes whole, else the separators before it
+    (whitespace, ``,;:`` and dashes), or after it at the start of the text; a text
+    left empty falls back to the default label.
+
+    Examples
+    --------
+    >>> with_tools("What do you remember? (tools: {tools})", ["bash", "grep"])
+    'What do you remember? (tools: bash, grep)'
+    >>> with_tools("What do you remember? (tools: {tools})", [])
+    'What do you remember?'
+    >>> with_tools("{tools}: what do you remember?", [])
+    'what do you remember?'
+    """
+    if TOOLS not in text:
+        return text
+    if tools:
+        return text.replace(TOOLS, ", ".join(tools))
+    out = _BEFORE.sub("", _AFTER.sub("", _ASIDE.sub("", text)))
+    out = re.sub(r"[ \t]{2,}", " ", out).strip()
+    return out or _FALLBACK
 
 
 class State:
@@ -38,6 +73,10 @@ class State:
         """Chunks a compile asked to compress before the holdback would allow."""
         self.demanded_merges: list[list[str]] = []
         """Merges a compile asked for, oldest request first."""
+        self.yielding: set[str] = set()
+        """Merges (``+``-joined memory ids) whose last attempt failed and that have not let
+        a chunk go first since (:meth:`merge_failed`, :meth:`chunk_went`). Held in memory
+        only: after a reopen every merge competes at once."""
         self.failed_closed = False
         """Compression stopped because chunk records name no live message."""
         self.calls = 0
@@ -76,6 +115,19 @@ class State:
         failures = self.backoff.get(key, (0, 0.0))[0] + 1
         wait = min(3600.0, self.config.retry_backoff_seconds * 2 ** (failures - 1))
         self.backoff[key] = (failures, ctx.clock() + wait)
+
+    def merge_failed(self, key: str) -> None:
+        """The attempt at merge ``key`` failed (an answer that is not memory, or none): it
+        lets the next chunk go before it competes again."""
+        self.yielding.add(key)
+
+    def chunk_went(self) -> None:
+        """A tick worked on a chunk: every merge that was yielding competes again."""
+        self.yielding.clear()
+
+    def yields(self, key: str) -> bool:
+        """Merge ``key`` failed last time and no chunk has gone since."""
+        return key in self.yielding
 
     # --------------------------------------------------------------- messages
     def positions(self, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> dict[str, int]:
@@ -162,21 +214,68 @@ class State:
         return list(pending)
 
     # ---------------------------------------------------------- recall pairs
-    def recall_header(self, summary: SummaryEntry) -> str:
-        """The question of ``summary``'s recall pair in a compiled context."""
+    def uses_tools(self) -> bool:
+        """The recall question names the tools of each memory's span (``{tools}``)."""
         cfg = self.config
-        if cfg.adaptive_resolution:
-            return cfg.summary_context_label
-        return cfg.recall_header_template.format(
-            id=summary.id, level=summary.level, first=summary.first, last=summary.last
-        )
+        label = cfg.summary_context_label if cfg.adaptive_resolution else cfg.recall_header_template
+        return TOOLS in label
 
-    def recall_pair(self, summary: SummaryEntry) -> tuple[Entry, Entry]:
-        """The question and answer that show ``summary`` in a context (cached per content)."""
-        key = ("recall", summary.id, summary.content)
+    def tools_of(self, ctx: StrategyContext | None, summary: SummaryEntry) -> tuple[str, ...]:
+        """The names of the tools called in the messages ``summary`` covers, in the order
+        first called, each once (kept per memory until a message is edited or removed or
+        the branch switches). Without ``ctx``: the names last found, or none."""
+        key = ("tools", summary.id)
+        kept = self.cache.get(key)
+        if ctx is None:
+            return () if kept is None else tuple(kept[1])
+        if kept is not None and kept[0] == ctx.version():
+            return tuple(kept[1])
+        stored = ctx.messages()
+        position = self.positions(ctx, stored)
+        names: dict[str, None] = {}
+        for mid in self.leaves_of(summary):
+            at = position.get(mid)
+            if at is None:
+                continue
+            for block in stored[at].message.content:
+                if isinstance(block, ToolUseBlock):
+                    names.setdefault(block.name, None)
+        found = tuple(names)
+        self.cache[key] = (ctx.version(), found)
+        return found
+
+    def recall_header(self, summary: SummaryEntry, ctx: StrategyContext | None = None) -> str:
+        """The question of ``summary``'s recall pair in a compiled context: on the
+        adaptive path ``summary_context_label``, else ``recall_header_template`` (with
+        ``{id}``, ``{level}``, ``{first}`` and ``{last}``); in either, ``{tools}`` names
+        the tools called in the messages the memory covers (:meth:`tools_of`, and
+        :func:`with_tools` for a memory without any)."""
+        cfg = self.config
+        if not self.uses_tools():
+            if cfg.adaptive_resolution:
+                return cfg.summary_context_label
+            return cfg.recall_header_template.format(
+                id=summary.id, level=summary.level, first=summary.first, last=summary.last
+            )
+        tools = self.tools_of(ctx, summary)
+        if cfg.adaptive_resolution:
+            # replaced, not formatted: the label is free text and may hold other braces
+            return with_tools(cfg.summary_context_label, tools)
+        header = cfg.recall_header_template.format(
+            id=summary.id, level=summary.level, first=summary.first, last=summary.last, tools=TOOLS
+        )
+        return with_tools(header, tools)
+
+    def recall_pair(
+        self, summary: SummaryEntry, ctx: StrategyContext | None = None
+    ) -> tuple[Entry, Entry]:
+        """The question and answer that show ``summary`` in a context (cached per content
+        and question). Give ``ctx`` when the question may name the span's tools."""
+        header = self.recall_header(summary, ctx)
+        key = ("recall", summary.id, summary.content, header)
         cached = self.cache.get(key)
         if cached is None:
-            label = (TextBlock(text=self.recall_header(summary)),)
+            label = (TextBlock(text=header),)
             body = (TextBlock(text=summary.content),)
             question = Entry(
                 CONTEXT_MANAGER,
@@ -197,10 +296,10 @@ class State:
 
     def recall_tokens(self, ctx: StrategyContext, summary: SummaryEntry) -> int:
         """The one price of a recall pair: used by the solver and the renderer alike."""
-        key = ("recall-tokens", summary.id, summary.content)
+        key = ("recall-tokens", summary.id, summary.content, self.recall_header(summary, ctx))
         tokens = self.cache.get(key)
         if tokens is None:
-            q, a = self.recall_pair(summary)
+            q, a = self.recall_pair(summary, ctx)
             count = ctx.counter.count_message
             tokens = self.cache[key] = count(q.to_message()) + count(a.to_message())
         return int(tokens)
