@@ -74,6 +74,9 @@ __all__ = [
 
 INJECTION_PREFIX = "system_context:"
 """Participant prefix of injected messages (``system_context:<namespace>``)."""
+DEFAULT_NAMESPACE = "default"
+"""The namespace of a manager opened without one: its context log is the slot
+``context``, where every other namespace's is ``<namespace>/context``."""
 TOPIC_TRANSITION = "[Topic Transition]"
 """How a transition summary written by :meth:`ContextManager.reset_head_window` starts."""
 
@@ -901,7 +904,9 @@ class ContextManager:
         self._counter = counter
         self._namespace = namespace
         self._slot = f"{namespace}/messages" if isolate else "messages"
-        self._log_slot = f"{namespace}/context" if isolate else "context"
+        # the context log is the namespace's own, isolated or not; the default
+        # namespace keeps the unprefixed slot its stores have always held
+        self._log_slot = "context" if namespace == DEFAULT_NAMESPACE else f"{namespace}/context"
         self._thinking_slot = f"{namespace}/thinking-binding"
         """Where the branch's record of the last request it sent lives (a snapshot slot:
         each branch sees its own)."""
@@ -972,6 +977,14 @@ class ContextManager:
         ``summary_timeout_seconds``). :meth:`wait_for_ticks` waits until the worker is
         idle; :meth:`close` lets the tick in progress finish and stops the worker.
 
+        Several managers share one record by opening the same :class:`Store` (``store=``),
+        each under its own ``namespace``: the messages are common to all of them (one
+        sees what another added, edited or removed, with the same ids) unless
+        ``isolate``, which keeps a namespace's messages to itself; the strategy's state
+        and the context log (:meth:`context_log`) are always the namespace's own. The
+        same file opened twice with ``path=`` is refused
+        (:class:`~context_manager.store.StoreLockedError`): one store object per file.
+
         Raises
         ------
         ConfigError
@@ -991,7 +1004,7 @@ class ContextManager:
                 strategy=strategy or PassthroughStrategy(),
                 summarizer=summarizer,
                 counter=counter or TiktokenCounter(),
-                namespace=namespace or "default",
+                namespace=namespace or DEFAULT_NAMESPACE,
                 isolate=isolate,
                 clock=clock,
                 auto_tick=auto_tick,

@@ -95,9 +95,28 @@ def test_namespaces_share_messages_unless_isolated(tmp_path: Path) -> None:
         beta = ContextManager.open(store=store, namespace="beta", counter=CharsCounter())
         mid = alpha.add_message("User", "shared")
         assert beta.get_message(mid).text == "shared"
+        later = beta.add_message("Claude", "seen by both")
+        alpha.edit_message(mid, "shared, edited")
+        assert [m.id for m in alpha.get_messages()] == [mid, later]
+        assert [m.message.text for m in beta.get_messages()] == ["shared, edited", "seen by both"]
+        # each namespace keeps its own context log
+        entry = alpha.add_context_entry(mid, "referenced")
+        assert [e.id for e in alpha.context_log()] == [entry]
+        assert beta.context_log() == []
+        beta.remove_message(later)
+        assert [m.id for m in alpha.get_messages()] == [mid]
         alpha.close()
         beta.close()
         assert not store.closed  # app-owned store stays open
+    # the default namespace's log is where stores have always kept it
+    with Store.open(tmp_path / "plain.db") as store:
+        with ContextManager.open(store=store, counter=CharsCounter()) as plain:
+            first = plain.add_context_entry(plain.add_message("User", "x"), "referenced")
+        assert [item.id for item in store.items("context")] == [first]
+        with ContextManager.open(store=store, namespace="default", counter=CharsCounter()) as same:
+            assert [e.id for e in same.context_log()] == [first]
+        with ContextManager.open(store=store, namespace="other", counter=CharsCounter()) as other:
+            assert other.context_log() == []
     with pytest.raises(ConfigError, match="namespace"):
         ContextManager.open(path=tmp_path / "x.db", isolate=True)
     with pytest.raises(ConfigError, match="exactly one"):
