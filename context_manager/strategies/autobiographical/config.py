@@ -84,8 +84,17 @@ class AutobiographicalConfig(BaseModel):
     merge_threshold: int = Field(
         default=6,
         ge=2,
-        description="Contiguous parentless memories of one level merged into one memory of the "
-        "next level (older runs merge with fewer, at least two).",
+        description="Memories of one level merged into one of the next level. A run of "
+        "contiguous parentless memories at the newest end of a level merges its oldest "
+        "``merge_threshold`` once it holds that many, one fewer where that would leave a "
+        "single memory behind (the whole run of three at 2). An older run, cut off by a live "
+        "message no memory of its level covers (a refused chunk, a pin), can no longer grow: "
+        "it merges once it holds two, whole, in the fewest and most even groups of at most "
+        "``merge_threshold`` (seven at 3: 3 + 2 + 2), so none of it is left alone; at 2 an "
+        "odd run has one group of three. Unlike the reference, whose merge queue fixes a "
+        "group when it is enqueued, the groups are worked out again before each merge, so a "
+        "newest run that grew while its merge failed merges by the rule at its new length; "
+        "and a merge over a held message waits without stopping other work.",
     )
     merge_from: Literal["below", "memories"] = Field(
         default="below",

@@ -2,7 +2,8 @@
 
 Work is compressing a closed chunk into an L1 memory (past the
 ``l1_holdback_chunks`` newest, unless a compile asked for it) or merging a run of
-contiguous parentless memories of one level into the next. :func:`tick` does one
+contiguous parentless memories of one level into the next, in the groups
+:func:`merge_sizes` gives. :func:`tick` does one
 unit of work, the one that frees more context first. Every answer that is not
 memory counts against the chunk's or merge's attempt limit, persisted. A chunk with
 tool calls waits for the agent's tool definitions when the summariser declares that it
@@ -27,7 +28,7 @@ from .records import ChunkRecord, SummaryEntry
 from .requests import l1_request, ladder, merge_request, variants
 from .state import State
 
-__all__ = ["demand", "merge_groups", "pending_work", "queued_chunks", "tick"]
+__all__ = ["demand", "merge_groups", "merge_sizes", "pending_work", "queued_chunks", "tick"]
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +66,92 @@ def _refused_before(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool
     return shape(request) in st.records.exhausted[chunk.id]
 
 
+def merge_sizes(length: int, threshold: int, *, newest: bool) -> list[int]:
+    """The sizes of the merges a run of ``length`` memories makes, oldest group first.
+
+    A run is a stretch of parentless memories of one level, each starting right after
+    the one before ends. Only the newest run of a level can still grow; an older one is
+    *stranded*: a live message that no memory of the level covers (a chunk the
+    summariser refused, a pinned or held message) cuts it off.
+
+    - The newest run merges its oldest ``threshold`` once it holds that many; where
+      that would leave exactly one memory behind it takes ``threshold - 1`` (leaving
+      two to grow), or, where that would be a group of one (``threshold`` 2), the whole
+      run of three. The rest is merged again by the same rule, and what is left waits.
+    - A stranded run merges as soon as it holds two, whole, in as few groups of at most
+      ``threshold`` as it takes, as even as they can be (the larger ones first): seven
+      at a threshold of 3 merge 3 + 2 + 2, never 3 + 3 + 1. At a threshold of 2 an
+      odd run has one group of three, as the newest run does.
+
+    So no group has fewer than two members or more than ``max(threshold, 3)``, and no
+    stranded run of two or more keeps a memory alone. Merging the first group and
+    asking again gives the rest of the groups unchanged.
+
+    Parameters
+    ----------
+    length : int
+        Memories in the run.
+    threshold : int
+        ``merge_threshold`` (at least 2).
+    newest : bool
+        The run is the newest of its level (it can still grow).
+
+    Returns
+    -------
+    list[int]
+        The group sizes, oldest first; their sum is ``length`` for a stranded run of two
+        or more, and at most ``length`` for the newest.
+
+    Examples
+    --------
+    >>> merge_sizes(7, 3, newest=False)
+    [3, 2, 2]
+    >>> merge_sizes(4, 3, newest=True), merge_sizes(3, 2, newest=True)
+    ([2], [3])
+    >>> merge_sizes(7, 3, newest=True), merge_sizes(2, 3, newest=True)
+    ([3, 2], [])
+    """
+    if threshold < 2:
+        raise ValueError(f"threshold={threshold}: a merge takes at least two memories")
+    if newest:
+        sizes: list[int] = []
+        left = length
+        while left >= threshold:
+            take = threshold
+            if left - take == 1:  # never leave a single memory behind
+                take = threshold - 1 if threshold > 2 else left
+            sizes.append(take)
+            left -= take
+        return sizes
+    if length < 2:
+        return []
+    count = min(-(-length // threshold), length // 2)
+    small, larger = divmod(length, count)
+    return [small + 1] * larger + [small] * (count - larger)
+
+
 def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
-    """Groups of contiguous parentless siblings ready to merge, oldest first."""
+    """Groups of contiguous parentless siblings ready to merge, oldest first: those a
+    compile asked for, then each run's groups by :func:`merge_sizes`. A group given up
+    on (``merge_attempt_limit`` answers that were not memory, until ``retry_given_up``),
+    backing off after a failed call or over a held message is left out; after a backoff
+    or a hold it comes back in its place."""
+    cfg = st.config
     stored = ctx.messages()
     index = st.positions(ctx, stored)
     held = ctx.held_ids()
-    cfg = st.config
     threshold = cfg.merge_threshold
-    groups = [
-        g
-        for g in st.demanded_merges
-        if _mergeable(st, g, index) and not st.waiting(ctx, "+".join(g))
-    ]
+
+    def ready(ids: list[str]) -> bool:
+        if st.records.merge_attempts.get("+".join(ids), 0) >= cfg.merge_attempt_limit:
+            return False
+        if held and not held.isdisjoint(
+            leaf for i in ids for leaf in st.leaves_of(st.summaries[i])
+        ):
+            return False
+        return not st.waiting(ctx, "+".join(ids))
+
+    groups = [g for g in st.demanded_merges if _mergeable(st, g, index) and ready(g)]
     by_level: dict[int, list[SummaryEntry]] = {}
     base = cfg.merge_max_source_span_messages
     for s in st.frontier_summaries():
@@ -95,24 +170,12 @@ def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
             else:
                 runs.append([s])
         for r, run in enumerate(runs):
-            newest = r == len(runs) - 1
-            take = run[:threshold]
-            if newest and len(run) < threshold:
-                continue
-            if not newest and len(run) < 2:
-                continue
-            if newest and len(run) - len(take) == 1 and threshold > 2:
-                take = run[: threshold - 1]  # never strand a single memory
-            ids = [s.id for s in take]
-            attempts = st.records.merge_attempts.get("+".join(ids), 0)
-            if attempts >= cfg.merge_attempt_limit:
-                continue
-            if held and not held.isdisjoint(leaf for s in take for leaf in st.leaves_of(s)):
-                continue
-            if st.waiting(ctx, "+".join(ids)):
-                continue
-            if ids not in groups:
-                groups.append(ids)
+            start = 0
+            for size in merge_sizes(len(run), threshold, newest=r == len(runs) - 1):
+                ids = [s.id for s in run[start : start + size]]
+                start += size
+                if ready(ids) and ids not in groups:
+                    groups.append(ids)
     return groups
 
 
