@@ -1,7 +1,9 @@
 """The merge scheduling of the autobiographical strategy (spec §2.3, §4.2, §4.5).
 
 Which runs of parentless memories merge and in what groups (the newest run by the
-threshold, never leaving one memory behind; a stranded run whole, in even groups).
+threshold, never leaving one memory behind; a stranded run whole, in even groups), the
+tick's order between a merge and the next chunk (a merge whose last attempt failed lets
+one chunk go first).
 """
 
 from __future__ import annotations
@@ -208,6 +210,66 @@ def test_the_newest_run_that_would_leave_one_behind_takes_one_fewer() -> None:
 def test_a_newest_run_below_the_threshold_waits() -> None:
     spans = {"a": (0, 1), "b": (2, 3)}
     assert groups_of(spans, 4, merge_threshold=3) == []
+
+
+def test_a_failed_merge_lets_exactly_one_chunk_go_then_competes_again() -> None:
+    """Chunk 2 is refused, so the L1s of chunks 0 and 1 are a stranded pair: one merge,
+    the same one at every attempt. Memories are long and chunks short, so the merge
+    frees more than any chunk and goes first whenever it competes; it fails twice."""
+    merges = {"n": 0}
+
+    def answer(request: CompletionRequest, n: int) -> Completion:
+        if is_merge(request):
+            merges["n"] += 1
+            if merges["n"] <= 2:
+                return Completion(text="cut short", stop_reason="max_tokens")
+            return remembered("I remember the first two parts.")
+        if chunk_of(request) == 2:
+            return Completion(text="I can't.", stop_reason="refusal")
+        return remembered(words(120, f"memory{n}"))
+
+    script = Script(answer)
+    cm, strategy = open_cm(script, summary_target_tokens=20)
+    add(cm, 0, 32)  # eight chunks; the default threshold (6) never merges the newest run
+    assert len(strategy.chunks) == 8
+    ticks: list[list[str]] = []
+    for _ in range(11):
+        seen = len(script.requests)
+        assert cm.tick() is True
+        ticks.append(
+            ["merge" if is_merge(r) else f"c{chunk_of(r)}" for r in script.requests[seen:]]
+        )
+    assert ticks == [
+        ["c0"],
+        ["c1"],
+        ["c2"],  # refused: a hole
+        ["c3"],  # the pair is stranded now
+        ["merge"],  # frees more than chunk 4: first; fails
+        ["c4"],  # yields to one chunk ...
+        ["merge"],  # ... then competes again and goes first; fails
+        ["c5"],
+        ["merge"],  # written
+        ["c2", "c2"],  # its recall ladder changed: asked again (and a variant), refused
+        ["c6"],
+    ]
+    pair = [l1_of_chunk(strategy, 0), l1_of_chunk(strategy, 1)]
+    leaves = [cm.get_message(i).text for p in pair for i in strategy.summaries[p].source_ids]
+    for request in (r for r in script.requests if is_merge(r)):
+        assert after_marker(request) == leaves  # the same merge every time
+    assert parents(strategy) == [pair]
+    cm.close()
+
+
+def test_a_merge_that_frees_less_than_the_chunk_waits_for_the_chunks() -> None:
+    script = Script()  # short memories: a chunk frees more than a merge of two
+    cm, strategy = open_cm(script, merge_threshold=2)
+    add(cm, 0, 16)
+    cm.drain()
+    kinds = ["merge" if is_merge(r) else f"c{chunk_of(r)}" for r in script.requests]
+    assert kinds == ["c0", "c1", "c2", "c3", "merge", "merge", "merge"]
+    l1 = [l1_of_chunk(strategy, k) for k in range(4)]
+    assert parents(strategy)[:2] == [l1[:2], l1[2:]]
+    cm.close()
 
 
 def test_a_merge_a_compile_asked_for_stops_at_its_attempt_limit() -> None:

@@ -4,7 +4,8 @@ Work is compressing a closed chunk into an L1 memory (past the
 ``l1_holdback_chunks`` newest, unless a compile asked for it) or merging a run of
 contiguous parentless memories of one level into the next, in the groups
 :func:`merge_sizes` gives. :func:`tick` does one
-unit of work, the one that frees more context first. Every answer that is not
+unit of work, the one that frees more context first, except that a merge whose last
+attempt failed lets one chunk go first. Every answer that is not
 memory counts against the chunk's or merge's attempt limit, persisted. A chunk with
 tool calls waits for the agent's tool definitions when the summariser declares that it
 needs them (:func:`~context_manager.summarizer.needs_tool_definitions`), and the wait is
@@ -241,9 +242,14 @@ def demand(
 
 # ------------------------------------------------------------------- the work
 def tick(st: State, ctx: StrategyContext) -> bool:
-    """One unit of work: compress the oldest queued chunk, else one merge (a merge
-    first when it frees more context). True when a call was made or a memory
-    written."""
+    """One unit of work: compress the oldest queued chunk, else one merge. True when a
+    call was made or a memory written.
+
+    The first waiting merge goes before the chunk when it would free more context than
+    the chunk's memory would (:func:`_merge_saving` against :func:`_chunk_saving`),
+    unless its last attempt failed: it then lets one chunk go first and competes again
+    at the next tick. A merge over a held message is not waiting (it keeps its place
+    and competes as before once the hold is released); nor is one backing off."""
     rebuild_chunks(st, ctx)
     queued = queued_chunks(st, ctx)
     groups = merge_groups(st, ctx)
@@ -261,12 +267,14 @@ def tick(st: State, ctx: StrategyContext) -> bool:
     if (
         queued
         and groups
+        and not st.yields("+".join(groups[0]))
         and _merge_saving(st, ctx, groups[0]) > _chunk_saving(st, ctx, queued[0])
         and (_merge(st, ctx, groups[0]) or st.calls > before)
     ):
         return True
     for chunk in queued:
         if _compress(st, ctx, chunk) or st.calls > before:
+            st.chunk_went()
             return True
     return any(_merge(st, ctx, group) or st.calls > before for group in groups)
 
@@ -421,12 +429,17 @@ def _call(
 def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
     sources = [st.summaries[i] for i in ids]
     key = "+".join(ids)
+    before = st.calls
     answer = _ask(st, ctx, merge_request(st, ctx, sources), key)
     if answer is None:  # no answer: not a verdict, retried after a backoff
+        if st.calls > before:  # a call failed (not a worker still busy: nothing was asked)
+            st.merge_failed(key)
         return False
     if not answer.acceptable:  # bounded retries, then the merge is quarantined (persisted)
         st.records.count_merge_attempt(ids)
+        st.merge_failed(key)
         return False
+    st.yielding.discard(key)
     st.records.add_parent(sources, answer.text, answer.usage.output_tokens)
     st.demanded_merges = [g for g in st.demanded_merges if g != ids]
     return True
