@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import itertools
@@ -294,7 +295,9 @@ class CompileResult:
     counter and ``request`` breaks it down (``system``, ``tools``, ``other``,
     ``injections``, ``messages``, ``total``); ``kv_cost`` is the tokens of this
     request from its first difference with the manager's previous live request
-    (all of it for the first)."""
+    (all of it for the first). The strategy's composition (raw ``head``, ``tail`` and
+    ``middle_raw``, memories by level in ``summaries``, ``pending`` work, ``total``)
+    is listed in :meth:`ContextManager.get_render_stats`."""
     cache_breakpoints: list[int] = field(default_factory=list)
     """Indices of the messages to mark as prompt-cache breakpoints (Anthropic:
     ``cache_control`` on the message's last block), sorted, at most four: the ends of
@@ -2015,7 +2018,7 @@ class ContextManager:
             "kv_cost": self._reread(overhead, system, messages, total, commit=not dry_run),
         }
         if not dry_run:
-            self._render_stats = stats
+            self._render_stats = copy.deepcopy(stats)  # what the caller is given is theirs
         return CompileResult(
             messages,
             system,
@@ -2234,8 +2237,51 @@ class ContextManager:
 
     @_operation()
     def get_render_stats(self) -> dict[str, Any] | None:
-        """Composition of the last live (not dry-run) compile; None before the first."""
-        return None if self._render_stats is None else dict(self._render_stats)
+        """Composition of the last live (not dry-run) compile: a copy of its
+        :attr:`CompileResult.render_stats`.
+
+        None until a live compile has run since the strategy loaded its branch (opening
+        the store, :meth:`set_strategy` and a branch switch each load it); a dry compile
+        and :meth:`preview_context` leave it as it was, while each compile's result
+        carries its own.
+
+        Every compile reports ``tokens`` (the whole request by the manager's counter),
+        ``request`` (``system``, ``tools``, ``other``, ``injections``, ``messages``,
+        ``total``: the same tokens by part) and ``kv_cost`` (tokens re-read from the
+        first difference with the previous live request). The autobiographical
+        strategy adds the composition of the history sent:
+
+        * ``head``, ``tail``, ``middle_raw``: ``{messages, tokens}`` of the messages shown
+          raw in the head window, the recent window and between them (stored messages,
+          and their tokens as sent, after any cap).
+        * ``summaries``: ``{"l1", "l2", "l3"}``, each ``{count, tokens}``: the memories
+          shown (each as its recall pair), level 3 and above all in ``l3``.
+        * ``summary_levels``: the same for every level, ``{"L1", ..., "Lk"}`` (the
+          hierarchy has no fixed top).
+        * ``pending``: ``{chunks, merges}``: chunks ready to become memories and groups
+          of memories ready to merge, once this compile queued what it asked for (what
+          :meth:`pending_work` lists; a dry compile queues nothing).
+        * ``total``: ``{messages, tokens}``: the raw messages plus two per memory shown,
+          and the tokens of all the buckets above (``request["messages"]``).
+        * ``fits`` (False only for a dry compile that cannot fit, with ``diagnostics``),
+          ``solver``, ``status``, ``budget``, ``decision``, ``solver_kv_cost``,
+          ``stated`` (the size of the fold problem), and when they happen
+          ``capped_results``, ``grace_tokens`` and ``unshowable_summaries``.
+
+        What differs from the reference's RenderStats: keys are snake_case
+        (``middle_raw``); a level no memory is shown at is left out of ``summaries``
+        (``{}`` when none is shown) rather than listed with zeros; ``summary_levels``
+        is added; there is no ``planVsActual`` (``solver``, ``status``, ``budget`` and
+        ``grace_tokens`` say how the plan went) and no calibration ceilings; the
+        ``request`` section is always there, the overhead being priced on every compile;
+        raw ``messages`` count stored messages, so one that sends nothing yet (a call
+        not answered) or sends a placeholder result with it counts once, and the
+        injections' messages are priced under ``request`` only; and the composition is
+        the one selected, before a thinking binding strips thinking (``thinking_strip``
+        on the result says what that saved). Another strategy reports only what it
+        states (the passthrough strategy: ``messages`` and ``dropped``).
+        """
+        return None if self._render_stats is None else copy.deepcopy(self._render_stats)
 
     # ------------------------------------------------------------- maintenance
     @_operation(writes=True)

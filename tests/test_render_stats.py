@@ -11,12 +11,15 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from context_manager import (
     CharsCounter,
     ContextManager,
     ExtractiveSummarizer,
     Message,
+    OverBudgetError,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -136,3 +139,200 @@ def test_no_tools_leaves_no_placeholder_and_no_dangling_punctuation(label: str) 
     out = with_tools(label, [])
     assert out and not DANGLING.search(out), out
     assert with_tools(label, ["bash", "grep"]) == label.replace("{tools}", "bash, grep")
+
+
+# ------------------------------------------------------------- render stats
+def buckets(result: Any, s: AutobiographicalStrategy) -> dict[str, dict[str, int]]:
+    """The memories the compiled messages show, bucketed l1 / l2 / l3 (3 and above)."""
+    out: dict[str, dict[str, int]] = {}
+    seen: set[str] = set()
+    for m, (memory, _) in zip(result.messages, result.provenance, strict=True):
+        if memory is None:
+            continue
+        bucket = out.setdefault(f"l{min(3, s.summaries[memory].level)}", {"count": 0, "tokens": 0})
+        if memory not in seen:
+            seen.add(memory)
+            bucket["count"] += 1
+        bucket["tokens"] += COUNTER.count_message(m)
+    return dict(sorted(out.items()))
+
+
+def work(cm: ContextManager) -> dict[str, int]:
+    """The queued work as ``pending_work`` lists it."""
+    lines = cm.pending_work()
+    return {
+        "chunks": sum(1 for w in lines if w.startswith("compress ")),
+        "merges": sum(1 for w in lines if w.startswith("merge ")),
+    }
+
+
+def even(cm: ContextManager, n: int, size: int = 160) -> list[str]:
+    """``n`` messages of exactly ``size`` characters (``size / 4`` tokens each)."""
+    return [
+        cm.add_message("User" if i % 2 == 0 else "Claude", (f"{i:03d}" + "abcdefgh " * 40)[:size])
+        for i in range(n)
+    ]
+
+
+COMPOSITION = ("head", "tail", "middle_raw", "summaries", "summary_levels", "pending", "total")
+
+
+def test_raw_composition_by_hand() -> None:
+    # eight 2-token messages; a 4-token head (two), an 8-token recent window (four)
+    s = strategy(recent_window_tokens=8, head_window_tokens=4)
+    with manager(s) as cm:
+        for i in range(8):
+            cm.add_message("User" if i % 2 == 0 else "Claude", f"short {i}")
+        stats = cm.compile(max_tokens=1000, reserve_for_response=0).render_stats
+        assert {k: stats[k] for k in COMPOSITION} == {
+            "head": {"messages": 2, "tokens": 4},
+            "tail": {"messages": 4, "tokens": 8},
+            "middle_raw": {"messages": 2, "tokens": 4},
+            "summaries": {},
+            "summary_levels": {},
+            "pending": {"chunks": 0, "merges": 0},
+            "total": {"messages": 8, "tokens": 16},
+        }
+        assert stats["tokens"] == stats["request"]["messages"] == 16
+
+
+def test_pending_counts_the_queued_chunks_and_merges() -> None:
+    # 40-token messages; the recent window holds the last two, the 18 before close
+    # four chunks of four (160 tokens, past the 120 target), two stay open
+    s = strategy(recent_window_tokens=80)
+    with manager(s) as cm:
+        even(cm, 20)
+        assert [len(c.source_ids) for c in s.chunks] == [4, 4, 4, 4]
+        first = cm.compile(max_tokens=10_000, reserve_for_response=0).render_stats
+        assert first["pending"] == {"chunks": 4, "merges": 0} == work(cm)
+        for _ in range(3):
+            assert cm.tick()  # three memories: one chunk left, and three L1s to merge
+        second = cm.compile(max_tokens=10_000, reserve_for_response=0).render_stats
+        assert second["pending"] == {"chunks": 1, "merges": 1} == work(cm)
+        assert first["pending"] == {"chunks": 4, "merges": 0}  # each result keeps its own
+        cm.drain()
+        third = cm.compile(max_tokens=500, reserve_for_response=0).render_stats
+        assert third["pending"] == {"chunks": 0, "merges": 0} == work(cm)
+
+
+@pytest.mark.parametrize("budget", [400, 500, 700, 1000])
+def test_levels_three_and_above_bucket_into_l3(budget: int) -> None:
+    s = strategy(recent_window_tokens=80, merge_threshold=2)
+    with manager(s) as cm:
+        even(cm, 140)
+        cm.drain()
+        result = cm.compile(max_tokens=budget, reserve_for_response=0)
+        stats = result.render_stats
+        shown = {memory for memory, _ in result.provenance if memory is not None}
+        levels = {s.summaries[m].level for m in shown}
+        assert levels and max(levels) >= 3
+        assert stats["summaries"] == buckets(result, s)
+        assert stats["summary_levels"] == {
+            f"L{k}": {
+                "count": sum(1 for m in shown if s.summaries[m].level == k),
+                "tokens": sum(
+                    COUNTER.count_message(msg)
+                    for msg, (memory, _) in zip(result.messages, result.provenance, strict=True)
+                    if memory is not None and s.summaries[memory].level == k
+                ),
+            }
+            for k in sorted(levels)
+        }
+        coarse = sum(1 for m in shown if s.summaries[m].level >= 3)
+        assert stats["summaries"].get("l3", {"count": 0})["count"] == coarse
+        assert (max(levels) > 3) is (budget < 1000)  # L4 and above, in l3 too
+
+
+def test_none_before_a_live_compile_and_dry_runs_leave_it() -> None:
+    s = strategy(recent_window_tokens=80)
+    with manager(s) as cm:
+        even(cm, 40)
+        cm.drain()
+        assert cm.get_render_stats() is None
+        preview = cm.preview_context(max_tokens=600, reserve_for_response=0)
+        dry = cm.compile(max_tokens=600, reserve_for_response=0, dry_run=True)
+        assert cm.get_render_stats() is None  # neither was live
+        assert preview.fits and dry.render_stats["summaries"]  # each carries its own
+        assert dry.render_stats["total"]["tokens"] == recount(dry.messages)
+        live = cm.compile(max_tokens=5_000, reserve_for_response=0)
+        kept = cm.get_render_stats()
+        assert kept == live.render_stats and kept["summaries"] == {}
+        cm.compile(max_tokens=600, reserve_for_response=0, dry_run=True)
+        cm.preview_context(max_tokens=600, reserve_for_response=0)
+        assert cm.get_render_stats() == kept
+        kept["total"]["messages"] = -1  # a copy: changing it changes nothing kept
+        live.render_stats["total"]["messages"] = -1
+        assert cm.get_render_stats()["total"]["messages"] == 40
+        cm.set_strategy(strategy(recent_window_tokens=80))
+        assert cm.get_render_stats() is None  # the new strategy loaded the branch
+
+
+# ------------------------------------------------------------------ property
+@st.composite
+def histories(draw: st.DrawFn) -> list[Message]:
+    """Plain turns of random sizes and answered tool rounds, in random order."""
+    out: list[Message] = []
+    for i in range(draw(st.integers(1, 30))):
+        if draw(st.booleans()) and draw(st.booleans()):
+            name = draw(st.sampled_from(["bash", "grep", "edit"]))
+            use = ToolUseBlock(id=f"t{i}", name=name, input={"n": i})
+            size = draw(st.integers(1, 400))
+            out.append(Message(participant="Claude", content=[use]))
+            result = ToolResultBlock(tool_use_id=f"t{i}", content=words(size // 4 + 1, f"r{i}"))
+            out.append(Message(participant="User", content=[result]))
+        else:
+            participant = "User" if len(out) % 2 == 0 else "Claude"
+            out.append(Message.text_message(participant, words(draw(st.integers(1, 60)), f"m{i}")))
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    history=histories(),
+    budget=st.integers(150, 3000),
+    ticks=st.integers(0, 40),
+    label=st.sampled_from([LABEL, "What do you remember from earlier?"]),
+    head=st.sampled_from([0, 30]),
+)
+def test_the_stats_add_up_to_the_request(
+    history: list[Message], budget: int, ticks: int, label: str, head: int
+) -> None:
+    s = strategy(summary_context_label=label, head_window_tokens=head)
+    with manager(s) as cm:
+        ids = [cm.add_message(m.participant, m.content) for m in history]
+        for _ in range(ticks):
+            cm.tick()
+        try:
+            result = cm.compile(max_tokens=budget, reserve_for_response=0)
+        except OverBudgetError:
+            return
+        stats = result.render_stats
+        memory_of = [memory for memory, _ in result.provenance]
+        raw = [m for m, memory in zip(result.messages, memory_of, strict=True) if memory is None]
+        # recounted from the request: every message, raw or half of a recall pair
+        assert stats["total"] == {
+            "messages": len(result.messages),
+            "tokens": recount(result.messages),
+        }
+        assert stats["total"]["tokens"] == stats["request"]["messages"] == stats["tokens"]
+        assert stats["summaries"] == buckets(result, s)
+        parts = [stats[k] for k in ("head", "tail", "middle_raw")]
+        assert sum(p["messages"] for p in parts) == len(raw)
+        assert sum(p["tokens"] for p in parts) == recount(raw)
+        for name, bucket in stats["summaries"].items():  # the finer levels add up
+            finer = [
+                v for k, v in stats["summary_levels"].items() if min(3, int(k[1:])) == int(name[1])
+            ]
+            assert bucket == {
+                "count": sum(v["count"] for v in finer),
+                "tokens": sum(v["tokens"] for v in finer),
+            }
+        # the head and the recent window are raw, at the two ends
+        h, t = stats["head"]["messages"], stats["tail"]["messages"]
+        sources = [ids for _, ids in result.provenance]
+        assert all(m is None for m in memory_of[:h]) and sources[:h] == [(i,) for i in ids[:h]]
+        if t:
+            assert all(m is None for m in memory_of[-t:])
+            assert sources[-t:] == [(i,) for i in ids[-t:]]
+        assert stats["pending"] == work(cm)
+        assert cm.get_render_stats() == stats

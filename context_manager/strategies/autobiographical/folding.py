@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from operator import is_
-from typing import overload
+from typing import Any, overload
 
 import solvers
 
@@ -36,7 +36,7 @@ from .chunking import rebuild_chunks
 from .state import State
 from .tree import Node, Tree, tree
 from .windows import Windows, windows
-from .writer import demand
+from .writer import demand, merge_groups, queued_chunks
 
 __all__ = ["UNFOLD_LEVELS", "blocks", "select", "snapshot"]
 
@@ -120,7 +120,7 @@ def select(
         shown_ids = {i for e in entries for i in e.source_ids}
         dropped = [s.id for s in stored if s.id not in shown_ids]
         raise UncoveredDropError(dropped, "adaptive render")
-    stats = {**plan.stats, "fits": True}
+    stats = {**plan.stats, "fits": True, **_composition(st, ctx, plan.stats)}
     st.cache[("raw",)] = shown
     if not dry_run:
         st.records.commit_frontier([(stored[a].id, stored[b - 1].id, v) for a, b, v in plan.levels])
@@ -129,6 +129,30 @@ def select(
         marks = _cache_breakpoints(st, entries, {s.id for s in stored[: snap.head_end]})
     history = plan.layout.total - budget.fixed_tokens
     return Selection(entries, stats, marks, tokens=history)
+
+
+def _composition(st: State, ctx: StrategyContext, stats: Mapping[str, Any]) -> dict[str, Any]:
+    """A rendered plan's memories in the reference's buckets, its totals and the work
+    queued: ``summaries`` ``l1`` / ``l2`` / ``l3`` (level 3 and above; a level none is
+    shown at is left out), ``summary_levels`` (every level, ``L1`` ... ``Lk``),
+    ``pending`` ``{chunks, merges}`` and ``total`` (a memory counts as two messages)."""
+    levels: dict[str, dict[str, int]] = stats.get("summaries", {})
+    buckets: dict[str, dict[str, int]] = {}
+    for name, shown in levels.items():
+        bucket = buckets.setdefault(f"l{min(3, int(name[1:]))}", {"count": 0, "tokens": 0})
+        bucket["count"] += shown["count"]
+        bucket["tokens"] += shown["tokens"]
+    raw = [stats["head"], stats["tail"], stats["middle_raw"]]
+    memories = buckets.values()
+    return {
+        "summaries": dict(sorted(buckets.items())),
+        "summary_levels": levels,
+        "pending": {"chunks": len(queued_chunks(st, ctx)), "merges": len(merge_groups(st, ctx))},
+        "total": {
+            "messages": sum(r["messages"] for r in raw) + 2 * sum(b["count"] for b in memories),
+            "tokens": sum(r["tokens"] for r in raw) + sum(b["tokens"] for b in memories),
+        },
+    }
 
 
 def _suggestion(st: State, error: OverBudgetError, window: int) -> str:
