@@ -336,3 +336,23 @@ def test_the_stats_add_up_to_the_request(
             assert sources[-t:] == [(i,) for i in ids[-t:]]
         assert stats["pending"] == work(cm)
         assert cm.get_render_stats() == stats
+
+
+def test_the_recall_header_template_takes_the_tools_placeholder_too() -> None:
+    s = strategy(adaptive_resolution=False, recall_header_template="[Recall {id}: {tools}]")
+    with manager(s) as cm:
+        called = with_tool_rounds(cm, 6, 30)
+        cm.drain()
+        result = cm.compile(max_tokens=1500, reserve_for_response=0)
+        questions = [
+            (q.text, result.provenance[k + 1])
+            for k, (q, (memory, _)) in enumerate(
+                zip(result.messages, result.provenance, strict=True)
+            )
+            if memory is not None and q.participant == "Context Manager"
+        ]
+        assert questions, "the budget folds some history"
+        for text, (memory, span) in questions:
+            names = list(dict.fromkeys(called[i] for i in span if i in called))
+            expected = f"[Recall {memory}: {', '.join(names)}]" if names else f"[Recall {memory}]"
+            assert text == expected

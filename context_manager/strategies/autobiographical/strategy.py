@@ -65,11 +65,14 @@ class AutobiographicalStrategy(Strategy):
         except solvers.SolverConfigError as exc:
             raise ConfigError(f"solver_options for folding_strategy={method!r}: {exc}") from None
         try:
-            self.config.recall_header_template.format(id="L1-0", level=1, first="a", last="b")
+            self.config.recall_header_template.format(
+                id="L1-0", level=1, first="a", last="b", tools="lookup"
+            )
         except (KeyError, IndexError, ValueError) as exc:
             raise ConfigError(
                 f"recall_header_template={self.config.recall_header_template!r} is invalid "
-                f"({exc!r}); use only the fields {{id}}, {{level}}, {{first}} and {{last}}"
+                f"({exc!r}); use only the fields {{id}}, {{level}}, {{first}}, {{last}} and "
+                "{{tools}}"
             ) from None
         self.state = State(self.config, Records.empty())
         """Everything held between calls (:class:`~.state.State`)."""
