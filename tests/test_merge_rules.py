@@ -3,7 +3,7 @@
 Which runs of parentless memories merge and in what groups (the newest run by the
 threshold, never leaving one memory behind; a stranded run whole, in even groups), the
 tick's order between a merge and the next chunk (a merge whose last attempt failed lets
-one chunk go first).
+one chunk go first), and ``hierarchical=False`` (one level, no merges).
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ from context_manager import (
     OverBudgetError,
 )
 from context_manager.strategies.autobiographical import (
+    AutobiographicalConfig,
     AutobiographicalStrategy,
     SummaryEntry,
+    folding,
 )
-from context_manager.strategies.autobiographical.writer import merge_sizes
+from context_manager.strategies.autobiographical.writer import demand, merge_sizes
 from context_manager.summarizer import MEMORY_MARKER, Usage
 
 Answer = Callable[[CompletionRequest, int], Completion]
@@ -288,6 +290,45 @@ def test_a_merge_a_compile_asked_for_stops_at_its_attempt_limit() -> None:
     assert strategy.state.demanded_merges == [l1]
     assert cm.drain(max_ticks=50) == 2  # refused twice, then given up on
     assert sum(map(is_merge, script.requests)) == 2 and cm.is_ready()
+    cm.close()
+
+
+# ---------------------------------------------------------------- one level only
+def test_hierarchical_false_is_accepted() -> None:
+    config = AutobiographicalConfig(compression_model="m", hierarchical=False)
+    assert config.hierarchical is False
+    assert AutobiographicalConfig().hierarchical is True
+    assert AutobiographicalStrategy(compression_model="m", hierarchical=False).config == config
+    assert AutobiographicalConfig.model_fields["hierarchical"].description
+
+
+def test_hierarchical_false_never_merges_while_the_agent_runs_long(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[tuple[int, int, int]] = []  # what the solvers asked the writer for
+
+    def spy(*args: Any) -> None:
+        asked.extend(args[2])
+        demand(*args)
+
+    monkeypatch.setattr(folding, "demand", spy)
+    script = Script()
+    cm, strategy = open_cm(script, hierarchical=False, merge_threshold=2)
+    refused = 0
+    for i in range(160):
+        cm.add_message("User" if i % 2 else "Claude", words(20, f"m{i}"))
+        cm.drain()
+        try:  # forty L1s do not fit: a single level stops fitting and is refused
+            cm.compile(max_tokens=600, reserve_for_response=100)
+        except OverBudgetError:
+            refused += 1
+    assert refused > 0 and any(level >= 2 for level, _, _ in asked)  # coarser was asked for
+    assert len(strategy.chunks) == 40 and all(c.compressed for c in strategy.chunks)
+    assert {s.level for s in strategy.summaries.values()} == {1}
+    assert all(s.parent_id is None for s in strategy.summaries.values())
+    assert len(script.requests) == 40 and not any(is_merge(r) for r in script.requests)
+    assert strategy.merge_groups(cm._ctx) == [] and strategy.state.demanded_merges == []
+    assert cm.is_ready() and not any(w.startswith("merge") for w in cm.pending_work())
     cm.close()
 
 

@@ -81,6 +81,13 @@ class AutobiographicalConfig(BaseModel):
         description="Text-only chunks with fewer non-space characters get a stub memory, "
         "without a summariser call.",
     )
+    hierarchical: bool = Field(
+        default=True,
+        description="True: memories merge into memories of the next level, without a fixed "
+        "top. False: a single level, L1 memories only; nothing is ever merged (neither by "
+        "``merge_threshold`` nor when a compile asks for a coarser memory), so the fully "
+        "folded history grows with its length.",
+    )
     merge_threshold: int = Field(
         default=6,
         ge=2,
@@ -94,7 +101,8 @@ class AutobiographicalConfig(BaseModel):
         "odd run has one group of three. Unlike the reference, whose merge queue fixes a "
         "group when it is enqueued, the groups are worked out again before each merge, so a "
         "newest run that grew while its merge failed merges by the rule at its new length; "
-        "and a merge over a held message waits without stopping other work.",
+        "and a merge over a held message waits without stopping other work. Ignored unless "
+        "``hierarchical``.",
     )
     merge_from: Literal["below", "memories"] = Field(
         default="below",

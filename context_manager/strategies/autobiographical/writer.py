@@ -3,7 +3,7 @@
 Work is compressing a closed chunk into an L1 memory (past the
 ``l1_holdback_chunks`` newest, unless a compile asked for it) or merging a run of
 contiguous parentless memories of one level into the next, in the groups
-:func:`merge_sizes` gives. :func:`tick` does one
+:func:`merge_sizes` gives (none unless ``hierarchical``). :func:`tick` does one
 unit of work, the one that frees more context first, except that a merge whose last
 attempt failed lets one chunk go first. Every answer that is not
 memory counts against the chunk's or merge's attempt limit, persisted. A chunk with
@@ -133,11 +133,14 @@ def merge_sizes(length: int, threshold: int, *, newest: bool) -> list[int]:
 
 def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
     """Groups of contiguous parentless siblings ready to merge, oldest first: those a
-    compile asked for, then each run's groups by :func:`merge_sizes`. A group given up
-    on (``merge_attempt_limit`` answers that were not memory, until ``retry_given_up``),
-    backing off after a failed call or over a held message is left out; after a backoff
-    or a hold it comes back in its place."""
+    compile asked for, then each run's groups by :func:`merge_sizes`. None when the
+    strategy is not ``hierarchical``. A group given up on (``merge_attempt_limit``
+    answers that were not memory, until ``retry_given_up``), backing off after a failed
+    call or over a held message is left out; after a backoff or a hold it comes back in
+    its place."""
     cfg = st.config
+    if not cfg.hierarchical:
+        return []
     stored = ctx.messages()
     index = st.positions(ctx, stored)
     held = ctx.held_ids()
@@ -207,11 +210,13 @@ def demand(
 ) -> None:
     """Queue what a solver asked for (``(level, first, last)`` message indices): L1s of
     closed chunks in range (past the holdback), or one merge of the contiguous
-    parentless summaries one level below in range."""
+    parentless summaries one level below in range (none unless ``hierarchical``)."""
     if not produce:
         return
     index = st.positions(ctx, stored)
     for level, lo, hi in produce:
+        if level >= 2 and not st.config.hierarchical:
+            continue  # a single level: nothing is merged, whatever a solver would like
         if level == 1:
             for chunk in st.open_chunks(ctx):
                 spots = [index[i] for i in chunk.source_ids if i in index]
