@@ -46,6 +46,7 @@ from .strategies import PassthroughStrategy, Strategy
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
 from .thinking import NotedRow, RequestIdentity, StrippedThinking, ThinkingBinding, ThinkingStrip
 from .tokens import ByteHeuristicCounter, CharsCounter, TiktokenCounter, TokenCounter
+from .window import UnknownRowError, WindowStatus
 
 if TYPE_CHECKING:
     from .providers import AnthropicSummarizer, OpenAISummarizer
@@ -95,6 +96,8 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "UncoveredDropError",
+    "UnknownRowError",
+    "WindowStatus",
     "enforce_tool_pairs",
     "tool_pair_problems",
 ]

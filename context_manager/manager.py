@@ -55,6 +55,14 @@ from .thinking import (
     bind,
 )
 from .tokens import TiktokenCounter, TokenCounter, compact_json
+from .window import (
+    RecordKind,
+    UnknownRowError,
+    WindowIndex,
+    WindowRecord,
+    WindowStatus,
+    check_ids,
+)
 
 __all__ = [
     "INJECTION_PREFIX",
@@ -837,12 +845,31 @@ class _Derived:
         self.unsaved.discard(i)
 
 
-class _Forms(Sequence[SendForm]):
-    """The send forms of the live messages, each built when first read."""
+def _copy_derived(source: _Derived | None, n: int) -> _Derived:
+    """Per-message values for ``n`` messages: a copy of ``source`` (values of the same
+    messages in the same order), or all stale without one. Never saved."""
+    derived = _Derived()
+    if source is not None and source.loaded and len(source.tokens) == n:
+        derived.tokens, derived.tied = list(source.tokens), list(source.tied)
+        derived.raw, derived.forms = list(source.raw), list(source.forms)
+        derived.stale = set(source.stale)
+    else:
+        derived.tokens, derived.tied = [0] * n, [False] * n
+        derived.raw, derived.forms = [-1] * n, [None] * n
+        derived.stale = set(range(n))
+    derived.loaded = True
+    return derived
 
-    def __init__(self, manager: ContextManager) -> None:
-        self._manager = manager
-        self._n = len(manager._messages())
+
+class _Forms(Sequence[SendForm]):
+    """The send forms of a list of messages (the record, or the window), each built when
+    first read: ``form(i)`` builds and keeps the form of message ``i`` in
+    ``derived.forms``."""
+
+    def __init__(self, n: int, derived: _Derived, form: Callable[[int], SendForm]) -> None:
+        self._n = n
+        self._derived = derived
+        self._form = form
 
     def __len__(self) -> int:
         return self._n
@@ -856,20 +883,20 @@ class _Forms(Sequence[SendForm]):
     def __getitem__(self, index: int | slice) -> SendForm | list[SendForm]:
         if isinstance(index, slice):
             start, stop, step = index.indices(self._n)
-            forms = self._manager._derived.forms[start:stop:step]
+            forms = self._derived.forms[start:stop:step]
             for k, form in enumerate(forms):
                 if form is None:  # not built yet
-                    forms[k] = self._manager._form(start + k * step)
+                    forms[k] = self._form(start + k * step)
             return forms  # type: ignore[return-value]
         if index < 0:
             index += self._n
         if not 0 <= index < self._n:
             raise IndexError(index)
-        return self._manager._form(index)
+        return self._form(index)
 
     def __iter__(self) -> Iterator[SendForm]:
         for i in range(self._n):
-            yield self._manager._form(i)
+            yield self._form(i)
 
 
 class ContextManager:
@@ -913,6 +940,15 @@ class ContextManager:
         self._thinking_slot = f"{namespace}/thinking-binding"
         """Where the branch's record of the last request it sent lives (a snapshot slot:
         each branch sees its own)."""
+        self._window_slot = f"{namespace}/window"
+        """Where the agent's window is kept: one record per call that changed it (an
+        append slot: a branch sees the records up to its branch point)."""
+        self._window: WindowIndex | None = None
+        """The window as its records leave it (read when first needed)."""
+        self._view_cache: list[StoredMessage] | None = None
+        """Once a host presents: the window's rows the record holds, in window order."""
+        self._view_derived = _Derived()
+        """The per-message values of :attr:`_view_cache`, aligned with it."""
         self._clock = clock
         self._holds: dict[str, float | None] = {}
         self._tools: list[dict[str, Any]] | None = None
@@ -936,11 +972,11 @@ class ContextManager:
         self._ctx = StrategyContext(
             store=store,
             namespace=namespace,
-            messages=self._messages,
+            messages=self._view,
             count=self._count,
-            forms=self._sent_forms,
-            sent=self._sent,
-            sent_revision=lambda: self._derived.revision,
+            forms=self._view_forms,
+            sent=self._view_sent,
+            sent_revision=self._view_revision,
             version=lambda: self._version,
             counter=self._saved_counts,
             summarizer=summarizer,
@@ -1116,7 +1152,9 @@ class ContextManager:
         ``hold`` (True, or a timeout in seconds) holds it out of compression
         before the strategy hears of it. The message and whatever the strategy
         records for it (a closed chunk) are one transaction: a call that raises
-        stored nothing.
+        stored nothing. While the window is the record the message enters it at once
+        (the strategy's ``on_presented``); once a host presents rows
+        (:meth:`present_rows`), it enters the window only when presented.
 
         Raises
         ------
@@ -1147,7 +1185,8 @@ class ContextManager:
             self._save_derived()
             if hold:
                 self.hold_compression([item.id], timeout=None if hold is True else float(hold))
-            self._strategy.on_new_message(self._ctx, stored)
+            if not self._presenting():  # else the row waits for present_rows
+                self._tell_presented([stored])
         if self._ticker is not None:
             self._ticker.wake()
         return item.id
@@ -1175,13 +1214,18 @@ class ContextManager:
             at = self._position(message_id)
             self._cache[at] = StoredMessage(item.id, item.seq, new, item.rev)
             self._derived.edited(at, len(self._cache))
+        self._view_edited(StoredMessage(item.id, item.seq, new, item.rev))
 
     @_operation(writes=True)
     def remove_message(self, message_id: str) -> None:
         """Remove a message from the record (and drop its hold).
 
         The strategy hears of it in the same transaction (memories over the message
-        are dropped and what they kept is remembered again).
+        are dropped and what they kept is remembered again): through
+        ``on_messages_removed`` while the window is the record, and once a host
+        presents through ``on_retracted``, when the window held the message (which it
+        then no longer does). Other managers on the store do not hear of it
+        (:meth:`retract_removed`).
 
         Raises
         ------
@@ -1256,7 +1300,12 @@ class ContextManager:
                 for at in sorted((self._position(i) for i in ids), reverse=True):
                     del self._cache[at]
                     self._derived.removed(at, len(self._cache))
-            self._strategy.on_messages_removed(self._ctx, list(ids))
+            if not self._presenting():
+                self._strategy.on_messages_removed(self._ctx, list(ids))
+            else:  # the rows the window held leave it; the others were never shown
+                held = self._window_index().held_among(ids)
+                if held:
+                    self._take_out(held)
 
     @_operation(writes=True)
     def add_context_entry(
@@ -1652,6 +1701,11 @@ class ContextManager:
         derived = self._derived
         if not derived.loaded:
             derived.load(stored, self._store.derived_items(self._derived_scope), self._tokens)
+        self._fill(stored, derived)
+        return derived.tokens, derived.tied
+
+    def _fill(self, stored: Sequence[StoredMessage], derived: _Derived) -> None:
+        """Compute the stale values of ``derived`` (aligned with ``stored``)."""
         if derived.stale:
             count = self._counter.count_message
             n = len(stored)
@@ -1670,13 +1724,12 @@ class ContextManager:
                     derived.unsaved.add(i)
             derived.stale.clear()
             derived.revision = next(_REVISIONS)
-        return derived.tokens, derived.tied
 
     def _sent_forms(self) -> tuple[Sequence[SendForm], Sequence[int]]:
         """What each live message is sent as when shown raw (:func:`~.pairing.send_form`)
         and its tokens, aligned with the messages; the forms are built when read."""
         tokens, _ = self._sent()
-        return _Forms(self), tokens
+        return _Forms(len(self._messages()), self._derived, self._form), tokens
 
     def _form(self, i: int) -> SendForm:
         """The send form of live message ``i`` (built once, until it changes)."""
@@ -2221,7 +2274,7 @@ class ContextManager:
                 raw.update(ids)
             else:
                 spans.setdefault(memory, set()).update(ids)
-        position = {s.id: k for k, s in enumerate(self._messages())}
+        position = {s.id: k for k, s in enumerate(self._view())}
         folded = []
         for memory, covered in spans.items():
             order = sorted((i for i in covered if i in position), key=position.__getitem__)
@@ -2600,6 +2653,589 @@ class ContextManager:
         """One summary, or None."""
         return getattr(self._strategy, "summaries", {}).get(summary_id)
 
+    # ------------------------------------------------------------------ windows
+    # One record, a window per agent: until a host presents (present_rows, or a
+    # retract_rows naming a row) the window is the record and costs nothing; after
+    # that the strategy and compiles read the window (see context_manager.window).
+    @property
+    def presenting(self) -> bool:
+        """True once a host presents rows: the window is no longer the record itself
+        but grows only through :meth:`present_rows`.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     before = cm.presenting
+        ...     _ = cm.present_rows([])  # a host's boot: the window starts as the record
+        ...     before, cm.presenting
+        (False, True)
+        """
+        return self._is_presenting()
+
+    @_operation()
+    def _is_presenting(self) -> bool:
+        return self._presenting()
+
+    @_operation(writes=True)
+    def present_rows(self, ids: Sequence[str]) -> list[str]:
+        """Show rows of the record to this manager's agent: they enter its window, in
+        the order given, after every row it holds; returns the rows that entered.
+
+        The first call (``present_rows([])`` included: a host's boot) writes the window
+        down as it stands, the record itself, and from then on the window grows only
+        through this call: a message added later waits until it is presented, whoever
+        added it. A row the window holds already, or named twice, enters once; a row
+        presented again after :meth:`retract_rows` enters at the end, with a new
+        ordinal (:meth:`ordinal_of`). The strategy hears the rows that entered
+        (``on_presented``) in the same transaction, and each call is one record of the
+        store, so the window survives a reopen and follows branches.
+
+        Parameters
+        ----------
+        ids : sequence of str
+            Message ids of the record, in the order the agent is shown them.
+
+        Returns
+        -------
+        list of str
+            The rows that entered the window, in order (empty when it held them all).
+
+        Raises
+        ------
+        UnknownRowError
+            When an id names no message of the record (a ``KeyError``; nothing is
+            presented, nor written down).
+        ConfigError
+            When ``ids`` is a single string or holds something other than strings.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.present_rows([])
+        ...     mine = cm.add_message("User", "my question")
+        ...     theirs = cm.add_message("Other", "another agent's note")
+        ...     before = [m.message.text for m in cm.get_window_messages()]
+        ...     entered = cm.present_rows([theirs, mine, theirs])
+        ...     after = [m.text for m in cm.compile(max_tokens=500).messages]
+        >>> before, entered == [theirs, mine], after
+        ([], True, ["another agent's note", 'my question'])
+        """
+        wanted = check_ids(ids)
+        rows = self._rows_named(wanted, "ids", "present only rows add_message stored")
+        self._write_down()
+        new = self._window_index().new_rows(wanted)
+        if not new:
+            return []
+        self._write_window("present", new)
+        entered = [rows[i] for i in new]
+        if self._view_cache is not None:
+            for stored in entered:
+                self._view_cache.append(stored)
+                self._view_derived.appended(len(self._view_cache))
+        self._tell_presented(entered)
+        if self._ticker is not None:
+            self._ticker.wake()
+        return new
+
+    @_operation(writes=True)
+    def retract_rows(self, ids: Sequence[str]) -> list[str]:
+        """Take rows out of this manager's window (an undone turn); returns the rows
+        taken out.
+
+        A retracted row leaves a hole: the other rows keep their ordinals, and the row
+        stays in the record (:meth:`window_status_of` says ``"undone"``) until
+        :meth:`present_rows` shows it again, at the end of the window. The strategy
+        hears the rows that left (``on_retracted``) in the same transaction: the
+        autobiographical strategy drops the memories over them and remembers again
+        what those memories kept. While the window is the record, a call that names a
+        row writes the window down first (as :meth:`present_rows` does), so from then
+        on the window grows only by presentation; one that names none changes nothing.
+
+        Parameters
+        ----------
+        ids : sequence of str
+            Rows to take out; a row the window does not hold is skipped.
+
+        Returns
+        -------
+        list of str
+            The rows taken out, each once, in the order given.
+
+        Raises
+        ------
+        UnknownRowError
+            When an id names neither a message of the record nor a row the window
+            holds (nothing is taken out).
+        ConfigError
+            When ``ids`` is a single string or holds something other than strings.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     ask = cm.add_message("User", "question")
+        ...     reply = cm.add_message("Claude", "a reply to undo")
+        ...     out = cm.retract_rows([reply])
+        ...     sent = [m.text for m in cm.compile(max_tokens=500).messages]
+        ...     status = cm.window_status_of(reply)
+        >>> out == [reply], sent, status
+        (True, ['question'], 'undone')
+        """
+        wanted = check_ids(ids)
+        window = self._window_index()
+        record = self._record_ids(wanted)
+        unknown = [i for i in dict.fromkeys(wanted) if i not in record and not window.holds(i)]
+        if unknown:
+            raise UnknownRowError(
+                "ids",
+                unknown,
+                self._where(),
+                "retract only rows the window holds (retract_removed takes out rows "
+                "another manager removed)",
+            )
+        if not wanted:
+            return []
+        self._write_down()
+        out = self._window_index().held_among(wanted)
+        if out:
+            self._take_out(out)
+        return out
+
+    @_operation(writes=True)
+    def retract_removed(self, ids: Sequence[str]) -> list[str]:
+        """Take out of this window rows another manager removed from the shared record;
+        returns the rows taken out.
+
+        A removal through another manager is not heard here: the record no longer
+        holds the rows, but this window (and this manager's strategy) still does. This
+        call takes them out and tells the strategy (``on_retracted``, by id alone: the
+        store no longer holds the rows), so a folding strategy drops the memories over
+        them as the remover's did. While the window is the record the rows are out of
+        it already and nothing is written, but the strategy is still told. A row the
+        window does not hold is skipped.
+
+        Raises
+        ------
+        ConfigError
+            When a row is still in the record (use :meth:`retract_rows`), or ``ids`` is
+            a single string or holds something other than strings.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager, Store
+        >>> with Store.open(":memory:") as store:
+        ...     a = ContextManager.open(store=store, namespace="a", counter=CharsCounter())
+        ...     b = ContextManager.open(store=store, namespace="b", counter=CharsCounter())
+        ...     _ = b.present_rows([])
+        ...     row = a.add_message("User", "shared, then removed")
+        ...     _ = b.present_rows([row])
+        ...     a.remove_message(row)
+        ...     before = b.ordinal_of(row)
+        ...     out = b.retract_removed([row])
+        ...     after = b.ordinal_of(row)
+        ...     a.close(); b.close()
+        >>> before, out == [row], after
+        (0, True, None)
+        """
+        wanted = list(dict.fromkeys(check_ids(ids)))
+        record = self._record_ids(wanted)
+        still = [i for i in wanted if i in record]
+        if still:
+            shown = ", ".join(repr(i) for i in still[:5])
+            raise ConfigError(
+                f"retract_removed() takes out rows the record no longer holds, but "
+                f"{shown} {'is' if len(still) == 1 else 'are'} still in it; take a row "
+                "the record holds out of the window with retract_rows()"
+            )
+        if not self._presenting():
+            if wanted:
+                self._tell_retracted(wanted)
+            return []
+        out = self._window_index().held_among(wanted)
+        if out:
+            self._take_out(out)
+        return out
+
+    @_operation(writes=True)
+    def retract_absent_rows(self) -> list[str]:
+        """Take out of this window every row it holds that the record no longer does (a
+        host's boot pass over rows other managers removed); returns them, in window
+        order.
+
+        The strategy is told as by :meth:`retract_removed`. While the window is the
+        record it holds nothing the record lacks: nothing changes.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager, Store
+        >>> with Store.open(":memory:") as store:
+        ...     a = ContextManager.open(store=store, namespace="a", counter=CharsCounter())
+        ...     b = ContextManager.open(store=store, namespace="b", counter=CharsCounter())
+        ...     rows = [a.add_message("User", f"m{i}") for i in range(3)]
+        ...     _ = b.present_rows(rows)
+        ...     a.remove_message(rows[1])
+        ...     out = b.retract_absent_rows()
+        ...     again = b.retract_absent_rows()
+        ...     a.close(); b.close()
+        >>> out == [rows[1]], again
+        (True, [])
+        """
+        if not self._presenting():
+            return []
+        window = self._window_index()
+        held = window.held()
+        record = self._record_ids(held)
+        out = [i for i in held if i not in record]
+        if out:
+            self._take_out(out)
+        return out
+
+    @_operation()
+    def get_unpresented_messages(self, *, after_sequence: int | None = None) -> list[StoredMessage]:
+        """The messages of the record that arrived and were never presented to this
+        manager's agent, oldest first (what a host presents at the agent's next turn
+        start or tool boundary); with ``after_sequence``, only those stored after it.
+
+        Rows presented and retracted since (``"undone"``) are not listed; while the
+        window is the record every row is in it, and none is listed.
+
+        Raises
+        ------
+        ConfigError
+            For an ``after_sequence`` that is not an int of at least 0.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.add_message("User", "seen")
+        ...     _ = cm.present_rows([])
+        ...     mark = cm.current_sequence()
+        ...     _ = cm.add_message("Other", "arrived since")
+        ...     waiting = [m.message.text for m in cm.get_unpresented_messages()]
+        ...     later = cm.get_unpresented_messages(after_sequence=cm.current_sequence())
+        >>> waiting, later
+        (['arrived since'], [])
+        """
+        if after_sequence is not None and (
+            isinstance(after_sequence, bool)
+            or not isinstance(after_sequence, int)
+            or after_sequence < 0
+        ):
+            raise ConfigError(
+                f"after_sequence must be a store sequence (an int >= 0, such as "
+                f"current_sequence()), got {after_sequence!r}"
+            )
+        if not self._presenting():
+            return []
+        window = self._window_index()
+        stored = self._messages()
+        start = len(stored)
+        if after_sequence is None:
+            start = 0
+        else:  # the record is in sequence order: only the newest are read
+            while start > 0 and stored[start - 1].seq > after_sequence:
+                start -= 1
+        return [s for s in stored[start:] if not window.holds(s.id) and not window.was_undone(s.id)]
+
+    @_operation()
+    def get_window_messages(self) -> list[StoredMessage]:
+        """The messages of this manager's window, in window order: what its strategy
+        reads and its compiles send from (the record, :meth:`get_messages`, until a
+        host presents; then the rows presented and not retracted that the record still
+        holds).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     first = cm.add_message("User", "one")
+        ...     second = cm.add_message("User", "two")
+        ...     _ = cm.retract_rows([first])
+        ...     _ = cm.present_rows([first])
+        ...     [m.message.text for m in cm.get_window_messages()]
+        ['two', 'one']
+        """
+        return list(self._view())
+
+    @_operation()
+    def ordinal_of(self, message_id: str) -> int | None:
+        """A row's place in this manager's window: None when the window does not hold it.
+
+        Once a host presents, ordinals never move: a retraction leaves a hole (the rows
+        after it keep theirs), and a row presented again takes a new ordinal, after
+        every other. The write-down gives the record's rows ``0 .. n-1``. While the
+        window is the record, the ordinal is the row's position in it, which a removal
+        before it moves.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     a, b, c = (cm.add_message("User", t) for t in ("a", "b", "c"))
+        ...     _ = cm.retract_rows([b])
+        ...     holes = [cm.ordinal_of(x) for x in (a, b, c)]
+        ...     _ = cm.present_rows([b])
+        ...     redone = cm.ordinal_of(b)
+        >>> holes, redone
+        ([0, None, 2], 3)
+        """
+        if not self._presenting():
+            try:
+                return self._position(message_id)
+            except KeyError:
+                return None
+        return self._window_index().ordinal_of(message_id)
+
+    @_operation()
+    def window_status_of(self, message_id: str) -> WindowStatus:
+        """Where a row stands for this manager's agent: ``"in"`` its window, ``"out"``
+        of it (in the record, never presented), ``"undone"`` (presented, then
+        retracted) or ``"absent"`` from the record (never stored, or removed).
+
+        While the window is the record, every row of the record is ``"in"``.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     shown = cm.add_message("User", "shown")
+        ...     _ = cm.present_rows([])
+        ...     waiting = cm.add_message("User", "not shown yet")
+        ...     _ = cm.retract_rows([shown])
+        ...     [cm.window_status_of(x) for x in (shown, waiting, "404")]
+        ['undone', 'out', 'absent']
+        """
+        return self._window_index().status(
+            message_id, in_record=bool(self._record_ids([message_id]))
+        )
+
+    def current_sequence(self) -> int:
+        """The store's sequence now, on the current branch (:attr:`sequence`): read
+        after a :meth:`present_rows`, a presentation boundary to branch or list
+        unpresented rows from.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     before = cm.current_sequence()
+        ...     _ = cm.add_message("User", "hello")
+        ...     cm.current_sequence() > before
+        True
+        """
+        return self.sequence
+
+    @_operation()
+    def branch_sequence_of(self, message_id: str) -> int:
+        """The sequence :meth:`branch_at` cuts at for ``message_id``, without branching.
+
+        A row's own sequence while the window is the record, and for a row the window
+        does not hold (a retracted one included) or holds from its write-down (the new
+        branch is then in legacy mode, its window the record up to the row). For a row
+        a :meth:`present_rows` call entered, the sequence of that call, so the branch's
+        window holds the row.
+
+        Raises
+        ------
+        UnknownRowError
+            When ``message_id`` names no message of the record (a ``KeyError``).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.present_rows([])
+        ...     row = cm.add_message("User", "presented later")
+        ...     stored = cm.get_messages()[-1].seq
+        ...     _ = cm.present_rows([row])
+        ...     cm.branch_sequence_of(row) == cm.current_sequence() > stored
+        True
+        """
+        try:
+            at = self._position(message_id)
+        except KeyError:
+            raise UnknownRowError(
+                "message_id",
+                [message_id],
+                self._where(),
+                f"no message with id {message_id!r}; branch at a stored message",
+            ) from None
+        own = self._messages()[at].seq
+        entered = self._window_index().entered_at(message_id)
+        return own if entered is None else max(own, entered)
+
+    def _where(self) -> str:
+        return f"on branch {self._store.branch!r}"
+
+    def _window_index(self) -> WindowIndex:
+        """The window as its records leave it (read on first use after a resync)."""
+        if self._window is None:
+            try:
+                records = [
+                    WindowRecord.from_body(i.body, i.seq)
+                    for i in self._store.items(self._window_slot)
+                ]
+            except ValueError as exc:
+                raise ContextManagerError(
+                    f"slot {self._window_slot!r} holds a record this code did not write "
+                    f"({exc}); open the store under another namespace"
+                ) from None
+            self._window = WindowIndex.replay(records)
+        return self._window
+
+    def _presenting(self) -> bool:
+        return not self._window_index().legacy
+
+    def _record_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the record holds (a few are looked up from the newest end,
+        many through one index of the record)."""
+        if len(ids) <= 8:
+            found = set()
+            for i in ids:
+                with suppress(KeyError):
+                    self._position(i)
+                    found.add(i)
+            return found
+        wanted = set(ids)
+        return {s.id for s in self._messages() if s.id in wanted}
+
+    def _rows_named(self, ids: Sequence[str], field: str, fix: str) -> dict[str, StoredMessage]:
+        """The stored messages ``ids`` name, by id.
+
+        Raises
+        ------
+        UnknownRowError
+            Naming every id the record does not hold.
+        """
+        stored = self._messages()
+        rows: dict[str, StoredMessage] = {}
+        if len(ids) <= 8:
+            for i in ids:
+                with suppress(KeyError):
+                    rows[i] = stored[self._position(i)]
+        else:
+            wanted = set(ids)
+            rows = {s.id: s for s in stored if s.id in wanted}
+        unknown = [i for i in dict.fromkeys(ids) if i not in rows]
+        if unknown:
+            raise UnknownRowError(field, unknown, self._where(), fix)
+        return rows
+
+    def _write_window(self, kind: RecordKind, ids: list[str]) -> None:
+        """Store one record of the window and apply it."""
+        body = WindowRecord(kind, tuple(ids)).body()
+        item = self._store.append(self._window_slot, body)
+        self._window_index().apply(WindowRecord(kind, tuple(ids), item.seq))
+
+    def _write_down(self) -> None:
+        """Leave legacy mode: the window, as it stands (the record), becomes a record."""
+        if self._presenting():
+            return
+        record = self._messages()
+        self._write_window("write-down", [s.id for s in record])
+        self._view_cache = list(record)  # the same rows, in the same order
+        self._view_derived = _copy_derived(self._derived, len(record))
+        if not self._derived.loaded:
+            self._take_saved(self._view_cache, self._view_derived)
+
+    def _take_out(self, ids: list[str]) -> None:
+        """Tombstone rows the window holds, drop them from the view and tell the
+        strategy (part of the open transaction)."""
+        self._write_window("retract", ids)
+        view = self._view_cache
+        if view is not None:
+            gone = set(ids)
+            for at in range(len(view) - 1, -1, -1):
+                if view[at].id in gone:
+                    del view[at]
+                    self._view_derived.removed(at, len(view))
+        self._version += 1
+        self._tell_retracted(ids)
+        if self._ticker is not None:
+            self._ticker.wake()
+
+    def _tell_presented(self, rows: list[StoredMessage]) -> None:
+        """The strategy hears rows enter the window (``on_presented``; a strategy
+        without it hears each through ``on_new_message``)."""
+        hook = getattr(self._strategy, "on_presented", None)
+        if hook is None:
+            for stored in rows:
+                self._strategy.on_new_message(self._ctx, stored)
+        else:
+            hook(self._ctx, rows)
+
+    def _tell_retracted(self, ids: list[str]) -> None:
+        """The strategy hears rows leave the window (``on_retracted``; a strategy
+        without it hears them through ``on_messages_removed``)."""
+        hook = getattr(self._strategy, "on_retracted", None)
+        if hook is None:
+            self._strategy.on_messages_removed(self._ctx, ids)
+        else:
+            hook(self._ctx, ids)
+
+    def _view(self) -> list[StoredMessage]:
+        """What the strategy reads (``StrategyContext.messages``): the record until a
+        host presents; then the window's rows the record holds, in window order."""
+        window = self._window_index()
+        if window.legacy:
+            return self._messages()
+        if self._view_cache is None:
+            live = {s.id: s for s in self._messages()}
+            view = [live[i] for i in window.held() if i in live]
+            derived = _copy_derived(None, len(view))
+            self._take_saved(view, derived)
+            self._view_cache, self._view_derived = view, derived
+        return self._view_cache
+
+    def _take_saved(self, view: list[StoredMessage], derived: _Derived) -> None:
+        """Take the saved per-message values that still hold for the rows of ``view``
+        (those computed with the same neighbours)."""
+        if not view or not derived.stale:
+            return
+        rows = self._store.derived_items(self._derived_scope, [int(s.id) for s in view])
+        derived.take(view, rows, sorted(derived.stale))
+
+    def _view_sent(self) -> tuple[Sequence[int], Sequence[bool]]:
+        """``StrategyContext.sent`` over :meth:`_view`."""
+        if not self._presenting():
+            return self._sent()
+        view = self._view()
+        derived = self._view_derived
+        self._fill(view, derived)
+        return derived.tokens, derived.tied
+
+    def _view_forms(self) -> tuple[Sequence[SendForm], Sequence[int]]:
+        """``StrategyContext.forms`` over :meth:`_view`."""
+        if not self._presenting():
+            return self._sent_forms()
+        tokens, _ = self._view_sent()
+        return _Forms(len(self._view()), self._view_derived, self._view_form), tokens
+
+    def _view_form(self, i: int) -> SendForm:
+        derived = self._view_derived
+        form = derived.forms[i]
+        if form is None:
+            form = derived.forms[i] = self._form_at(self._view(), i)
+        return form
+
+    def _view_revision(self) -> int:
+        """``StrategyContext.sent_revision`` over :meth:`_view`."""
+        return (self._view_derived if self._presenting() else self._derived).revision
+
+    def _view_edited(self, stored: StoredMessage) -> None:
+        """An edited message takes its new body in the view too."""
+        view = self._view_cache
+        if view is None or not self._presenting():
+            return
+        for at in range(len(view) - 1, -1, -1):
+            if view[at].id == stored.id:
+                view[at] = stored
+                self._view_derived.edited(at, len(view))
+                return
+
     # ---------------------------------------------------------------- branches
     @property
     def current_branch(self) -> str:
@@ -2613,11 +3249,17 @@ class ContextManager:
 
     @_operation()
     def branch_at(self, message_id: str, name: str | None = None) -> str:
-        """A new branch that sees history up to and including ``message_id``."""
-        for stored in self.get_messages():
-            if stored.id == message_id:
-                return self._store.branch_at(stored.seq, name)
-        raise KeyError(f"no message with id {message_id!r}")
+        """A new branch that sees history up to and including ``message_id``, cut at
+        :meth:`branch_sequence_of` it: the branch's window is this one as it stood
+        there (once a host presents, a row the window holds is cut after the call that
+        presented it, so the branch's window holds it).
+
+        Raises
+        ------
+        UnknownRowError
+            When ``message_id`` names no message of the record (a ``KeyError``).
+        """
+        return self._store.branch_at(self.branch_sequence_of(message_id), name)
 
     @_operation(writes=True, atomic=False)
     def fork(self, name: str | None = None) -> str:
@@ -2638,6 +3280,8 @@ class ContextManager:
         on messages that are no longer live go."""
         self._cache = None
         self._derived = _Derived()
+        self._window = None
+        self._view_cache = None
         self._saved_counts.forget()
         self._tokens.clear()
         self._version += 1
