@@ -159,7 +159,10 @@ class StrategyContext:
     store: Store
     namespace: str
     messages: Callable[[], list[StoredMessage]]
-    """Live messages, oldest first (do not mutate the list)."""
+    """The messages of the agent's window, in window order (do not mutate the list):
+    the live messages, oldest first, until a host presents rows
+    (:meth:`~context_manager.ContextManager.present_rows`), then the rows presented and
+    not taken out since that the record still holds."""
     count: Callable[[StoredMessage], int]
     """Tokens of a stored message (cached by id)."""
     forms: Callable[[], tuple[Sequence[SendForm], Sequence[int]]]
@@ -209,6 +212,28 @@ class Strategy:
     def on_messages_removed(self, ctx: StrategyContext, ids: Sequence[str]) -> None:
         """Called when ``ids`` left the record, inside the transaction that removed
         them (``ctx.messages()`` no longer has them): records over them must follow."""
+
+    def on_presented(self, ctx: StrategyContext, messages: Sequence[StoredMessage]) -> None:
+        """Called when rows enter the agent's window, in the transaction that entered
+        them (``ctx.messages()`` ends with them): at each added message while the
+        window is the record, and at each
+        :meth:`~context_manager.ContextManager.present_rows` once a host presents.
+
+        By default each is heard through :meth:`on_new_message`, in order.
+        """
+        for message in messages:
+            self.on_new_message(ctx, message)
+
+    def on_retracted(self, ctx: StrategyContext, ids: Sequence[str]) -> None:
+        """Called when rows leave the agent's window, in the transaction that took them
+        out (``ctx.messages()`` no longer has them): at
+        :meth:`~context_manager.ContextManager.retract_rows`, at a removal once a host
+        presents, and at ``retract_removed`` and ``retract_absent_rows``, where the
+        store may no longer hold the rows (they come by id alone).
+
+        By default they are heard as a removal, through :meth:`on_messages_removed`.
+        """
+        self.on_messages_removed(ctx, ids)
 
     def select(
         self, ctx: StrategyContext, budget: RequestBudget, *, dry_run: bool = False

@@ -262,7 +262,8 @@ def snapshot(
     pins = [
         PinSpec(p.id, position[p.first], position[p.last], p.level, p.max_level, p.name)
         for p in records.pins
-        if p.first in position and p.last in position  # a pin on removed messages lapses
+        # a pin on removed messages lapses, as does one a redo turned around
+        if p.first in position and p.last in position and position[p.first] <= position[p.last]
     ]
     locks = sorted(position[x] for x in records.locks if x in position)
     carried = _carried(st, ctx, position) if records.compiled else None

@@ -147,6 +147,19 @@ class AutobiographicalStrategy(Strategy):
         self.state.demanded_chunks.clear()
         self.state.demanded_merges.clear()
 
+    def on_presented(self, ctx: StrategyContext, messages: Sequence[StoredMessage]) -> None:
+        """Rows entered the agent's window: chunks close over what the agent was shown,
+        in the order shown (each row heard through :meth:`on_new_message`)."""
+        for message in messages:
+            self.on_new_message(ctx, message)
+
+    def on_retracted(self, ctx: StrategyContext, ids: Sequence[str]) -> None:
+        """Rows left the agent's window (an undone turn, a removal, rows another
+        manager removed): as for a removal, memories over them are dropped and their
+        chunks keep the other rows, to be remembered again. A row presented again later
+        enters at the end of the window, under no memory, so it is shown once."""
+        self.on_messages_removed(ctx, ids)
+
     def on_holds_released(self, ctx: StrategyContext) -> None:
         rebuild_chunks(self.state, ctx)
 
