@@ -12,12 +12,16 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from context_manager import (
     CharsCounter,
+    ConfigError,
     ContextManager,
     ExtractiveSummarizer,
     PassthroughStrategy,
     Store,
+    UnknownRowError,
 )
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.base import StoredMessage, StrategyContext
@@ -209,3 +213,258 @@ def test_a_pin_a_redo_turns_around_lapses() -> None:
         shown = _shown(cm, ids, 120)
         assert _times_shown(shown) == Counter(range(14))
         assert ("raw", [5]) not in shown and ("raw", [6]) not in shown  # no longer pinned raw
+
+
+# ------------------------------------------------------------------ presenting
+def _texts(cm: ContextManager) -> list[str]:
+    return [m.text for m in cm.compile(max_tokens=2000, reserve_for_response=0).messages]
+
+
+def test_until_a_host_presents_the_window_is_the_record_and_nothing_is_written() -> None:
+    with _open() as cm:
+        a, b = cm.add_message("User", "a"), cm.add_message("Claude", "b")
+        cm.compile(max_tokens=500)
+        assert not cm.presenting
+        assert cm.store.items("default/window") == []
+        assert [m.id for m in cm.get_window_messages()] == [a, b]
+        assert [cm.ordinal_of(x) for x in (a, b)] == [0, 1]
+        assert cm.get_unpresented_messages() == []
+        assert cm.retract_rows([]) == [] and not cm.presenting  # names no row: no change
+
+
+def test_present_rows_grows_the_window_in_the_order_given() -> None:
+    with _open() as cm:
+        a = cm.add_message("User", "a")
+        assert cm.present_rows([]) == []  # the write-down: the window as it stands
+        assert cm.presenting and _texts(cm) == ["a"]
+        b, c = cm.add_message("Other", "b"), cm.add_message("User", "c")
+        assert _texts(cm) == ["a"]  # added, not presented
+        assert [m.id for m in cm.get_unpresented_messages()] == [b, c]
+        assert cm.present_rows([c, a, c]) == [c]  # a is in already; c enters once
+        assert cm.present_rows([b]) == [b]
+        assert _texts(cm) == ["a", "c", "b"]  # the order the agent was shown them
+        assert [cm.ordinal_of(x) for x in (a, b, c)] == [0, 2, 1]
+        assert cm.get_unpresented_messages() == []
+        assert [item.body["kind"] for item in cm.store.items("default/window")] == [
+            "write-down",
+            "present",
+            "present",
+        ]
+
+
+def test_unpresented_rows_after_a_sequence() -> None:
+    with _open() as cm:
+        cm.present_rows([])
+        early = cm.add_message("Other", "early")
+        mark = cm.current_sequence()
+        late = cm.add_message("Other", "late")
+        undone = cm.add_message("User", "undone")
+        cm.present_rows([undone])
+        cm.retract_rows([undone])
+        assert [m.id for m in cm.get_unpresented_messages()] == [early, late]
+        assert [m.id for m in cm.get_unpresented_messages(after_sequence=mark)] == [late]
+        assert cm.get_unpresented_messages(after_sequence=cm.current_sequence()) == []
+
+
+def test_window_status_moves_out_in_undone_in_absent() -> None:
+    with _open() as cm:
+        cm.present_rows([])
+        row = cm.add_message("User", "row")
+        seen = [cm.window_status_of(row)]
+        cm.present_rows([row])
+        seen.append(cm.window_status_of(row))
+        cm.retract_rows([row])
+        seen.append(cm.window_status_of(row))
+        cm.present_rows([row])
+        seen.append(cm.window_status_of(row))
+        cm.remove_message(row)
+        seen.append(cm.window_status_of(row))
+        assert seen == ["out", "in", "undone", "in", "absent"]
+        assert cm.ordinal_of(row) is None and cm.window_status_of("nothing") == "absent"
+
+
+def test_a_retract_in_legacy_mode_writes_the_window_down_first() -> None:
+    with _open() as cm:
+        a, b, c = (cm.add_message("User", t) for t in "abc")
+        assert cm.retract_rows([b]) == [b]
+        assert cm.presenting and _texts(cm) == ["a", "c"]
+        d = cm.add_message("User", "d")  # from now on the window grows by presentation
+        assert _texts(cm) == ["a", "c"] and cm.window_status_of(d) == "out"
+        assert [cm.ordinal_of(x) for x in (a, b, c)] == [0, None, 2]
+
+
+# ------------------------------------------------- removals through another manager
+def test_a_removal_through_another_manager_is_taken_out_by_retract_removed() -> None:
+    with Store.open(":memory:") as store:
+        writer = _open(store=store, namespace="writer")
+        reader_strategy = _autobio()
+        reader = _open(reader_strategy, store=store, namespace="reader")
+        reader.present_rows([])
+        ids = _talk(writer, 14)
+        reader.present_rows(ids)
+        reader.drain()
+        assert _leaves(reader_strategy, ids) == {"L1-0": [0, 1, 2, 3], "L1-1": [4, 5, 6, 7]}
+        writer.remove_message(ids[5])
+        # the reader's window still holds the row, which the record no longer does
+        assert reader.ordinal_of(ids[5]) == 5 and reader.window_status_of(ids[5]) == "absent"
+        assert 5 not in _times_shown(_shown(reader, ids, 2000))
+        assert reader.retract_removed([ids[5]]) == [ids[5]]
+        assert reader.ordinal_of(ids[5]) is None
+        assert reader.retract_removed([ids[5]]) == []  # out already
+        assert _leaves(reader_strategy, ids) == {"L1-0": [0, 1, 2, 3]}
+        reader.drain()  # what L1-1 kept is remembered again
+        assert _leaves(reader_strategy, ids) == {"L1-0": [0, 1, 2, 3], "L1-2": [4, 6, 7]}
+        assert _shown(reader, ids, 100) == [
+            ("L1-0", []),
+            ("L1-0", [0, 1, 2, 3]),
+            ("L1-2", []),
+            ("L1-2", [4, 6, 7]),
+            *[("raw", [i]) for i in range(8, 14)],
+        ]
+        writer.close()
+        reader.close()
+
+
+def test_retract_absent_rows_takes_out_what_other_managers_removed() -> None:
+    with Store.open(":memory:") as store:
+        writer = _open(store=store, namespace="writer")
+        reader_strategy = _autobio()
+        reader = _open(reader_strategy, store=store, namespace="reader")
+        ids = _talk(writer, 14)
+        reader.present_rows(ids)
+        reader.drain()
+        writer.remove_messages(ids[4], ids[7])  # the whole of L1-1
+        assert _leaves(reader_strategy, ids) == {"L1-0": [0, 1, 2, 3], "L1-1": [4, 5, 6, 7]}
+        assert reader.retract_absent_rows() == ids[4:8]  # a host's boot pass
+        assert reader.retract_absent_rows() == []
+        assert _leaves(reader_strategy, ids) == {"L1-0": [0, 1, 2, 3]}
+        assert [c.source_ids for c in reader_strategy.chunks] == [ids[0:4]]
+        assert [m.id for m in reader.get_window_messages()] == ids[:4] + ids[8:]
+        assert _times_shown(_shown(reader, ids, 2000)) == Counter([0, 1, 2, 3, *range(8, 14)])
+        writer.close()
+        reader.close()
+
+
+def test_retract_removed_refuses_a_row_the_record_still_holds() -> None:
+    with _open() as cm:
+        row = cm.add_message("User", "still here")
+        cm.present_rows([])
+        with pytest.raises(ConfigError, match=r"still in it; .*retract_rows"):
+            cm.retract_removed([row])
+        assert cm.window_status_of(row) == "in"
+
+
+# -------------------------------------------------------------------- branches
+def test_a_branch_of_a_presented_row_starts_with_the_window_at_its_branch_point() -> None:
+    with _open() as cm:
+        cm.present_rows([])
+        a, b = cm.add_message("User", "a"), cm.add_message("Claude", "b")
+        cm.present_rows([a])
+        c = cm.add_message("Other", "c")
+        cm.present_rows([b, c])
+        presented = cm.current_sequence()
+        cm.retract_rows([a])  # after the branch point: not in the branch
+        d = cm.add_message("User", "d")
+        assert cm.branch_sequence_of(b) == presented > cm.get_messages()[1].seq
+        cm.branch_at(b, "at-b")
+        # a retracted row is cut at its own sequence: the window was empty then
+        assert cm.branch_sequence_of(a) == cm.get_messages()[0].seq
+        cm.branch_at(a, "at-a")
+        assert _texts(cm) == ["b", "c"] and cm.window_status_of(d) == "out"
+        cm.switch_branch("at-b")
+        assert _texts(cm) == ["a", "b", "c"]
+        assert [cm.ordinal_of(x) for x in (a, b, c)] == [0, 1, 2]
+        assert cm.window_status_of(d) == "absent"
+        cm.switch_branch("at-a")
+        assert cm.presenting and _texts(cm) == [] and cm.window_status_of(a) == "out"
+        cm.switch_branch("main")
+        assert _texts(cm) == ["b", "c"]
+
+
+def test_a_branch_of_a_written_down_row_is_in_legacy_mode() -> None:
+    with _open() as cm:
+        a, b = cm.add_message("User", "a"), cm.add_message("Claude", "b")
+        cm.present_rows([])  # a and b enter with the write-down
+        c = cm.add_message("User", "c")
+        cm.present_rows([c])
+        assert cm.branch_sequence_of(a) == cm.get_messages()[0].seq
+        cm.branch_at(a, "early")
+        cm.switch_branch("early")
+        assert not cm.presenting and _texts(cm) == ["a"]
+        assert [cm.window_status_of(x) for x in (a, b)] == ["in", "absent"]
+
+
+def test_a_fork_carries_the_window() -> None:
+    with _open() as cm:
+        a, b = cm.add_message("User", "a"), cm.add_message("Claude", "b")
+        cm.retract_rows([a])
+        cm.fork("side")
+        assert _texts(cm) == ["b"] and cm.window_status_of(a) == "undone"
+        cm.present_rows([a])
+        assert _texts(cm) == ["b", "a"]
+        cm.switch_branch("main")
+        assert _texts(cm) == ["b"] and cm.ordinal_of(b) == 1
+
+
+# ----------------------------------------------------------------- persistence
+def test_the_window_survives_closing_and_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "cm.db"
+    strategy = _autobio()
+    with _open(strategy, path=path) as cm:
+        ids = _talk(cm, 14)
+        cm.drain()
+        cm.retract_rows(ids[4:6])
+        cm.present_rows(ids[4:6])
+        cm.drain()
+        late = cm.add_message("Other", "not presented")
+        before = cm.compile(max_tokens=120, reserve_for_response=0)
+    reopened_strategy = _autobio()
+    with _open(reopened_strategy, path=path) as cm:
+        assert cm.presenting
+        assert [m.id for m in cm.get_window_messages()] == ids[:4] + ids[6:] + ids[4:6]
+        assert [cm.ordinal_of(i) for i in ids[3:7]] == [3, 14, 15, 6]
+        assert cm.window_status_of(late) == "out"
+        assert [m.id for m in cm.get_unpresented_messages()] == [late]
+        assert _leaves(reopened_strategy, ids) == _leaves(strategy, ids)
+        after = cm.compile(max_tokens=120, reserve_for_response=0)
+        assert after.messages == before.messages and after.provenance == before.provenance
+
+
+# ---------------------------------------------------------------- refusals
+def test_unknown_rows_are_refused_with_typed_errors_and_nothing_changes() -> None:
+    with _open() as cm:
+        row = cm.add_message("User", "row")
+        with pytest.raises(UnknownRowError, match=r"ids names no row .*'nope', 'gone'") as exc:
+            cm.present_rows([row, "nope", "gone", "nope"])
+        assert exc.value.field == "ids" and exc.value.ids == ("nope", "gone")
+        assert isinstance(exc.value, KeyError)
+        assert not cm.presenting  # nothing was written down either
+        with pytest.raises(UnknownRowError, match="'nope'"):
+            cm.retract_rows(["nope"])
+        assert not cm.presenting
+        with pytest.raises(UnknownRowError) as exc:
+            cm.branch_sequence_of("nope")
+        assert exc.value.field == "message_id"
+        with pytest.raises(KeyError, match="no message with id"):
+            cm.branch_at("nope")
+        with pytest.raises(ConfigError, match="wrap one id in a list"):
+            cm.present_rows(row)
+        with pytest.raises(ConfigError, match="after_sequence"):
+            cm.get_unpresented_messages(after_sequence=-1)
+        assert cm.store.items("default/window") == []
+
+
+def test_a_present_the_strategy_refuses_stores_nothing() -> None:
+    class Refuses(PassthroughStrategy):
+        def on_presented(self, ctx: StrategyContext, messages: Sequence[StoredMessage]) -> None:
+            if len(ctx.messages()) > 1:
+                raise RuntimeError("not now")
+
+    with _open(Refuses()) as cm:
+        cm.add_message("User", "a")
+        cm.present_rows([])
+        b = cm.add_message("User", "b")
+        with pytest.raises(RuntimeError, match="not now"):
+            cm.present_rows([b])
+        assert cm.window_status_of(b) == "out" and _texts(cm) == ["a"]
+        assert [item.body["kind"] for item in cm.store.items("default/window")] == ["write-down"]
