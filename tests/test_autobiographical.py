@@ -681,8 +681,11 @@ def test_pyramid_template_is_checked(tmp_path: Path) -> None:
         AutobiographicalStrategy(compression_model="m", recall_header_template="{nope}")
 
 
-def _two_l2_ladder(tmp_path: Path, answer: Callable[[CompletionRequest, int], Completion]) -> Any:
-    """Six L1s merged three by three into two L2s, then a seventh chunk's request pending."""
+def _two_l2_ladder(
+    tmp_path: Path, answer: Callable[[CompletionRequest, int], Completion], **options: Any
+) -> Any:
+    """Six L1s merged three by three into two L2s, then a seventh chunk's request pending
+    (``options``: more strategy options)."""
     refusing = {"on": False}
 
     def script(request: CompletionRequest, n: int) -> Completion:
@@ -691,7 +694,7 @@ def _two_l2_ladder(tmp_path: Path, answer: Callable[[CompletionRequest, int], Co
         return Completion(text=f"I remember part {n}.", stop_reason="end_turn")
 
     s = ScriptedSummarizer(script)
-    cm, strategy = open_cm(tmp_path, s, merge_threshold=3)
+    cm, strategy = open_cm(tmp_path, s, merge_threshold=3, **options)
     for i in range(24):
         cm.add_message("User", words(20, f"m{i}"))
     cm.drain()

@@ -161,6 +161,31 @@ class AutobiographicalConfig(BaseModel):
         description="The summariser's window: a request variant is sent only if its input plus "
         "the output cap fits this.",
     )
+    compression_source_only: bool = Field(
+        default=False,
+        description="Every L1 request carries only the memory marker, the chunk and the "
+        "instruction: no raw head, recall ladder or unremembered middle before the chunk. "
+        "Cheaper, and the memory is written without the context that came before it.",
+    )
+    compression_source_only_fallback: bool = Field(
+        default=False,
+        description="After a refused L1 request and its ladder variants, one last request "
+        "for the chunk alone (as ``compression_source_only`` writes every request).",
+    )
+    compression_split_fallback: bool = Field(
+        default=False,
+        description="After the rungs above are refused too, halve the chunk at a call-answer "
+        "boundary and ask for each half alone, halving a refused half again down to single "
+        "turns; the halves' memories, in order, are stitched into the chunk's one L1 "
+        "(``stitched``). A single turn still refused, or "
+        "``compression_split_max_calls_per_chunk`` calls, ends the attempt: the chunk is "
+        "given up on as when every rung is refused.",
+    )
+    compression_split_max_calls_per_chunk: int = Field(
+        default=40,
+        ge=1,
+        description="Summariser calls one split of a refused chunk may make.",
+    )
     summary_target_tokens: int = Field(
         default=2000,
         gt=0,

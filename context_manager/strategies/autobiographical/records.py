@@ -65,6 +65,9 @@ class SummaryEntry:
     parent_id: str | None = None
     created: float = field(default_factory=time.time)
     stub: bool = False
+    stitched: bool = False
+    """An L1 stitched from the memories of its chunk's parts (the split rung after a
+    refusal: ``compression_split_fallback``)."""
 
     def body(self) -> dict[str, Any]:
         return {
@@ -78,6 +81,7 @@ class SummaryEntry:
             "parent_id": self.parent_id,
             "created": self.created,
             "stub": self.stub,
+            **({"stitched": True} if self.stitched else {}),
         }
 
 
@@ -343,7 +347,13 @@ class Records:
         return f"L{level}-{counter}"
 
     def add_l1(
-        self, chunk: ChunkRecord, content: str, *, tokens: int = 0, stub: bool = False
+        self,
+        chunk: ChunkRecord,
+        content: str,
+        *,
+        tokens: int = 0,
+        stub: bool = False,
+        stitched: bool = False,
     ) -> SummaryEntry:
         """The memory of ``chunk``, stored with the chunk marked compressed."""
         store = self._store()
@@ -358,6 +368,7 @@ class Records:
                 first=chunk.source_ids[0],
                 last=chunk.source_ids[-1],
                 stub=stub,
+                stitched=stitched,
             )
             summary.item = store.append(self.slot(_SUMMARIES), summary.body()).id
             body = {**chunk.body(), "compressed": True, "summary_id": summary.id}

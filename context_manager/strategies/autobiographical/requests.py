@@ -21,7 +21,7 @@ from .state import State
 from .tree import covered_runs, tree
 from .windows import windows
 
-__all__ = ["l1_request", "ladder", "merge_request", "variants"]
+__all__ = ["l1_request", "ladder", "merge_request", "source_only_request", "variants"]
 
 
 def ladder(
@@ -91,6 +91,14 @@ def _instruction(st: State, level: int) -> Message:
     return Message.text_message(CONTEXT_MANAGER, text)
 
 
+def _l1_marker() -> Message:
+    return Message.text_message(
+        CONTEXT_MANAGER,
+        f"{MEMORY_MARKER} from the messages that follow; you will write it afterwards "
+        "in your own voice.",
+    )
+
+
 def _unremembered(
     st: State, ctx: StrategyContext, index: dict[str, int], lo: int, hi: int
 ) -> list[int]:
@@ -139,16 +147,24 @@ def l1_request(
         for j in _unremembered(st, ctx, index, win.head_end, start)
         if stored[j].id not in represented and stored[j].id not in chunk.source_ids
     ]
-    marker = Message.text_message(
-        CONTEXT_MANAGER,
-        f"{MEMORY_MARKER} from the messages that follow; you will write it afterwards "
-        "in your own voice.",
-    )
+    marker = _l1_marker()
     body = [by.message for by in stored[start : index[chunk.source_ids[-1]] + 1]]
     messages = [*head, *recall, *middle, marker, *body, _instruction(st, 1)]
     marks = [len(head) - 1] if head else []
     marks += _ladder_marks(st, steps, len(head), start, index)
     return _request(st, ctx, messages, marks)
+
+
+def source_only_request(
+    st: State, ctx: StrategyContext, stored: Sequence[StoredMessage], source_ids: Sequence[str]
+) -> CompletionRequest:
+    """The request for the memory of the messages ``source_ids`` (a chunk, or a part of
+    one) alone: the memory marker, those messages and the instruction, with no head,
+    ladder or unremembered middle before them (``compression_source_only``, and the
+    source-only and split rungs after a refusal)."""
+    index = st.positions(ctx, stored)
+    body = [stored[index[i]].message for i in source_ids]
+    return _request(st, ctx, [_l1_marker(), *body, _instruction(st, 1)])
 
 
 def merge_request(

@@ -26,7 +26,7 @@ from ..base import StoredMessage, StrategyContext
 from .chunking import orphaned, rebuild_chunks
 from .prompts import NO_TOOLS, PLAIN_PROSE, clean, shape, with_suffix
 from .records import ChunkRecord, SummaryEntry
-from .requests import l1_request, ladder, merge_request, variants
+from .requests import l1_request, ladder, merge_request, source_only_request, variants
 from .state import State
 
 __all__ = ["demand", "merge_groups", "merge_sizes", "pending_work", "queued_chunks", "tick"]
@@ -63,8 +63,21 @@ def queued_chunks(st: State, ctx: StrategyContext) -> list[ChunkRecord]:
 
 def _refused_before(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     """The chunk's request today has the shape of one that every variant refused."""
-    request = l1_request(st, ctx, ctx.messages(), chunk)
-    return shape(request) in st.records.exhausted[chunk.id]
+    return shape(_canonical(st, ctx, ctx.messages(), chunk)) in st.records.exhausted[chunk.id]
+
+
+def _canonical(
+    st: State,
+    ctx: StrategyContext,
+    stored: list[StoredMessage],
+    chunk: ChunkRecord,
+    steps: list[SummaryEntry] | None = None,
+) -> CompletionRequest:
+    """The first request for ``chunk``'s memory (the chunk alone with
+    ``compression_source_only``)."""
+    if st.config.compression_source_only:
+        return source_only_request(st, ctx, stored, chunk.source_ids)
+    return l1_request(st, ctx, stored, chunk, steps)
 
 
 def merge_sizes(length: int, threshold: int, *, newest: bool) -> list[int]:
@@ -329,16 +342,20 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         _tell_no_tools(st, ctx, chunk)
         return False  # wait until the agent's tools are known
     steps = ladder(st, ctx, index[chunk.source_ids[0]], index)
-    request = l1_request(st, ctx, stored, chunk, steps)
+    request = _canonical(st, ctx, stored, chunk, steps)
     completion = _ask(st, ctx, request, chunk.id)  # queued_chunks held back refused shapes
     if completion is not None and completion.stop_reason == "refusal":
-        for variant in variants(st, ctx, stored, chunk, steps, request):
-            completion = _ask(st, ctx, variant, chunk.id)
-            if completion is None or completion.stop_reason != "refusal":
-                break
+        after = _after_refusal(st, ctx, stored, chunk, steps, request, completion)
+        if isinstance(after, list):  # the split rung's parts, in order
+            text = "\n\n".join(part.text for part in after)
+            tokens = [part.usage.output_tokens for part in after]
+            records.add_l1(chunk, text, tokens=sum(tokens) if all(tokens) else 0, stitched=True)
+            st.demanded_chunks.discard(chunk.id)
+            return True
+        completion = after
         if completion is not None and completion.stop_reason == "refusal":
             records.note_exhausted(chunk, shape(request))
-            log.warning("every variant of the memory request for %s was refused", chunk.id)
+            log.warning("every rung of the memory request for %s was refused", chunk.id)
             return False
     if completion is None:  # no answer: not a verdict, retried after a backoff
         return False
@@ -348,6 +365,92 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     records.add_l1(chunk, completion.text, tokens=completion.usage.output_tokens)
     st.demanded_chunks.discard(chunk.id)
     return True
+
+
+def _after_refusal(
+    st: State,
+    ctx: StrategyContext,
+    stored: list[StoredMessage],
+    chunk: ChunkRecord,
+    steps: list[SummaryEntry],
+    canonical: CompletionRequest,
+    refused: Completion,
+) -> Completion | list[Completion] | None:
+    """The rungs after the ``canonical`` request for ``chunk`` was ``refused``, in
+    order: the ladder variants, the chunk alone (``compression_source_only_fallback``),
+    then the split (``compression_split_fallback``). Returns the first answer that is
+    not a refusal (None: no answer at all, which backs off), the split's parts, or the
+    last refusal."""
+    cfg = st.config
+    answer: Completion | None
+    if not cfg.compression_source_only:
+        rungs = variants(st, ctx, stored, chunk, steps, canonical)
+        if cfg.compression_source_only_fallback:
+            rungs.append(source_only_request(st, ctx, stored, chunk.source_ids))
+        for rung in rungs:
+            answer = _ask(st, ctx, rung, chunk.id)
+            if answer is None or answer.stop_reason != "refusal":
+                return answer
+            refused = answer
+    if cfg.compression_split_fallback:
+        found = _split(st, ctx, stored, chunk)
+        if not isinstance(found, _Refused):
+            return found
+    return refused
+
+
+class _Refused:
+    """The split ended without a memory for every part."""
+
+
+_REFUSED = _Refused()
+
+
+def _split(
+    st: State, ctx: StrategyContext, stored: list[StoredMessage], chunk: ChunkRecord
+) -> list[Completion] | _Refused | None:
+    """Memories of the halves of ``chunk``, each asked for alone, a refused half halved
+    again at a call-answer boundary, down to single turns; at most
+    ``compression_split_max_calls_per_chunk`` requests. Returns the parts' answers in
+    order, None when a request had no answer (the chunk backs off), or
+    :data:`_REFUSED` when a part that cannot be split further was refused, an answer
+    was not memory, or the calls ran out."""
+    index = st.positions(ctx, stored)
+    _, tied = ctx.sent()
+    left = st.config.compression_split_max_calls_per_chunk
+
+    def halves(ids: list[str]) -> tuple[list[str], list[str]] | None:
+        cuts = [k for k in range(1, len(ids)) if not tied[index[ids[k - 1]]]]
+        if not cuts:
+            return None  # one turn (a call and its answer stay together)
+        k = min(cuts, key=lambda c: (abs(2 * c - len(ids)), c))
+        return ids[:k], ids[k:]
+
+    def write(ids: list[str]) -> list[Completion] | _Refused | None:
+        nonlocal left
+        parts = halves(ids)
+        if parts is None:
+            return _REFUSED
+        out: list[Completion] = []
+        for half in parts:
+            if left <= 0:
+                return _REFUSED
+            left -= 1
+            answer = _ask(st, ctx, source_only_request(st, ctx, stored, half), chunk.id)
+            if answer is None:
+                return None
+            if answer.stop_reason == "refusal":
+                deeper = write(half)
+                if not isinstance(deeper, list):
+                    return deeper
+                out.extend(deeper)
+            elif answer.acceptable:
+                out.append(answer)
+            else:
+                return _REFUSED
+        return out
+
+    return write(list(chunk.source_ids))
 
 
 def _tell_no_tools(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> None:
