@@ -2498,9 +2498,11 @@ class ContextManager:
 
     @_operation()
     def pending_work(self) -> list[str]:
-        """The compression work queued, one line per unit, in the order :meth:`tick`
-        takes it (``compress <chunk>``, ``merge <memory>+<memory>...``); empty when
-        ready or for a strategy that never compresses."""
+        """The compression work queued, one line per unit: the chunks to compress,
+        oldest first (``compress <chunk>``), then the merges (``merge
+        <memory>+<memory>...``); empty when ready or for a strategy that never
+        compresses. :meth:`tick` takes the first chunk, unless a waiting merge would
+        free more context (the autobiographical strategy's order)."""
         return list(self._strategy.pending_work(self._ctx))
 
     @_operation()

@@ -315,13 +315,17 @@ def test_hierarchical_false_never_merges_while_the_agent_runs_long(
     script = Script()
     cm, strategy = open_cm(script, hierarchical=False, merge_threshold=2)
     refused = 0
+    advice = ""
     for i in range(160):
         cm.add_message("User" if i % 2 else "Claude", words(20, f"m{i}"))
         cm.drain()
         try:  # forty L1s do not fit: a single level stops fitting and is refused
             cm.compile(max_tokens=600, reserve_for_response=100)
-        except OverBudgetError:
+        except OverBudgetError as exc:
             refused += 1
+            advice = str(exc.diagnostics["suggestion"])
+    # the refusal says what helps when memories never merge
+    assert "hierarchical=True" in advice and "target_chunk_tokens" in advice
     assert refused > 0 and any(level >= 2 for level, _, _ in asked)  # coarser was asked for
     assert len(strategy.chunks) == 40 and all(c.compressed for c in strategy.chunks)
     assert {s.level for s in strategy.summaries.values()} == {1}

@@ -170,6 +170,13 @@ def _suggestion(st: State, error: OverBudgetError, window: int) -> str:
         parts.append("unpin the raw pins listed in raw_pins")
     if d.get("middle_tokens", 0):
         parts.append("let compression catch up (compile(catch_up=True), or drain())")
+        if not cfg.hierarchical:
+            parts[-1] += (
+                " if memories are still to be written; with hierarchical=False memories "
+                "never merge, so a middle whose memories cannot fit needs hierarchical=True, "
+                "larger chunks (target_chunk_tokens) or shorter memories "
+                "(summary_target_tokens)"
+            )
     parts.append(
         "raise the budget, or size the strategy for this window with "
         f"AutobiographicalConfig.for_window({window})"
