@@ -57,7 +57,7 @@ def test_source_only_requests_carry_the_chunk_alone(tmp_path: Path) -> None:
     for request, chunk in zip(s.requests, strategy.chunks, strict=True):
         assert is_alone(request)  # no head, no recall ladder, no middle
         assert texts(body(request)) == [stored[i] for i in chunk.source_ids]
-        assert request.cache_breakpoints == ()
+        assert request.cache_breakpoints == (0,)  # system, tools and marker: the same in each
     cm.close()
 
 

@@ -161,10 +161,12 @@ def source_only_request(
     """The request for the memory of the messages ``source_ids`` (a chunk, or a part of
     one) alone: the memory marker, those messages and the instruction, with no head,
     ladder or unremembered middle before them (``compression_source_only``, and the
-    source-only and split rungs after a refusal)."""
+    source-only and split rungs after a refusal). Its prefix up to the marker (system
+    prompt, tools, marker) is the same in every such request: it ends a cache
+    breakpoint."""
     index = st.positions(ctx, stored)
     body = [stored[index[i]].message for i in source_ids]
-    return _request(st, ctx, [_l1_marker(), *body, _instruction(st, 1)])
+    return _request(st, ctx, [_l1_marker(), *body, _instruction(st, 1)], [0])
 
 
 def merge_request(
