@@ -7,8 +7,10 @@ Every write is a *record* with a sequence number, in a named *slot*:
 * snapshot slots hold one value (``set``; the latest wins).
 
 A branch sees its own records plus its parent's up to the sequence it was cut
-at, recursively, so branching copies nothing. Large base64 payloads can be
-moved to a content-addressed blob table (sha256, de-duplicated).
+at, recursively, so branching copies nothing. The base64 data of large images in
+appended or edited bodies (:data:`MEDIA_BLOB_MIN_CHARS`) is kept once in a
+content-addressed blob table (sha256, so an image sent twice is stored once) and
+read back into the body whenever the item is read.
 
 Durability: WAL journal and one SQLite transaction per logical write (see
 :meth:`Store.transaction`). A process killed at any instant loses at most the
@@ -157,6 +159,51 @@ class StoreCorruptError(StoreError):
 
 _UNPARSED: Any = object()
 
+MEDIA_BLOB_MIN_CHARS = 1024
+"""Base64 image data at least this long is kept once in the blob table (by sha256) and
+named from the record that holds it; shorter data stays inline."""
+_BLOB_KEY = "data_sha256"
+"""The key an image block holds its blob's sha256 under, in place of ``data``."""
+_BLOB_MARK = f'"{_BLOB_KEY}":"'
+
+
+def _dumps(body: Any) -> str | None:
+    return None if body is None else json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def _externalise(body: Any, put: Callable[[bytes], str]) -> Any:
+    """``body`` with the data of each image block of at least
+    :data:`MEDIA_BLOB_MIN_CHARS` characters stored by ``put`` and named by its digest;
+    the body itself when it holds none (nothing is copied)."""
+    if isinstance(body, dict):
+        data = body.get("data")
+        if (
+            body.get("type") == "image"
+            and isinstance(data, str)
+            and len(data) >= MEDIA_BLOB_MIN_CHARS
+            and _BLOB_KEY not in body
+        ):
+            return {**body, "data": None, _BLOB_KEY: put(data.encode("utf-8"))}
+        out = {k: _externalise(v, put) for k, v in body.items()}
+        return body if all(out[k] is body[k] for k in body) else out
+    if isinstance(body, list):
+        items = [_externalise(v, put) for v in body]
+        return body if all(a is b for a, b in zip(items, body, strict=True)) else items
+    return body
+
+
+def _inline(body: Any, get: Callable[[str], bytes]) -> Any:
+    """``body`` with every externalised image block's data read back by ``get``."""
+    if isinstance(body, dict):
+        if _BLOB_KEY in body and body.get("type") == "image":
+            out = {k: v for k, v in body.items() if k != _BLOB_KEY}
+            out["data"] = get(body[_BLOB_KEY]).decode("utf-8")
+            return out
+        return {k: _inline(v, get) for k, v in body.items()}
+    if isinstance(body, list):
+        return [_inline(v, get) for v in body]
+    return body
+
 
 class Item:
     """One live item of an append slot.
@@ -175,23 +222,34 @@ class Item:
         any branch.
     """
 
-    __slots__ = ("_body", "_text", "id", "rev", "seq")
+    __slots__ = ("_blobs", "_body", "_text", "id", "rev", "seq")
 
     def __init__(
-        self, id: str, seq: int, body: Any = _UNPARSED, *, rev: int = 0, text: str | None = None
+        self,
+        id: str,
+        seq: int,
+        body: Any = _UNPARSED,
+        *,
+        rev: int = 0,
+        text: str | None = None,
+        blobs: Callable[[str], bytes] | None = None,
     ) -> None:
         self.id = id
         self.seq = seq
         self.rev = rev
         self._body = body
         self._text = text if body is _UNPARSED else None
+        # media kept in the blob table is read back with the body, only when it has any
+        self._blobs = blobs if self._text is not None and _BLOB_MARK in self._text else None
 
     @property
     def body(self) -> Any:
         """The item's body (parsed on first access, then kept)."""
         if self._body is _UNPARSED:
-            self._body = None if self._text is None else json.loads(self._text)
+            body = None if self._text is None else json.loads(self._text)
+            self._body = body if self._blobs is None else _inline(body, self._blobs)
             self._text = None
+            self._blobs = None
         return self._body
 
     def __eq__(self, other: object) -> bool:
@@ -592,8 +650,15 @@ class Store:
         The slot's cached value is dropped; the caller puts the new one back."""
         self._check_open()
         self._check_not_aborted()
-        text = None if body is None else json.dumps(body, separators=(",", ":"), ensure_ascii=False)
         with self.transaction():
+            text = _dumps(body)
+            if (
+                op in ("append", "edit")
+                and text is not None
+                and len(text) > MEDIA_BLOB_MIN_CHARS
+                and '"type":"image"' in text
+            ):  # large media goes to the blob table, once
+                text = _dumps(_externalise(body, self.put_blob))
             seq = self._head + 1
             cur = self._conn.execute(
                 "INSERT INTO records (id, branch, seq, slot, op, item, body) "
@@ -637,7 +702,7 @@ class Store:
             item_id = str(rowid)
             _, seq, text = self._write(slot, "append", item_id, body, rowid)
             self._next_id = rowid + 1
-            item = Item(item_id, seq, rev=rowid, text=text)
+            item = Item(item_id, seq, rev=rowid, text=text, blobs=self.get_blob)
             if cached is not None:
                 self._changed(cached, "append", len(cached))
                 cached.append(item)
@@ -656,13 +721,15 @@ class Store:
         if slot not in self._cache:  # not read yet: check the one item, read nothing else
             seq = self._live_seq(slot, item_id)
             rowid, _, text = self._write(slot, "edit", item_id, body)
-            return Item(item_id, seq, rev=rowid, text=text)
+            return Item(item_id, seq, rev=rowid, text=text, blobs=self.get_blob)
         at = self._index(slot, item_id)
         cached = self._live(slot)
         with self.transaction():
             rowid, _, text = self._write(slot, "edit", item_id, body)
             self._changed(cached, "edit", at, cached[at])
-            item = cached[at] = Item(item_id, cached[at].seq, rev=rowid, text=text)
+            item = cached[at] = Item(
+                item_id, cached[at].seq, rev=rowid, text=text, blobs=self.get_blob
+            )
             self._cache[slot] = cached
         return item
 
@@ -737,11 +804,11 @@ class Store:
         live: dict[str, Item] = {}
         for op, item, seq, body, rowid in self._rows(slot):
             if op == "append":
-                live[item] = Item(item, seq, rev=rowid, text=body)
-            elif op == "edit" and body is not None:
+                live[item] = Item(item, seq, rev=rowid, text=body, blobs=self.get_blob)
+            elif op == "edit":
                 old = live.get(item)
                 if old is not None:
-                    live[item] = Item(item, old.seq, rev=rowid, text=body)
+                    live[item] = Item(item, old.seq, rev=rowid, text=body, blobs=self.get_blob)
             elif op == "redact":
                 live.pop(item, None)
         return list(live.values())
@@ -907,7 +974,7 @@ class Store:
         row = self._conn.execute("SELECT body FROM records WHERE id = ?", (rev,)).fetchone()
         if row is None:
             raise StoreError(f"{self._path}: no record {rev}")
-        return None if row[0] is None else json.loads(row[0])
+        return Item("", 0, rev=rev, text=row[0], blobs=self.get_blob).body
 
     @_guarded("reading a derived blob")
     def derived_blob(self, key: str) -> bytes | None:
