@@ -3,7 +3,8 @@
 Each peer is registered once with the packages it imports and one line saying
 what it is and where it comes from; the report prints that line beside its
 rows. ``ours:<solver>`` names the context manager with any registered solver
-(``ours:<solver>+full`` states the whole history on every call).
+(``ours:<solver>+full`` states the whole history on every call, and
+``ours:<solver>+source-only`` writes each memory from its chunk alone).
 
 >>> describe("observation-masking").startswith("Observation masking")
 True
@@ -38,6 +39,38 @@ __all__ = [
 FULL_HISTORY = "+full"
 """Suffix of an ``ours:<solver>`` policy that states the whole history on every call
 (``fold_window=False``): the reference the windowed compile is measured against."""
+SOURCE_ONLY = "+source-only"
+"""Suffix of an ``ours:<solver>`` policy whose memories are each written from their chunk
+alone (``compression_source_only``): no head, recall ladder or middle before it in the
+summariser's request."""
+VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
+    FULL_HISTORY: ({"fold_window": False}, "the whole history stated on every call"),
+    SOURCE_ONLY: (
+        {"compression_source_only": True},
+        "each memory written from its chunk alone, without the context before it",
+    ),
+}
+"""The suffixes an ``ours:<solver>`` name may end with (in any order): the strategy
+options each sets, and what the report says of it."""
+
+
+def _variant(name: str) -> tuple[str, dict[str, Any], list[str]]:
+    """The solver of ``ours:<solver><suffix>...``, the options its suffixes set and what
+    they are."""
+    method = name.removeprefix("ours:")
+    options: dict[str, Any] = {}
+    said: list[str] = []
+    found = True
+    while found:
+        found = False
+        for suffix, (sets, about) in VARIANTS.items():
+            if method.endswith(suffix):
+                method = method.removesuffix(suffix)
+                options.update(sets)
+                said.insert(0, about)
+                found = True
+    return method, options, said
+
 
 BENCH_EXTRA = "pip install 'context-folding[bench]'"
 
@@ -230,12 +263,10 @@ def is_ours(name: str) -> bool:
 def describe(name: str) -> str:
     """The one line the report prints beside policy ``name``."""
     if name.startswith("ours:"):
-        method = name.removeprefix("ours:")
-        full = method.endswith(FULL_HISTORY)
-        method = method.removesuffix(FULL_HISTORY)
+        method, _, said = _variant(name)
         return (
             f"Ours: the context manager with the autobiographical strategy and the "
-            f"{method} solver" + (", the whole history stated on every call." if full else ".")
+            f"{method} solver" + "".join(f", {about}" for about in said) + "."
         )
     if name not in PEERS:
         raise KeyError(f"unknown policy {name!r}")
@@ -276,11 +307,7 @@ def make_policy(name: str, *, counter: TokenCounter | None = None) -> Policy:
 
         from .peers.ours import FoldingPolicy
 
-        method = name.removeprefix("ours:")
-        options: dict[str, Any] = {}
-        if method.endswith(FULL_HISTORY):  # the solver over the whole history each call
-            method = method.removesuffix(FULL_HISTORY)
-            options["fold_window"] = False
+        method, options, _ = _variant(name)
         if method not in solvers.names():
             raise KeyError(f"unknown solver {method!r} in policy {name!r}")
         return FoldingPolicy(method, counter=counter, **options)

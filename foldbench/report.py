@@ -44,7 +44,8 @@ __all__ = [
 ]
 
 CACHE_AWARE = ("ours:kv-stable", "ours:kv-unified")
-"""Our solvers that weigh the provider's prompt cache; the verdict judges them."""
+"""Our solvers that weigh the provider's prompt cache; the verdict judges them, and each
+of their variants that ran (``ours:kv-stable+source-only``, ...)."""
 FRONT_REWRITERS = ("langchain-trim-messages", "observation-masking")
 """Peers that rewrite the front of the context on every turn once it is full."""
 COST_BAR = 2.0
@@ -65,6 +66,11 @@ def _p(values: Sequence[float], q: float) -> float:
         return 0.0
     ordered = sorted(values)
     return float(ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)])
+
+
+def _solver_of(policy: str) -> str:
+    """``ours:<solver>`` of a policy name with its variant suffixes (``+full``, ...)."""
+    return policy.split("+", 1)[0]
 
 
 def _is_peer(policy: str) -> bool:
@@ -460,10 +466,10 @@ class BenchmarkReport:
         out = []
         for dataset in self.datasets():
             rows = self.summaries(dataset)
-            for ours in (s for s in rows if s.policy in CACHE_AWARE):
+            for ours in (s for s in rows if _solver_of(s.policy) in CACHE_AWARE):
                 peers = [s for s in rows if s.budget == ours.budget and _is_peer(s.policy)]
                 out.append(_verdict(ours, peers, dataset))
-        out.sort(key=lambda v: (v.budget, CACHE_AWARE.index(v.policy)))
+        out.sort(key=lambda v: (v.budget, CACHE_AWARE.index(_solver_of(v.policy)), v.policy))
         return out
 
     def verdict_lines(self) -> list[str]:

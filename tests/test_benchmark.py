@@ -439,6 +439,26 @@ def test_the_verdict_judges_its_three_clauses() -> None:
     assert v.explain().startswith("(a) within budget, all valid; (b) no peer weakly dominates")
 
 
+def test_a_variant_of_a_cache_aware_solver_is_judged_and_described() -> None:
+    from foldbench.registry import describe, make_policy
+
+    runs = {**BASE_RUNS, "ours:kv-stable+source-only": (2300.0, 2, 5)}  # 200 above the floor
+    verdicts = _report(runs).verdicts()
+    assert [v.policy for v in verdicts] == ["ours:kv-stable", "ours:kv-stable+source-only"]
+    variant = verdicts[1]
+    assert variant.cost == 2300 and variant.excess_ratios["observation-masking"] == 3.0
+    assert variant.meets_bar is True  # 1,200 and 600 above the floor against its 200
+    assert describe("ours:kv-stable+source-only").endswith(
+        "kv-stable solver, each memory written from its chunk alone, without the context before it."
+    )
+    policy = make_policy("ours:kv-unified+full+source-only")
+    assert policy.method == "kv-unified"  # type: ignore[attr-defined]
+    assert policy.options == {  # type: ignore[attr-defined]
+        "fold_window": False,
+        "compression_source_only": True,
+    }
+
+
 def test_a_peer_equal_on_cost_and_facts_but_keeping_more_arguments_weakly_dominates() -> None:
     runs = {**BASE_RUNS, "observation-masking": (3000.0, 3, 5)}
     tie = _report({**runs, "langchain-summarization-middleware": (2500.0, 2, 6)})
