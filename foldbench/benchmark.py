@@ -47,7 +47,7 @@ from .peers.base import (
     call_points,
 )
 from .records import CallRecord
-from .registry import FULL_HISTORY, check_available, make_policy, policy_names
+from .registry import FULL_HISTORY, VARIANTS, check_available, is_known, make_policy, policy_names
 from .report import (
     CACHE_AWARE,
     COST_BAR,
@@ -513,10 +513,13 @@ def run(
     bad = [b for b in budgets if b <= 0]
     if bad:
         raise ValueError(f"budgets must be positive token counts, got {bad}")
-    known = set(policy_names(peers=True, exact=True))
-    unknown = [p for p in policies if p not in known]
+    unknown = [p for p in policies if not is_known(p)]
     if unknown:
-        raise KeyError(f"unknown policies {unknown}; known policies: {', '.join(sorted(known))}")
+        known = sorted(policy_names(peers=True, exact=True))
+        raise KeyError(
+            f"unknown policies {unknown}; known policies: {', '.join(known)}, and "
+            f"ours:<solver> with the suffixes {', '.join(VARIANTS)}"
+        )
     check_available(policies)  # before any job, not inside a worker
     jobs = [(t, p, b) for t in transcripts for p in policies for b in budgets]
     started = time.perf_counter()

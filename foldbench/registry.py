@@ -30,6 +30,7 @@ __all__ = [
     "PolicyInfo",
     "check_available",
     "describe",
+    "is_known",
     "is_ours",
     "make_policy",
     "missing_packages",
@@ -247,6 +248,24 @@ def policy_names(*, peers: bool | None = None, exact: bool = False) -> list[str]
         if not info.requires or peers or (peers is None and not missing_packages(name)):
             names.append(name)
     return names
+
+
+def is_known(name: str) -> bool:
+    """Whether :func:`make_policy` builds ``name``: a name of :func:`policy_names` (all
+    peers, ``ours:exact`` included), or ``ours:<solver>`` with variant suffixes
+    (:data:`VARIANTS`).
+
+    >>> is_known("ours:kv-stable+source-only"), is_known("ours:nope+full")
+    (True, False)
+    """
+    if name in policy_names(peers=True, exact=True):
+        return True
+    if not name.startswith("ours:"):
+        return False
+    import solvers
+
+    method, options, _ = _variant(name)
+    return bool(options) and method in solvers.names()
 
 
 def is_ours(name: str) -> bool:
