@@ -2222,6 +2222,7 @@ class ContextManager:
         overhead: Overhead | None = None,
         thinking_binding: ThinkingBinding | None = None,
         identity: RequestIdentity | str | None = None,
+        overrides: Mapping[str, Any] | None = None,
     ) -> Preview:
         """What :meth:`compile` with these arguments would send, without sending it.
 
@@ -2231,13 +2232,19 @@ class ContextManager:
         (``fits=False``, with the tokens it would need and where it would refuse),
         never refused with :class:`OverBudgetError`.
 
+        ``overrides`` previews the strategy as other options would make it (say
+        ``{"recent_window_tokens": 2000}`` or another ``folding_strategy``), over the
+        same records, for this preview only: the strategy needs ``with_options`` (the
+        autobiographical strategy has it).
+
         Raises
         ------
         ConstraintConflictError
             When pins, locks and holds leave some message no level to be shown at (no
             budget helps).
         ConfigError
-            As :meth:`compile` does for its arguments.
+            As :meth:`compile` does for its arguments; for ``overrides`` a strategy
+            does not take, naming the option.
 
         Examples
         --------
@@ -2255,6 +2262,15 @@ class ContextManager:
         thinking = _thinking_args(thinking_binding, identity)
         max_tokens, reserve = self._budget(max_tokens, reserve_for_response)
         budget = max_tokens - reserve
+        own = self._strategy
+        if overrides:
+            with_options = getattr(own, "with_options", None)
+            if with_options is None:
+                raise ConfigError(
+                    f"the {own.name} strategy takes no overrides (it has no with_options); "
+                    "preview without them, or set_strategy() a configured one"
+                )
+            self._strategy = with_options(**overrides)
         try:
             result = self._compile(
                 max_tokens, reserve, tuple(injections), overhead, True, thinking, expire_holds=False
@@ -2262,6 +2278,8 @@ class ContextManager:
         except OverBudgetError as exc:
             refused: dict[str, Any] = {"diagnostics": dict(exc.diagnostics)}
             return Preview(False, exc.budget, exc.actual, 0, (), exc.stage, refused, None)
+        finally:
+            self._strategy = own  # the overrides were for this preview only
         stats: dict[str, Any] = dict(result.render_stats)
         if stats.get("fits") is False:
             tokens = stats.get("tokens")

@@ -491,6 +491,52 @@ def test_preview_of_a_context_that_cannot_fit_reports_instead_of_refusing() -> N
         assert over.stats["diagnostics"]["system_tokens"] == system
 
 
+def test_preview_with_overrides_shows_other_options_for_that_preview_only() -> None:
+    with folding() as cm:
+        ids = talk(cm, 40)
+        cm.drain()
+        plain = cm.preview_context(max_tokens=900, reserve_for_response=100)
+        before = (cm.sequence, cm.get_render_stats(), cm.pending_work())
+        wide = cm.preview_context(
+            max_tokens=900, reserve_for_response=100, overrides={"recent_window_tokens": 400}
+        )
+        assert (cm.sequence, cm.get_render_stats(), cm.pending_work()) == before
+        # the raw tail is the newest messages up to 400 tokens, not 100
+        assert plain.result is not None and wide.result is not None
+        sizes = [COUNTER.count_message(m.message) for m in cm.get_messages()]
+
+        def tail(limit: int) -> int:  # the newest messages while they fit the limit
+            total = 0
+            for size in reversed(sizes):
+                if total + size > limit:
+                    return total
+                total += size
+            return total
+
+        assert plain.result.render_stats["tail"]["tokens"] == tail(100) < tail(400)
+        assert wide.result.render_stats["tail"]["tokens"] == tail(400)
+        assert wide.raw > plain.raw
+        # nothing stays: the strategy keeps its own options
+        s = cm.strategy
+        assert isinstance(s, AutobiographicalStrategy) and s.config.recent_window_tokens == 100
+        again = cm.preview_context(max_tokens=900, reserve_for_response=100)
+        assert again.result is not None and again.result.messages == plain.result.messages
+        swapped = cm.preview_context(
+            max_tokens=900, reserve_for_response=100, overrides={"folding_strategy": "oldest-first"}
+        )
+        assert swapped.fits and swapped.result is not None
+        assert swapped.result.render_stats["solver"] == "oldest-first"
+        with pytest.raises(ConfigError, match="recent_window_tokens"):
+            cm.preview_context(overrides={"recent_window_tokens": -1})
+        with pytest.raises(ConfigError, match="no_such_option"):
+            cm.preview_context(overrides={"no_such_option": 1})
+        assert len(cm.get_messages()) == len(ids)
+    with manager() as cm:  # the passthrough strategy has no options to override
+        cm.add_message("User", "hi")
+        with pytest.raises(ConfigError, match="no overrides"):
+            cm.preview_context(overrides={"recent_window_tokens": 10})
+
+
 def test_preview_writes_no_thinking_record() -> None:
     with manager() as cm:
         cm.add_message("User", "go")

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 import solvers
 
 from ...adapter import Snapshot
@@ -76,6 +78,38 @@ class AutobiographicalStrategy(Strategy):
             ) from None
         self.state = State(self.config, Records.empty())
         """Everything held between calls (:class:`~.state.State`)."""
+
+    def with_options(self, **overrides: Any) -> AutobiographicalStrategy:
+        """This strategy as these options would make it, over the same records: for a
+        dry run (:meth:`~context_manager.ContextManager.preview_context`), which writes
+        nothing; the records are shared, the caches are its own.
+
+        Raises
+        ------
+        ConfigError
+            Naming an unknown option or a value it rejects.
+
+        Examples
+        --------
+        >>> base = AutobiographicalStrategy(compression_model="m")
+        >>> base.with_options(recent_window_tokens=500).config.recent_window_tokens
+        500
+        >>> base.config.recent_window_tokens
+        30000
+        """
+        fields = {**self.config.model_dump(), **overrides}
+        try:
+            config = AutobiographicalConfig.model_validate(fields)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(x) for x in e['loc']) or 'options'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise ConfigError(f"overrides rejected: {problems}") from None
+        twin = AutobiographicalStrategy(config)
+        twin.state = State(config, self.state.records)
+        twin.state.carry_over(self.state)
+        return twin
 
     @property
     def solver(self) -> tuple[str, dict[str, Any]]:
