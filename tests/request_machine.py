@@ -8,8 +8,12 @@ request that
 * reports that recount as ``render_stats["tokens"]``, and as ``kv_cost`` the
   tokens from its first difference with the previous live request;
 * keeps every tool call with its results;
-* shows every stored message raw or under a shown memory (or, for a result
-  whose call is gone and a call not answered yet, sends nothing of it);
+* shows every stored message of the agent's window raw or under a shown memory
+  (or, for a result whose call is gone and a call not answered yet, sends nothing
+  of it): the record until the host presents rows, then the rows it presented and
+  did not take out, in the order presented, whatever another manager on the store
+  removed (the window the machine keeps, branch by branch, is the one the manager
+  reads);
 * is the same bytes when compiled again with nothing changed (for the solvers that
   settle: ``solvers.capabilities(name).settles``; a greedy baseline's next request
   is checked like any other);
@@ -22,8 +26,9 @@ or refuses with an ``OverBudgetError`` whose ``actual`` exceeds its ``budget``,
 or a ``ConstraintConflictError`` naming the stored messages and constraints.
 
 And nothing is lost and nothing stalls: every chunk record and memory names a
-contiguous run of live messages whatever was removed (memory heads, whole chunks,
-anything), reopening included; and once the summariser is healthy again (after
+contiguous run of the window's live messages whatever was removed or retracted
+(memory heads, whole chunks, an undone turn, rows another manager removed, anything),
+reopening and branching included; and once the summariser is healthy again (after
 errors, exceptions, empty, huge or refused answers, or calls that hang past their
 deadline), retrying what was given up and draining remembers every chunk no hold
 keeps back.
@@ -56,6 +61,7 @@ from context_manager import (
     NotedRow,
     OverBudgetError,
     Overhead,
+    PassthroughStrategy,
     RequestIdentity,
     TextBlock,
     ThinkingBinding,
@@ -65,7 +71,6 @@ from context_manager import (
     tool_pair_problems,
 )
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
-from context_manager.strategies.passthrough import PassthroughStrategy
 from context_manager.summarizer import Completion, CompletionRequest
 
 COUNTER = CharsCounter()
@@ -206,6 +211,13 @@ class RequestMachine(RuleBasedStateMachine):
         """Per branch, the last binding compile: its id, messages and the live ids then."""
         self.thinking: set[str] = set()
         """Replies stored with their thinking (and not edited since)."""
+        self.windows: dict[str, list[str] | None] = {}
+        """Per branch, the agent's window as the machine keeps it: None while it is the
+        record, then the rows presented and not taken out, in order (rows another
+        manager removed included, until the host takes them out)."""
+        self.history: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        """Per branch, what the machine kept of it (the thinking record, the window) after
+        each change, with the store sequence then: what a branch cut there starts with."""
 
     @initialize(
         method=st.sampled_from([*SOLVERS, "passthrough"]),
@@ -260,15 +272,38 @@ class RequestMachine(RuleBasedStateMachine):
     def ids(self) -> list[str]:
         return [m.id for m in self.manager.get_messages()]
 
+    def window_ids(self) -> list[str]:
+        """The rows of the agent's window, in window order."""
+        return [m.id for m in self.manager.get_window_messages()]
+
+    def _kept(self) -> None:
+        """Note what the machine keeps of the current branch, as of the store's sequence."""
+        branch = self.manager.current_branch
+        window = self.windows.get(branch)
+        state = {
+            "sent": self.sent.get(branch),
+            "built": self.built.get(branch),
+            "window": None if window is None else list(window),
+        }
+        self.history.setdefault(branch, []).append((self.manager.current_sequence(), state))
+
     def mark(self) -> str:
         self.n += 1
         return f"k{self.n}"
 
     # ---------------------------------------------------------------- history
+    def _add(self, participant: str, content: Any) -> str:
+        """The agent stores a message; once the host presents, it presents the agent's
+        own rows as they are stored."""
+        row = self.manager.add_message(participant, content)
+        if self.manager.presenting:
+            self._present([row])
+        return row
+
     @rule(size=st.integers(1, 60), participant=st.sampled_from(["User", "Claude"]))
     def add_text(self, size: int, participant: str) -> None:
         k = self.mark()
-        self.manager.add_message(participant, " ".join(f"{k}w{i}" for i in range(size)))
+        self._add(participant, " ".join(f"{k}w{i}" for i in range(size)))
 
     @rule(count=st.integers(2, 8), size=st.integers(5, 40))
     def add_turns(self, count: int, size: int) -> None:
@@ -276,7 +311,7 @@ class RequestMachine(RuleBasedStateMachine):
         for j in range(count):
             k = self.mark()
             who = "User" if j % 2 == 0 else "Claude"
-            self.manager.add_message(who, " ".join(f"{k}w{i}" for i in range(size)))
+            self._add(who, " ".join(f"{k}w{i}" for i in range(size)))
 
     @rule(size=st.integers(1, 80), calls=st.integers(1, 3), answered=st.integers(0, 3))
     def add_tool_turn(self, size: int, calls: int, answered: int) -> None:
@@ -284,14 +319,14 @@ class RequestMachine(RuleBasedStateMachine):
         ``answered`` of them (none: the next message is not an answer)."""
         k = self.mark()
         uses = [ToolUseBlock(id=f"{k}t{j}", name="bash", input={"n": k}) for j in range(calls)]
-        self.manager.add_message("Claude", uses)
+        self._add("Claude", uses)
         if answered:
             body = " ".join(f"{k}o{i}" for i in range(size))
             results = [
                 ToolResultBlock(tool_use_id=f"{k}t{j}", content=body)
                 for j in range(min(calls, answered))
             ]
-            self.manager.add_message("User", results)
+            self._add("User", results)
 
     @rule(size=st.integers(1, 40), call=st.booleans())
     def add_thinking_reply(self, size: int, call: bool) -> None:
@@ -304,16 +339,16 @@ class RequestMachine(RuleBasedStateMachine):
         thought = ThinkingBlock(thinking=f"{k} thinks " + "t " * size, signature=f"sig-{k}")
         if call:
             use = ToolUseBlock(id=f"{k}t", name="bash", input={"n": k})
-            self.thinking.add(self.manager.add_message("Claude", [thought, use]))
-            self.manager.add_message("User", [ToolResultBlock(tool_use_id=f"{k}t", content=k)])
+            self.thinking.add(self._add("Claude", [thought, use]))
+            self._add("User", [ToolResultBlock(tool_use_id=f"{k}t", content=k)])
         else:
             text = TextBlock(text=" ".join(f"{k}w{i}" for i in range(size)))
-            self.thinking.add(self.manager.add_message("Claude", [thought, text]))
+            self.thinking.add(self._add("Claude", [thought, text]))
 
     @rule()
     def add_orphan_result(self) -> None:
         k = self.mark()
-        self.manager.add_message("User", [ToolResultBlock(tool_use_id=f"{k}gone", content=k)])
+        self._add("User", [ToolResultBlock(tool_use_id=f"{k}gone", content=k)])
 
     @precondition(lambda self: bool(self.manager.get_messages()))
     @rule(data=st.data(), size=st.integers(1, 40))
@@ -326,7 +361,9 @@ class RequestMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.manager.get_messages()))
     @rule(data=st.data())
     def remove(self, data: st.DataObject) -> None:
-        self.manager.remove_message(data.draw(st.sampled_from(self.ids())))
+        target = data.draw(st.sampled_from(self.ids()))
+        self.manager.remove_message(target)
+        self._taken_out([target])  # a removal takes the row out of the window
 
     @precondition(lambda self: bool(self.manager.get_messages()))
     @rule(data=st.data())
@@ -337,13 +374,16 @@ class RequestMachine(RuleBasedStateMachine):
         last = data.draw(st.integers(first, min(len(ids) - 1, first + 12)))
         assert self.manager.remove_messages(ids[first], ids[last]) == ids[first : last + 1]
         assert self.ids() == ids[:first] + ids[last + 1 :]
+        self._taken_out(ids[first : last + 1])
 
     @precondition(lambda self: bool(self.memories()))
     @rule(data=st.data())
     def remove_memory_head(self, data: st.DataObject) -> None:
         """Remove the first message of a memory."""
         memory = data.draw(st.sampled_from(self.memories()))
-        self.manager.remove_message(self.strategy.leaves_of(memory)[0])
+        head = self.strategy.leaves_of(memory)[0]
+        self.manager.remove_message(head)
+        self._taken_out([head])
 
     @precondition(lambda self: self.cm is not None and bool(self.chunk_records()))
     @rule(data=st.data(), share=st.sampled_from([1.0, 0.75]))
@@ -352,6 +392,7 @@ class RequestMachine(RuleBasedStateMachine):
         ids = data.draw(st.sampled_from(self.chunk_records()))
         for i in ids[: max(1, round(len(ids) * share))]:
             self.manager.remove_message(i)
+            self._taken_out([i])
 
     def memories(self) -> list[Any]:
         if self.cm is None or not isinstance(self.strategy, AutobiographicalStrategy):
@@ -399,10 +440,12 @@ class RequestMachine(RuleBasedStateMachine):
         TALLY["healed"] += 1
 
     # ------------------------------------------------------------ constraints
-    @precondition(lambda self: bool(self.manager.get_messages()) and self.method != "passthrough")
+    @precondition(
+        lambda self: bool(self.manager.get_window_messages()) and self.method != "passthrough"
+    )
     @rule(data=st.data(), kind=st.sampled_from(["raw", "level", "max_level"]))
     def pin(self, data: st.DataObject, kind: str) -> None:
-        ids = self.ids()
+        ids = self.window_ids()
         first = data.draw(st.integers(0, len(ids) - 1))
         last = data.draw(st.integers(first, min(len(ids) - 1, first + 8)))
         level = data.draw(st.integers(0, 3))
@@ -582,6 +625,7 @@ class RequestMachine(RuleBasedStateMachine):
             assert result.identity is not None
             self.sent[branch] = (result.identity, list(out))
             self.built[branch] = (result.compile_id, list(out), set(self.ids()))
+            self._kept()
 
     @rule(budget=st.integers(800, 6000), size=st.integers(1, 40), call=st.booleans())
     def host_round(self, budget: int, size: int, call: bool) -> None:
@@ -598,6 +642,7 @@ class RequestMachine(RuleBasedStateMachine):
         identity = self.sent[branch][0]
         assert self.manager.note_request_sent(rows, identity, compile_id)
         self.sent[branch] = (identity, compiled + [self.manager.get_message(i) for i in rows])
+        self._kept()
         TALLY["noted"] += 1
         self.compile(budget, 100, [], None, False, "model-a")
 
@@ -623,6 +668,7 @@ class RequestMachine(RuleBasedStateMachine):
                     break
                 vouched.append(self.manager.get_message(row))
             self.sent[branch] = (identity, compiled + vouched)
+            self._kept()
             TALLY["noted"] += 1
 
     @invariant()
@@ -675,7 +721,7 @@ class RequestMachine(RuleBasedStateMachine):
                     covered.update(strategy.leaves_of(s))
         if isinstance(strategy, PassthroughStrategy):
             return  # it sends the newest messages that fit, by design
-        stored = self.manager.get_messages()
+        stored = self.manager.get_window_messages()
         for i, s in enumerate(stored):
             if s.id in covered or _marker(s.message) in text:
                 continue
@@ -687,8 +733,154 @@ class RequestMachine(RuleBasedStateMachine):
                     assert b.tool_use_id not in asked, (s.id, "an answered result is missing")
                 elif isinstance(b, ToolUseBlock):
                     assert last, (s.id, "a call that has an answer slot is missing")
+                elif isinstance(b, ThinkingBlock):  # beside a call not answered yet
+                    assert last, (s.id, "thinking before an answer slot is missing")
                 else:
                     raise AssertionError(f"message {s.id} is neither shown nor summarised")
+
+    # ---------------------------------------------------------------- windows
+    def _window(self) -> list[str] | None:
+        return self.windows.get(self.manager.current_branch)
+
+    def _present(self, ids: list[str]) -> None:
+        """Present ``ids``: exactly the rows the window did not hold enter, in order."""
+        branch = self.manager.current_branch
+        window = self.windows.get(branch)
+        if window is None:  # the first presentation writes the record down
+            window = self.ids()
+        new = [i for i in dict.fromkeys(ids) if i not in window]
+        assert self.manager.present_rows(ids) == new
+        self.windows[branch] = window + new
+        self._kept()
+        TALLY["presented"] += len(new)
+
+    def _taken_out(self, ids: list[str]) -> None:
+        branch = self.manager.current_branch
+        window = self.windows.get(branch)
+        if window is not None:
+            gone = set(ids)
+            self.windows[branch] = [i for i in window if i not in gone]
+            self._kept()
+
+    @rule(
+        data=st.data(),
+        how=st.sampled_from(["turn", "turn", "some", "redo", "boot"]),
+    )
+    def present(self, data: st.DataObject, how: str) -> None:
+        """The host presents rows: at a turn start every row that arrived, in order; some
+        of them in any order; rows it had retracted (a redo); or none (its boot)."""
+        if how == "boot":
+            ids: list[str] = []
+        elif how == "redo":
+            ids = [i for i in self.ids() if self.manager.window_status_of(i) == "undone"]
+        else:
+            ids = [m.id for m in self.manager.get_unpresented_messages()]
+        if how in ("some", "redo") and ids:
+            ids = data.draw(st.lists(st.sampled_from(ids), max_size=len(ids) + 1))
+        self._present(ids)
+
+    @precondition(lambda self: self.cm is not None and bool(self.manager.get_window_messages()))
+    @rule(data=st.data(), undo=st.booleans())
+    def retract(self, data: st.DataObject, undo: bool) -> None:
+        """The host takes rows out of the window: the last turn (an undo), or any rows."""
+        window = self.window_ids()
+        if undo:
+            ids = window[-data.draw(st.integers(1, min(4, len(window)))) :]
+        else:
+            ids = data.draw(st.lists(st.sampled_from(window), min_size=1, max_size=4))
+        branch = self.manager.current_branch
+        if self.windows.get(branch) is None:
+            self.windows[branch] = self.ids()  # the retraction writes the window down
+        out = self.manager.retract_rows(ids)
+        assert out == list(dict.fromkeys(ids))
+        assert all(self.manager.window_status_of(i) == "undone" for i in out)
+        self._taken_out(out)
+        TALLY["retracted"] += len(out)
+
+    @rule(
+        data=st.data(),
+        what=st.sampled_from(["writes", "removes", "removes"]),
+        heard=st.sampled_from(["named", "boot pass"]),
+        count=st.integers(1, 4),
+    )
+    def elsewhere(self, data: st.DataObject, what: str, heard: str, count: int) -> None:
+        """Another manager on the store writes rows into the shared record (they wait
+        for the host's next presentation), or removes rows of it (this window's, or
+        not); the host takes removed rows out of this window by name (retract_removed)
+        or by its boot pass (retract_absent_rows)."""
+        ids = self.ids()
+        if what == "removes" and not ids:
+            return
+        other = ContextManager.open(
+            store=self.manager.store, namespace="elsewhere", counter=COUNTER
+        )
+        try:
+            if what == "writes":
+                for j in range(count):
+                    k = self.mark()
+                    other.add_message("Other", " ".join(f"{k}w{i}" for i in range(5 + 7 * j)))
+            else:
+                first = data.draw(st.integers(0, len(ids) - 1))
+                gone = ids[first : first + count]
+                other.remove_messages(gone[0], gone[-1])
+        finally:
+            other.close()
+        self.last = None  # the manager reads the store again: its last request goes
+        TALLY[f"elsewhere_{what}"] += 1
+        if what == "writes":
+            return
+        for i in gone:
+            self.thinking.discard(i)
+            assert self.manager.window_status_of(i) == "absent"
+        window = self._window()
+        held = [] if window is None else [i for i in window if i in set(gone)]
+        if heard == "named" or window is None:  # the window is the record: name them
+            assert self.manager.retract_removed(gone) == [i for i in gone if i in held]
+        else:
+            assert self.manager.retract_absent_rows() == held
+        self._taken_out(gone)
+
+    @precondition(lambda self: self.cm is not None and bool(self.manager.get_messages()))
+    @rule(data=st.data())
+    def branch_at_row(self, data: st.DataObject) -> None:
+        """Branch at a row and switch to it: the branch starts with the window as it
+        stood at its branch point, which holds the row if this window does."""
+        row = data.draw(st.sampled_from(self.ids()))
+        held = self.manager.window_status_of(row) == "in"
+        cut = self.manager.branch_sequence_of(row)
+        parent = self.manager.current_branch
+        name = f"b{len(self.branches)}"
+        assert self.manager.branch_at(row, name) == name
+        then = [state for seq, state in self.history.get(parent, []) if seq <= cut]
+        state = then[-1] if then else {"sent": None, "built": None, "window": None}
+        self.history[name] = [(seq, s) for seq, s in self.history.get(parent, []) if seq <= cut]
+        for kept, value in ((self.sent, state["sent"]), (self.built, state["built"])):
+            if value is None:
+                kept.pop(name, None)
+            else:
+                kept[name] = value
+        self.windows[name] = None if state["window"] is None else list(state["window"])
+        self.manager.switch_branch(name)
+        self.branches.append(name)
+        self.last = None
+        if held:
+            assert self.manager.window_status_of(row) == "in"
+        TALLY["branched_at"] += 1
+
+    @invariant()
+    def the_window_is_what_was_presented(self) -> None:
+        """The manager's window is the machine's: the record until the host presents,
+        then the rows it presented and did not take out that the record still holds."""
+        if self.cm is None:
+            return
+        window = self._window()
+        assert self.manager.presenting is (window is not None)
+        if window is None:
+            assert self.window_ids() == self.ids()
+            return
+        live = set(self.ids())
+        assert self.window_ids() == [i for i in window if i in live]
+        TALLY["presenting_checks"] += 1
 
     # --------------------------------------------------------------- branches
     @rule()
@@ -702,6 +894,10 @@ class RequestMachine(RuleBasedStateMachine):
             self.sent[name] = self.sent[parent]
         if parent in self.built:
             self.built[name] = self.built[parent]
+        window = self.windows.get(parent)
+        self.windows[name] = None if window is None else list(window)  # and its window
+        self.history[name] = list(self.history.get(parent, []))
+        self._kept()
 
     @rule(data=st.data())
     def switch(self, data: st.DataObject) -> None:
@@ -733,7 +929,7 @@ class RequestMachine(RuleBasedStateMachine):
         if self.cm is None or not isinstance(self.strategy, AutobiographicalStrategy):
             return
         strategy = self.strategy
-        position = {m.id: i for i, m in enumerate(self.manager.get_messages())}
+        position = {m.id: i for i, m in enumerate(self.manager.get_window_messages())}
 
         def run(ids: list[str]) -> bool:
             return (
