@@ -2382,10 +2382,11 @@ class ContextManager:
         """Start a new topic: store a transition summary and start the head window there.
 
         The summary is stored as a ``Context Manager`` message starting with
-        :data:`TOPIC_TRANSITION`; a strategy with a raw head window starts it at the
-        latest such message, so the messages of the old head become compressible like
-        the rest of the middle. Without ``transition_text`` the summariser writes the
-        summary, in ``compression_model``'s voice, from what the agent is shown now.
+        :data:`TOPIC_TRANSITION` (and presented, once a host presents rows); a strategy
+        with a raw head window starts it at the latest such message, so the messages of
+        the old head become compressible like the rest of the middle. Without
+        ``transition_text`` the summariser writes the summary, in ``compression_model``'s
+        voice, from what the agent is shown now.
 
         Parameters
         ----------
@@ -2435,6 +2436,8 @@ class ContextManager:
         else:
             text = transition_text.strip()
         message_id = self.add_message(MEMORY_MARKER_PARTICIPANT, f"{TOPIC_TRANSITION} {text}")
+        if self._presenting():  # the summary is this agent's own: it is shown at once
+            self.present_rows([message_id])
         if move is not None:
             move(self._ctx, message_id)
         return text

@@ -468,3 +468,11 @@ def test_a_present_the_strategy_refuses_stores_nothing() -> None:
             cm.present_rows([b])
         assert cm.window_status_of(b) == "out" and _texts(cm) == ["a"]
         assert [item.body["kind"] for item in cm.store.items("default/window")] == ["write-down"]
+
+
+def test_a_transition_summary_enters_the_window_it_was_written_for() -> None:
+    with _open() as cm:
+        cm.add_message("User", "first topic")
+        cm.present_rows([])
+        cm.reset_head_window("The first topic is done.")
+        assert _texts(cm) == ["first topic", "[Topic Transition] The first topic is done."]
