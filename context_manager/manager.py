@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import itertools
@@ -898,6 +897,16 @@ class _Forms(Sequence[SendForm]):
         for i in range(self._n):
             yield self._form(i)
 
+
+
+def _plain_copy(value: Any) -> Any:
+    """A copy of nested dicts and lists (the render stats): their leaves are immutable,
+    so this is a deep copy at a fraction of :func:`copy.deepcopy`'s cost."""
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_copy(v) for v in value]
+    return value
 
 class ContextManager:
     """Keeps every message and compiles the context of each model call.
@@ -2071,7 +2080,7 @@ class ContextManager:
             "kv_cost": self._reread(overhead, system, messages, total, commit=not dry_run),
         }
         if not dry_run:
-            self._render_stats = copy.deepcopy(stats)  # what the caller is given is theirs
+            self._render_stats = _plain_copy(stats)  # what the caller is given is theirs
         return CompileResult(
             messages,
             system,
@@ -2352,7 +2361,7 @@ class ContextManager:
         on the result says what that saved). Another strategy reports only what it
         states (the passthrough strategy: ``messages`` and ``dropped``).
         """
-        return None if self._render_stats is None else copy.deepcopy(self._render_stats)
+        return None if self._render_stats is None else _plain_copy(self._render_stats)
 
     # ------------------------------------------------------------- maintenance
     @_operation(writes=True)
