@@ -994,6 +994,8 @@ class ContextManager:
             tools=lambda: self._tools,
             system_prompt=lambda: self._system_prompt,
             clock=clock,
+            out_of_window=self._out_of_window,
+            presenting=self._presenting,
         )
         with self._lock:
             strategy.initialize(self._ctx)
@@ -3120,6 +3122,13 @@ class ContextManager:
 
     def _presenting(self) -> bool:
         return not self._window_index().legacy
+
+    def _out_of_window(self) -> set[str]:
+        """The record's rows the window does not hold (none while it is the record)."""
+        if not self._presenting():
+            return set()
+        shown = {m.id for m in self._view()}
+        return {m.id for m in self._messages() if m.id not in shown}
 
     def _record_ids(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the record holds (a few are looked up from the newest end,

@@ -476,3 +476,49 @@ def test_a_transition_summary_enters_the_window_it_was_written_for() -> None:
         cm.present_rows([])
         cm.reset_head_window("The first topic is done.")
         assert _texts(cm) == ["first topic", "[Topic Transition] The first topic is done."]
+
+
+# ------------------------------------------------ repair of what was never heard
+def test_a_retraction_the_strategy_never_heard_is_repaired_when_it_loads(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cm.db"
+    with _open(_autobio(), path=path) as cm:
+        ids = _talk(cm, 14)
+        cm.present_rows([])
+        cm.drain()
+        assert _leaves(cm.strategy, ids) == {  # type: ignore[arg-type]
+            "L1-0": [0, 1, 2, 3],
+            "L1-1": [4, 5, 6, 7],
+        }
+    with _open(PassthroughStrategy(), path=path) as deaf:  # hears nothing it can keep
+        deaf.retract_rows(ids[4:8])  # every row of L1-1 leaves the window
+    strategy = _autobio()
+    with _open(strategy, path=path) as cm:
+        assert _leaves(strategy, ids) == {"L1-0": [0, 1, 2, 3]}  # let go on load
+        assert all(
+            4 not in c for c in [[ids.index(i) for i in x.source_ids] for x in strategy.chunks]
+        )
+        shown = _shown(cm, ids, 2000)
+        assert _times_shown(shown) == Counter([0, 1, 2, 3, *range(8, 14)])
+
+
+def test_a_redo_the_strategy_never_heard_demotes_the_memory_it_moved(tmp_path: Path) -> None:
+    path = tmp_path / "cm.db"
+    with _open(_autobio(), path=path) as cm:
+        ids = _talk(cm, 14)
+        cm.present_rows([])
+        cm.drain()
+    with _open(PassthroughStrategy(), path=path) as deaf:
+        deaf.retract_rows(ids[4:6])
+        deaf.present_rows(ids[4:6])  # m04 and m05 now stand after m13
+    strategy = _autobio()
+    with _open(strategy, path=path) as cm:
+        # L1-1 stood for m04-m07, which are no longer one run: it is let go of
+        assert _leaves(strategy, ids) == {"L1-0": [0, 1, 2, 3]}
+        cm.drain()
+        for memory, leaves in _leaves(strategy, ids).items():
+            order = [cm.ordinal_of(ids[k]) for k in leaves]
+            assert order == sorted(order) and len(set(order)) == len(order), memory
+        tight = _shown(cm, ids, 120)
+        assert _times_shown(tight) == Counter(range(14))  # every row once

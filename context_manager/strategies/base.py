@@ -188,6 +188,12 @@ class StrategyContext:
     system_prompt: Callable[[], str | None]
     clock: Callable[[], float] = time.time
     """The manager's clock (seconds): what hold timeouts and retry backoff run on."""
+    out_of_window: Callable[[], set[str]] = set
+    """Ids of the rows the record holds and the agent's window does not (retracted, or
+    never presented); empty while the window is the record. What a strategy kept over
+    such rows without hearing them go is repaired from it when it loads."""
+    presenting: Callable[[], bool] = bool
+    """Whether a host presents rows (the window is no longer the record)."""
 
     def slot(self, name: str) -> str:
         """The store slot ``name`` scoped to this strategy's namespace."""

@@ -9,6 +9,7 @@ memory when the writer compresses it.
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 from ..base import StrategyContext
@@ -116,9 +117,18 @@ def reconcile(st: State, ctx: StrategyContext) -> None:
     """Records that lost some of their messages without hearing of it (removed through
     another manager, or before removals were recorded) follow the removal now, as
     :meth:`~.records.Records.forget` would have. A record that lost all of them is left
-    to :func:`orphaned`: that is what rewritten message identities look like."""
+    to :func:`orphaned`: that is what rewritten message identities look like.
+
+    Once a host presents rows, what the strategy never heard leave the window is
+    repaired the same way: a record over a row the record holds and the window does
+    not (``StrategyContext.out_of_window``) lets go of it, whether or not it lost all
+    its rows; and a record whose rows a presentation moved (a redo the strategy never
+    heard: its rows are no longer one run, in order, in the window) lets go of all of
+    them, so they are remembered again where they now stand."""
     records = st.records
     live = st.positions(ctx, ctx.messages())
+    out = ctx.out_of_window()
+    presenting = ctx.presenting()  # else a broken run is the topology audit's to report
     missing: set[str] = set()
     for ids in [c.source_ids for c in records.chunks] + [
         s.source_ids for s in records.summaries.values() if s.level == 1
@@ -126,6 +136,14 @@ def reconcile(st: State, ctx: StrategyContext) -> None:
         gone = [i for i in ids if i not in live]
         if gone and len(gone) < len(ids):
             missing.update(gone)
+        missing.update(i for i in gone if i in out)
+        at = [live[i] for i in ids if i in live] if presenting else []
+        if any(b != a + 1 for a, b in itertools.pairwise(at)):
+            missing.update(ids)  # no longer one run in the window: remembered again
     if missing:
-        log.info("%d removed messages were still named by records; they follow now", len(missing))
+        log.info(
+            "%d messages were still named by records that no longer hold them (removed, "
+            "or out of the window or moved in it unheard); they follow now",
+            len(missing),
+        )
         records.forget(sorted(missing))
