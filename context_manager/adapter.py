@@ -138,6 +138,10 @@ class Snapshot:
     window: Sequence[tuple[int, int, int]] = ()
     """The frontier runs ``(first, last, level)`` the blocks were chosen from (the
     caller's; it only tells two snapshots with the same blocks apart cheaply)."""
+    head_start: int = 0
+    """Where the raw head starts (a moved head: the messages before it are middle). The
+    head is ``[head_start, head_end)``; a head that does not start at 0 is stated as a
+    raw pin, as a head zone is the problem's prefix."""
 
 
 @dataclass
@@ -203,10 +207,12 @@ def state_problem(
     protected = set(snap.locks)
     for pin in snap.pins:
         protected.update(range(pin.first, pin.last + 1))
+    moved_head = range(snap.head_start, snap.head_end) if snap.head_start else range(0)
+    protected.update(moved_head)
     chunk_at: dict[int, tuple[str, int]] = {}
     tied = snap.tied
     for cid, a, b in snap.chunks:
-        if b - a < 2 or a < snap.head_end or b > snap.tail_start:
+        if b - a < 2 or (a < snap.head_end and b > snap.head_start) or b > snap.tail_start:
             continue
         if (a and tied[a - 1]) or tied[b - 1]:
             continue  # its edge would split a pair
@@ -229,7 +235,7 @@ def state_problem(
 
     i = 0
     tokens, ids = snap.tokens, snap.ids
-    head_end, tail_start = snap.head_end, snap.tail_start
+    head_start, head_end, tail_start = snap.head_start, snap.head_end, snap.tail_start
     while i < n:
         blk = block_at.get(i)
         if blk is not None:
@@ -260,7 +266,13 @@ def state_problem(
             while end < n and tied[end - 1]:
                 end += 1
             lid = ids[i]
-            zone = "head" if i < head_end else "tail" if i >= tail_start else "middle"
+            zone = (
+                "head"
+                if i < head_end and not head_start
+                else "tail"
+                if i >= tail_start
+                else "middle"
+            )
         cost = sum(tokens[i:end]) if end - i > 1 else tokens[i]
         key = ("leaf", lid, end - i, cost, zone)
         leaf = known.get(key)
@@ -319,6 +331,8 @@ def state_problem(
         )
         for p in snap.pins
     ]
+    if moved_head:  # a raw pin, after the host's own (StatedProblem.pins names those)
+        pins.append(Pin(leaves=tuple(dict.fromkeys(leaf_ids[_at(leaf_at, j)] for j in moved_head))))
     previous = None
     if snap.previous is not None:
         before = snap.previous
@@ -365,13 +379,13 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
         for r in result.produce
         if r.first in spans and r.last in spans
     ]
-    head = sum(snap.tokens[: snap.head_end])
+    head = sum(snap.tokens[snap.head_start : snap.head_end])
     tail = sum(snap.tokens[snap.tail_start :])
     base: dict[str, Any] = {
         "solver": result.solver,
         "status": result.status.value,
         "budget": snap.budget,
-        "head": {"messages": snap.head_end, "tokens": head},
+        "head": {"messages": snap.head_end - snap.head_start, "tokens": head},
         "tail": {"messages": len(snap.ids) - snap.tail_start, "tokens": tail},
         "decision": result.decision,
         "solver_kv_cost": result.kv_cost,
@@ -407,7 +421,9 @@ def read_plan(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> Pla
                 bucket = buckets.setdefault(shown, {"count": 0, "tokens": 0})
                 bucket["count"] += 1
                 bucket["tokens"] += u.tokens
-            elif leaves[leaf_index[u.key]].zone == "middle":
+            elif leaves[leaf_index[u.key]].zone == "middle" and not (
+                snap.head_start <= spans[u.key][0] < snap.head_end
+            ):
                 a, b = spans[u.key]
                 middle_raw["messages"] += b - a
                 middle_raw["tokens"] += u.tokens
@@ -461,7 +477,7 @@ def _conflicts(snap: Snapshot, stated: StatedProblem, result: SolveResult) -> li
             if text == "zone=tail" and snap.held_from is not None and a >= snap.held_from:
                 text = "zone=tail (held)"
             constraints.append(text)
-        for spec, model in zip(stated.pins, problem.pins, strict=True):
+        for spec, model in zip(stated.pins, problem.pins[: len(stated.pins)], strict=True):
             if c["leaf"] in model.leaves:
                 constraints.append(f"{spec.id} {model.describe()}")
         out.append(
@@ -483,14 +499,19 @@ def _diagnostics(
     tail: int,
 ) -> dict[str, Any]:
     problem, offsets = stated.problem, stated.offsets
+    in_head = range(snap.head_start, snap.head_end) if snap.head_start else range(0)
     middle = sum(
-        leaf.tokens for leaf in problem.leaves if leaf.zone == "middle" and leaf.id not in offsets
+        leaf.tokens
+        for leaf in problem.leaves
+        if leaf.zone == "middle"
+        and leaf.id not in offsets
+        and stated.spans[leaf.id][0] not in in_head
     )
     memories = sum(leaf.tokens for leaf in problem.leaves if leaf.id in offsets)
     tokens_of = {leaf.id: leaf.tokens for leaf in problem.leaves}
     raw_pins = [
         {"pin": spec.id, "name": spec.name, "tokens": sum(tokens_of[x] for x in model.leaves)}
-        for spec, model in zip(stated.pins, problem.pins, strict=True)
+        for spec, model in zip(stated.pins, problem.pins[: len(stated.pins)], strict=True)
         if model.is_raw
     ]
     return {

@@ -44,7 +44,12 @@ from .pairing import SendForm, send_form, tool_pair_problems
 from .store import Branch, Store, StoreError
 from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
 from .strategies.passthrough import PassthroughStrategy
-from .summarizer import MEMORY_MARKER_PARTICIPANT, CompletionRequest, Summarizer
+from .summarizer import (
+    MEMORY_MARKER_PARTICIPANT,
+    TOPIC_TRANSITION,
+    CompletionRequest,
+    Summarizer,
+)
 from .thinking import (
     NotedRow,
     RequestIdentity,
@@ -85,8 +90,6 @@ INJECTION_PREFIX = "system_context:"
 DEFAULT_NAMESPACE = "default"
 """The namespace of a manager opened without one: its context log is the slot
 ``context``, where every other namespace's is ``<namespace>/context``."""
-TOPIC_TRANSITION = "[Topic Transition]"
-"""How a transition summary written by :meth:`ContextManager.reset_head_window` starts."""
 
 
 class NoSummarizerWarning(UserWarning):

@@ -27,6 +27,7 @@ from .messages import MAX_CACHE_BREAKPOINTS, CacheTTL, Message, TextBlock
 __all__ = [
     "MEMORY_MARKER",
     "MEMORY_MARKER_PARTICIPANT",
+    "TOPIC_TRANSITION",
     "Completion",
     "CompletionRequest",
     "ExtractiveSummarizer",
@@ -44,6 +45,11 @@ MEMORY_MARKER = "[CM] A new memory is about to be formed"
 MEMORY_MARKER_PARTICIPANT = "Context Manager"
 """The participant whose turns carry the marker and the instructions. A message from
 anyone else is content, whatever its text: the same words typed by a user are inert."""
+
+TOPIC_TRANSITION = "[Topic Transition]"
+"""How a transition summary starts (a :data:`MEMORY_MARKER_PARTICIPANT` message written by
+:meth:`~context_manager.ContextManager.reset_head_window`): a raw head window starts at
+the latest one."""
 
 
 class CompletionRequest(BaseModel):

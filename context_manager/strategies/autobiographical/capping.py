@@ -56,7 +56,9 @@ def unfoldable(snap: Snapshot) -> list[bool]:
     for a, b in spans:
         covered[a : b + 1] = [True] * (b + 1 - a)
     fixed = [not c for c in covered]
-    fixed[: snap.head_end] = [True] * min(n, snap.head_end)
+    fixed[snap.head_start : snap.head_end] = [True] * max(
+        0, min(n, snap.head_end) - snap.head_start
+    )
     fixed[snap.tail_start :] = [True] * max(0, n - snap.tail_start)
     for pin in snap.pins:
         fixed[pin.first : pin.last + 1] = [True] * (pin.last + 1 - pin.first)

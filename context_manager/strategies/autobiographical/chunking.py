@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Sequence
 
-from ..base import StrategyContext
+from ..base import StoredMessage, StrategyContext
 from .state import State
-from .windows import raw_pinned, windows
+from .windows import Windows, raw_pinned, windows
 
 __all__ = ["adopt_memories", "orphaned", "rebuild_chunks", "reconcile"]
 
@@ -23,7 +24,6 @@ log = logging.getLogger(__name__)
 
 def rebuild_chunks(st: State, ctx: StrategyContext) -> None:
     """Close new chunks over middle messages no record owns (records are persisted)."""
-    cfg = st.config
     records = st.records
     stored = ctx.messages()
     if orphaned(st, ctx):
@@ -31,15 +31,40 @@ def rebuild_chunks(st: State, ctx: StrategyContext) -> None:
     win = windows(st, ctx, stored)
     owned = st.owned_ids()
     pinned = raw_pinned(st, ctx, stored)
-    run: list[int] = []
-    run_tokens = 0
-    previous = -2
+    if win.head_start:  # a moved head: what came before it is middle again
+        key = (ctx.version(), win.head_start, records.revision)
+        if st.cache.get(("before-head",)) != key:
+            _close(st, ctx, stored, win, owned, pinned, 0, win.head_start, bounded=True)
+            st.cache[("before-head",)] = (ctx.version(), win.head_start, records.revision)
     start = win.head_end
     if records.chunks:  # records own the past: resume after the newest record
         at = st.positions(ctx, stored).get(records.chunks[-1].source_ids[-1])
         if at is not None:
             start = max(start, at + 1)
-    for i in range(start, win.tail_start):
+    _close(st, ctx, stored, win, owned, pinned, start, win.tail_start)
+
+
+def _close(
+    st: State,
+    ctx: StrategyContext,
+    stored: Sequence[StoredMessage],
+    win: Windows,
+    owned: set[str],
+    pinned: set[str],
+    lo: int,
+    hi: int,
+    *,
+    bounded: bool = False,
+) -> None:
+    """Close chunks over the messages in ``[lo, hi)`` that no record owns. ``bounded``:
+    no run there can grow (the region ends at a moved head), so a run of two messages
+    or more closes where it ends, however short."""
+    cfg = st.config
+    records = st.records
+    run: list[int] = []
+    run_tokens = 0
+    previous = -2
+    for i in range(lo, hi):
         s = stored[i]
         if s.id in owned or s.id in pinned:
             run, run_tokens, previous = [], 0, -2
@@ -52,7 +77,10 @@ def rebuild_chunks(st: State, ctx: StrategyContext) -> None:
         full = len(run) >= cfg.min_chunk_messages or run_tokens >= 2 * cfg.target_chunk_tokens
         # never close between a call and its answer, nor on a call not answered yet
         closable = not win.tied[i] and (i + 1 < len(stored) or not s.message.tool_use_ids)
-        if run_tokens >= cfg.target_chunk_tokens and full and closable:
+        ends = bounded and (i + 1 == hi or stored[i + 1].id in owned or stored[i + 1].id in pinned)
+        if closable and (
+            (run_tokens >= cfg.target_chunk_tokens and full) or (ends and len(run) >= 2)
+        ):
             records.add_chunk([stored[j].id for j in run])
             run, run_tokens, previous = [], 0, -2
 

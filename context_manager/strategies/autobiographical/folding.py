@@ -126,7 +126,8 @@ def select(
         st.records.commit_frontier([(stored[a].id, stored[b - 1].id, v) for a, b, v in plan.levels])
     marks: tuple[int, ...] = ()
     if st.config.compression_cache_breakpoints:
-        marks = _cache_breakpoints(st, entries, {s.id for s in stored[: snap.head_end]})
+        head = {s.id for s in stored[snap.head_start : snap.head_end]}
+        marks = _cache_breakpoints(st, entries, head)
     history = plan.layout.total - budget.fixed_tokens
     return Selection(entries, stats, marks, tokens=history)
 
@@ -300,6 +301,7 @@ def snapshot(
         tokens=win.tokens,
         tied=win.tied,
         head_end=win.head_end,
+        head_start=win.head_start,
         tail_start=win.tail_start,
         budget=total,
         # the band is a share of what the overhead leaves: only history can fold
@@ -359,7 +361,7 @@ def blocks(
     protected = sorted([(p.first, p.last) for p in pins] + [(j, j) for j in locks])
     starts = [a for a, _, _ in carried]
     for top in memories.tops:
-        if top.first < win.head_end or top.last >= win.tail_start:
+        if (top.first < win.head_end and top.last >= win.head_start) or top.last >= win.tail_start:
             continue
         if top.id in memories.overlapping:
             continue

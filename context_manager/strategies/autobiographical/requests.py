@@ -138,13 +138,26 @@ def l1_request(
     start = index[chunk.source_ids[0]]
     win = windows(st, ctx, stored)
     represented = st.represented_ids()
-    head = [s.message for s in stored[: min(win.head_end, start)] if s.id not in represented]
+    # the raw head before the chunk (none before a moved head), then the middle
+    head = [
+        s.message
+        for s in stored[win.head_start : min(win.head_end, start)]
+        if s.id not in represented
+    ]
     if steps is None:
         steps = ladder(st, ctx, start, index)
     recall = [m for s in steps for m in st.ask_pair(s)]
+    if start >= win.head_end:
+        before = _unremembered(st, ctx, index, win.head_end, start)
+        if win.head_start:  # what a moved head left in the middle
+            before = _unremembered(st, ctx, index, 0, win.head_start) + before
+    elif start < win.head_start:  # a chunk from before a moved head
+        before = _unremembered(st, ctx, index, 0, start)
+    else:
+        before = []
     middle = [
         stored[j].message
-        for j in _unremembered(st, ctx, index, win.head_end, start)
+        for j in before
         if stored[j].id not in represented and stored[j].id not in chunk.source_ids
     ]
     marker = _l1_marker()

@@ -299,6 +299,13 @@ class AutobiographicalStrategy(Strategy):
         """Remove a pin; False when it does not exist."""
         return self.state.records.remove_pin(pin_id)
 
+    def reset_head_window(self, ctx: StrategyContext, message_id: str) -> None:
+        """The raw head now starts at the transition summary ``message_id``
+        (:meth:`~context_manager.ContextManager.reset_head_window`): the head window
+        is found from the messages (it starts at the latest topic transition), so the
+        messages before it are middle again and are remembered like the rest of it."""
+        rebuild_chunks(self.state, ctx)
+
     def lock(self, ctx: StrategyContext, message_id: str, locked: bool = True) -> None:
         """Keep (or stop keeping) a message at its current resolution."""
         self.state.records.set_lock(message_id, locked)

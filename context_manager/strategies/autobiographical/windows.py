@@ -1,8 +1,10 @@
 """The windows: the raw head, the raw tail, and where holds begin.
 
-The head is the oldest messages up to ``head_window_tokens``, the tail the newest
-up to ``recent_window_tokens``; neither boundary falls between a tool call and its
-answer. Everything between them is the middle, where chunks close.
+The head is the oldest messages up to ``head_window_tokens`` (from the latest topic
+transition on, once :meth:`~context_manager.ContextManager.reset_head_window` wrote
+one), the tail the newest up to ``recent_window_tokens``; neither boundary falls
+between a tool call and its answer. Everything else is the middle, where chunks
+close: the messages before a moved head are middle again.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...summarizer import MEMORY_MARKER_PARTICIPANT, TOPIC_TRANSITION
 from ..base import StoredMessage, StrategyContext
 from .state import State
 
@@ -28,6 +31,9 @@ class Windows:
     """Message ``i`` is sent together with message ``i + 1`` (a call and its answer)."""
     held_from: int | None = None
     """The first message under a hold (the tail starts there at the latest)."""
+    head_start: int = 0
+    """Where the head starts: the latest topic transition (0 before any, or without a
+    head window). The head is ``[head_start, head_end)``."""
 
 
 def windows(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> Windows:
@@ -54,13 +60,14 @@ def _windows(
 ) -> Windows:
     cfg = st.config
     n = len(stored)
-    head_end = 0
+    head_start = head_end = 0
     if cfg.head_window_tokens:
+        head_start = head_end = transition_start(st, ctx, stored)
         total = 0
         while head_end < n and total + tokens[head_end] <= cfg.head_window_tokens:
             total += tokens[head_end]
             head_end += 1
-        while head_end > 0 and tied[head_end - 1]:
+        while head_end > head_start and tied[head_end - 1]:
             head_end -= 1  # never end the head between a call and its answer
     tail_start = n
     total = 0
@@ -76,8 +83,27 @@ def _windows(
         while first_held > head_end and tied[first_held - 1]:
             first_held -= 1
         tail_start = max(head_end, min(tail_start, first_held))
-        return Windows(head_end, tail_start, tokens, tied, first_held)
-    return Windows(head_end, tail_start, tokens, tied)
+        return Windows(head_end, tail_start, tokens, tied, first_held, head_start)
+    return Windows(head_end, tail_start, tokens, tied, None, head_start)
+
+
+def transition_start(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> int:
+    """The position of the latest topic transition (a ``Context Manager`` message
+    starting with :data:`~context_manager.summarizer.TOPIC_TRANSITION`), 0 when there
+    is none. Appends are read once: only a change of the messages reads them all."""
+    key = ("transition",)
+    kept: tuple[int, int, str | None] | None = st.cache.get(key)
+    version, seen, found = kept if kept is not None else (-1, 0, None)
+    position = st.positions(ctx, stored)
+    if version != ctx.version() or seen > len(stored) or (found and found not in position):
+        seen, found = 0, None
+    for i in range(len(stored) - 1, seen - 1, -1):
+        m = stored[i].message
+        if m.participant == MEMORY_MARKER_PARTICIPANT and m.text.startswith(TOPIC_TRANSITION):
+            found = stored[i].id
+            break
+    st.cache[key] = (ctx.version(), len(stored), found)
+    return position[found] if found is not None else 0
 
 
 def raw_pinned(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> set[str]:
