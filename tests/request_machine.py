@@ -80,7 +80,7 @@ TALLY: Counter[str] = Counter()
 """Outcomes over every run of the machine in this process (read by the soak)."""
 
 
-def _strategy(method: str) -> AutobiographicalStrategy | PassthroughStrategy:
+def _strategy(method: str, head: int = 0) -> AutobiographicalStrategy | PassthroughStrategy:
     if method == "passthrough":
         return PassthroughStrategy()
     options: dict[str, Any] = {
@@ -94,6 +94,7 @@ def _strategy(method: str) -> AutobiographicalStrategy | PassthroughStrategy:
         # a hung call is abandoned at this deadline; a working one always answers well
         # within it (a timed-out working call would make the machine's runs diverge)
         "summary_timeout_seconds": 1.0,
+        "head_window_tokens": head,
     }
     if method == "threshold-pyramid":  # the renderer of adaptive_resolution=False
         options["adaptive_resolution"] = False
@@ -198,6 +199,8 @@ class RequestMachine(RuleBasedStateMachine):
         self.n = 0
         self.branches = ["main"]
         self.method = "kv-stable"
+        self.head = 0
+        """The raw head window's tokens (moved by :meth:`reset_head`)."""
         self.cm: ContextManager | None = None
         self.last: tuple[Any, list[Message]] | None = None
         self.system: str | None = None
@@ -224,11 +227,13 @@ class RequestMachine(RuleBasedStateMachine):
         past=st.integers(0, 80),
         tools_every=st.integers(2, 5),
         folded=st.booleans(),
+        head=st.sampled_from([0, 0, 60]),
     )
-    def open(self, method: str, past: int, tools_every: int, folded: bool) -> None:
+    def open(self, method: str, past: int, tools_every: int, folded: bool, head: int) -> None:
         """A manager, and the history an agent of some age brings (memories written
-        for it or not)."""
+        for it or not), with a raw head window or none."""
         self.method = method
+        self.head = head
         self._open()
         for i in range(past):
             if i % tools_every:
@@ -244,7 +249,7 @@ class RequestMachine(RuleBasedStateMachine):
         return self.method == "passthrough" or solvers.capabilities(self.method).settles
 
     def _open(self) -> None:
-        self.strategy = _strategy(self.method)
+        self.strategy = _strategy(self.method, self.head)
         self.cm = ContextManager.open(
             path=self.path,
             strategy=self.strategy,
@@ -478,6 +483,19 @@ class RequestMachine(RuleBasedStateMachine):
             self.manager.tick()
 
     @rule()
+    def reset_head(self) -> None:
+        """A new topic: the transition summary is stored (and presented, once the host
+        presents) and a raw head window moves to it."""
+        self.manager.reset_head_window(f"Topic {self.mark()} is done; on to the next.")
+        row = self.ids()[-1]
+        branch = self.manager.current_branch
+        window = self.windows.get(branch)
+        if window is not None and row not in window:
+            self.windows[branch] = [*window, row]
+            self._kept()
+        TALLY["head_resets"] += 1
+
+    @rule()
     def drain(self) -> None:
         self.manager.drain()
 
@@ -687,7 +705,7 @@ class RequestMachine(RuleBasedStateMachine):
             return
         cm = self.manager
         live = cm._strategy
-        fresh = _strategy(self.method)
+        fresh = _strategy(self.method, self.head)
         with cm._lock:
             fresh.initialize(cm._ctx)
             cm._strategy = fresh
