@@ -2762,16 +2762,22 @@ class ContextManager:
         wanted = check_ids(ids)
         rows = self._rows_named(wanted, "ids", "present only rows add_message stored")
         self._write_down()
-        new = self._window_index().new_rows(wanted)
+        index = self._window_index()
+        new = index.new_rows(wanted)
         if not new:
             return []
-        self._write_window("present", new)
+        # The rows enter the window, the strategy hears them (and writes what it
+        # keeps), then the window's record closes the call: a branch cut at it keeps
+        # everything the call wrote.
+        index.apply(WindowRecord("present", tuple(new)))
         entered = [rows[i] for i in new]
         if self._view_cache is not None:
             for stored in entered:
                 self._view_cache.append(stored)
                 self._view_derived.appended(len(self._view_cache))
         self._tell_presented(entered)
+        item = self._store.append(self._window_slot, WindowRecord("present", tuple(new)).body())
+        index.stamp(new, item.seq)
         if self._ticker is not None:
             self._ticker.wake()
         return new

@@ -263,6 +263,14 @@ class WindowIndex:
         takes a new ordinal, after every other."""
         return self._ordinal.get(row)
 
+    def stamp(self, rows: Iterable[str], seq: int) -> None:
+        """Give the held ``rows`` the sequence of the ``present`` record that entered
+        them, once it is stored (a present is applied before its record is written, so
+        the record closes the call that wrote it)."""
+        for row in rows:
+            if row in self._entered:
+                self._entered[row] = seq
+
     def entered_at(self, row: str) -> int | None:
         """The sequence of the ``present`` record that entered a held row; None for a
         row the write-down entered, or one the window does not hold."""

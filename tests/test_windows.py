@@ -522,3 +522,21 @@ def test_a_redo_the_strategy_never_heard_demotes_the_memory_it_moved(tmp_path: P
             assert order == sorted(order) and len(set(order)) == len(order), memory
         tight = _shown(cm, ids, 120)
         assert _times_shown(tight) == Counter(range(14))  # every row once
+
+
+def test_a_branch_at_a_presented_row_keeps_what_its_presentation_wrote() -> None:
+    strategy = _autobio()
+    with _open(strategy) as cm:
+        cm.present_rows([])
+        ids = _talk(cm, 14)  # stored, not presented yet: no chunk closes
+        assert strategy.chunks == []
+        before = cm.current_sequence()
+        cm.present_rows(ids)  # the strategy closes its chunks as it hears the rows
+        chunks = [(c.id, c.source_ids) for c in strategy.chunks]
+        assert len(chunks) == 2
+        cut = cm.branch_sequence_of(ids[-1])
+        assert cut == cm.current_sequence() > before + 1  # after the whole call
+        cm.branch_at(ids[-1], "kept")
+        cm.switch_branch("kept")
+        assert [(c.id, c.source_ids) for c in strategy.chunks] == chunks
+        assert [m.id for m in cm.get_window_messages()] == ids
