@@ -354,11 +354,23 @@ class _Row:
     ours: bool
 
 
+MARK_INVALID_SHARE = 0.01
+"""A policy's values are marked best only with no call over budget and at most this
+share of its requests invalid: a stray invalid request among hundreds does not hide
+its figures, a policy that sends little that is valid cannot look best."""
+
+
+def _counts(s: RunSummary) -> bool:
+    """Whether ``s`` competes for the best marks (see :data:`MARK_INVALID_SHARE`)."""
+    return not s.over_budget and s.invalid <= MARK_INVALID_SHARE * s.calls
+
+
 def _rows(rows: Sequence[RunSummary]) -> list[_Row]:
     """One budget's summaries as table rows, sorted by total bill (cheapest first),
-    the best value of each measured column marked among the valid policies."""
+    the best value of each measured column marked among the policies that count
+    (:func:`_counts`)."""
     ordered = sorted(rows, key=lambda s: (s.billed_with_summaries, s.policy))
-    valid = [s for s in ordered if not s.invalid]
+    valid = [s for s in ordered if _counts(s)]
     best: dict[int, float] = {}
     measured: list[tuple[int, Callable[[RunSummary], float | None], bool]] = [
         (2, lambda s: s.billed_with_summaries, False),
@@ -386,7 +398,7 @@ def _rows(rows: Sequence[RunSummary]) -> list[_Row]:
             f"{s.cpu_p95_ms:.1f}",
         )
         marked = set()
-        if not s.invalid:
+        if _counts(s):
             values = {2: s.billed_with_summaries, 5: s.retention, 6: s.argument_support}
             marked = {c for c, v in values.items() if c in best and v == best[c]}
         out.append(_Row(cells, frozenset(marked), bool(s.invalid), s.policy.startswith("ours:")))
@@ -782,7 +794,8 @@ _HOW_TEXT = (
     "next (strings of 3+ characters, numbers of 2+ digits) that the request showed, of "
     "those the full history showed. *Invalid*: over budget, an orphan tool result or an "
     "unanswered call, the newest turn missing, or an error. Rows are sorted by total bill; "
-    "**bold** marks the best valid value of a column. A concatenation replays its parts "
+    "**bold** marks the best value of a column among the policies with no call over "
+    "budget and at most 1 % of their requests invalid. A concatenation replays its parts "
     "again, as one agent serving them in turn."
 )
 

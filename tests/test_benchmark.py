@@ -549,6 +549,30 @@ def test_each_budget_table_is_sorted_by_total_bill_marks_the_best_and_fits_110_c
     )
 
 
+def test_a_stray_invalid_request_does_not_hide_a_policy_from_the_best_marks() -> None:
+    from foldbench.report import _rows
+
+    by_name = {s.policy: s for s in _report(BASE_RUNS).summaries()}
+    ours, masking = by_name["ours:kv-stable"], by_name["observation-masking"]
+    trim = by_name["langchain-trim-messages"]
+    many = dict(calls=200)
+    rows = _rows(
+        [
+            dataclasses.replace(ours, invalid=2, **many),  # 1 % of its requests: it counts
+            dataclasses.replace(masking, **many),
+            dataclasses.replace(trim, over_budget=1, invalid=1, **many),  # over: never
+        ]
+    )
+    marks = {r.cells[1]: r.best for r in rows}
+    # ours is the cheapest that counts, masking keeps the most facts; they tie on
+    # arguments (5 of 10 each), where trim's 9 of 10 is not marked
+    assert marks["ours:kv-stable"] == frozenset({2, 6})
+    assert marks["observation-masking"] == frozenset({5, 6})
+    assert marks["langchain-trim-messages"] == frozenset()
+    (stray,) = _rows([dataclasses.replace(ours, invalid=3, **many), masking])[:1]
+    assert stray.best == frozenset()  # 1.5 %: out
+
+
 def test_each_call_records_the_turn_it_has_to_carry() -> None:
     transcript = benchmark.default_transcripts()[0]
     counter = TiktokenCounter()
