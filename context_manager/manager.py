@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import heapq
 import itertools
 import json
 import logging
@@ -901,7 +902,6 @@ class _Forms(Sequence[SendForm]):
             yield self._form(i)
 
 
-
 def _plain_copy(value: Any) -> Any:
     """A copy of nested dicts and lists (the render stats): their leaves are immutable,
     so this is a deep copy at a fraction of :func:`copy.deepcopy`'s cost."""
@@ -910,6 +910,31 @@ def _plain_copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain_copy(v) for v in value]
     return value
+
+
+def _auxiliary_slots(views: Sequence[str | None], own: str) -> tuple[str, ...]:
+    """The message slots of ``auxiliary_views``, checked (each once, never ``own``)."""
+    if isinstance(views, str):
+        raise ConfigError(
+            f"auxiliary_views must be a sequence of namespaces, not one string; use [{views!r}]"
+        )
+    slots: list[str] = []
+    for view in views:
+        if view is not None and (not isinstance(view, str) or not view):
+            raise ConfigError(
+                f"auxiliary_views holds {view!r}: give a writer's namespace, or None for the "
+                "shared message slot"
+            )
+        slot = "messages" if view is None else f"{view}/messages"
+        if slot == own:
+            raise ConfigError(
+                f"auxiliary_views names this manager's own messages ({view!r}); a view "
+                "merges another writer's"
+            )
+        if slot not in slots:
+            slots.append(slot)
+    return tuple(slots)
+
 
 class ContextManager:
     """Keeps every message and compiles the context of each model call.
@@ -938,6 +963,7 @@ class ContextManager:
         isolate: bool,
         clock: Callable[[], float],
         auto_tick: bool = False,
+        auxiliary_views: Sequence[str | None] = (),
     ) -> None:
         self._store = store
         self._owns_store = owns_store
@@ -946,6 +972,9 @@ class ContextManager:
         self._counter = counter
         self._namespace = namespace
         self._slot = f"{namespace}/messages" if isolate else "messages"
+        self._aux_slots = _auxiliary_slots(auxiliary_views, self._slot)
+        """Other writers' message slots merged read-only into this manager's record, by
+        sequence (``auxiliary_views``)."""
         # the context log is the namespace's own, isolated or not; the default
         # namespace keeps the unprefixed slot its stores have always held
         self._log_slot = "context" if namespace == DEFAULT_NAMESPACE else f"{namespace}/context"
@@ -1020,6 +1049,7 @@ class ContextManager:
         isolate: bool = False,
         clock: Callable[[], float] = time.monotonic,
         auto_tick: bool = False,
+        auxiliary_views: Sequence[str | None] = (),
     ) -> ContextManager:
         """Open a manager on a store file (``path``) or an app-owned :class:`Store`.
 
@@ -1037,6 +1067,12 @@ class ContextManager:
         and the context log (:meth:`context_log`) are always the namespace's own. The
         same file opened twice with ``path=`` is refused
         (:class:`~context_manager.store.StoreLockedError`): one store object per file.
+        ``auxiliary_views`` names other writers whose messages this manager's record
+        also holds, read-only: the namespace of an isolated writer (its own message
+        slot), or None for the shared one (from an isolated manager). Their rows are
+        merged with this manager's own by the order they were stored; this manager
+        cannot edit or remove them (:class:`ConfigError` names the writer), and its
+        record follows what they write.
 
         Raises
         ------
@@ -1061,6 +1097,7 @@ class ContextManager:
                 isolate=isolate,
                 clock=clock,
                 auto_tick=auto_tick,
+                auxiliary_views=auxiliary_views,
             )
         except BaseException:
             if owns:
@@ -1209,6 +1246,7 @@ class ContextManager:
     def edit_message(self, message_id: str, content: str | Sequence[ContentBlock]) -> None:
         """Replace a message's content (existing summaries keep their text)."""
         old = self.get_message(message_id)
+        self._read_only([message_id])
         blocks = _blocks(content)
         # built anew, not model_copy'd: a copy would keep the old content's cached
         # tool_use_ids / tool_result_ids, and the pairing rule reads those
@@ -1297,6 +1335,7 @@ class ContextManager:
 
     def _remove(self, ids: Sequence[str]) -> None:
         """Remove live messages ``ids`` (one transaction; the strategy hears once)."""
+        self._read_only(ids)
         gone = set(ids)
         with self._store.transaction():
             for message_id in ids:
@@ -1562,7 +1601,7 @@ class ContextManager:
         """The live messages of the branch as of sequence ``at``: id -> (append sequence,
         body version), in append order."""
         live: dict[str, tuple[int, int]] = {}
-        for op, item, seq, rev in self._store.records_after(self._slot, 0):
+        for op, item, seq, rev in self._record_log():
             if seq > at:
                 break
             if only is not None and item != only:
@@ -1591,7 +1630,7 @@ class ContextManager:
         assert time is not None
         if not (isinstance(time, int | float) and math.isfinite(time)):
             raise ConfigError(f"time must be a finite number of seconds, got {time!r}")
-        for op, item, seq, rev in self._store.records_after(self._slot, 0):
+        for op, item, seq, rev in self._record_log():
             if op != "append":
                 continue
             stamp = StoredMessage.from_store(self._store, item, seq, rev).message.timestamp
@@ -1599,12 +1638,36 @@ class ContextManager:
                 return seq - 1
         return head
 
+    def _record_log(self) -> list[tuple[str, str, int, int]]:
+        """The records of this manager's message slot and of its auxiliary views, in
+        the order written: ``(op, item, seq, rev)``."""
+        logs = [self._store.records_after(slot, 0) for slot in (self._slot, *self._aux_slots)]
+        return logs[0] if len(logs) == 1 else list(heapq.merge(*logs, key=lambda r: r[2]))
+
+    def _read_only(self, ids: Iterable[str]) -> None:
+        """Refuse to change rows another writer's view lends this manager."""
+        if not self._aux_slots:
+            return
+        wanted = set(ids)
+        for slot in self._aux_slots:
+            lent = wanted.intersection(i.id for i in self._store.items(slot))
+            if lent:
+                writer = "the shared slot" if slot == "messages" else slot.rsplit("/", 1)[0]
+                raise ConfigError(
+                    f"messages {sorted(lent)} belong to {writer}, an auxiliary view of this "
+                    "manager (read-only); change them through that writer's manager"
+                )
+
     def _messages(self) -> list[StoredMessage]:
         if self._cache is None:
             self._tokens_filled = False
-            self._index_current = self._load_index()
+            self._index_current = not self._aux_slots and self._load_index()
             if not self._index_current:
-                self._cache = [StoredMessage.from_item(i) for i in self._store.items(self._slot)]
+                items = self._store.items(self._slot)
+                if self._aux_slots:  # the other writers' rows, in the order stored
+                    others = [self._store.items(slot) for slot in self._aux_slots]
+                    items = list(heapq.merge(items, *others, key=lambda i: i.seq))
+                self._cache = [StoredMessage.from_item(i) for i in items]
                 self._derived = _Derived()
         assert self._cache is not None
         return self._cache
@@ -1675,7 +1738,7 @@ class ContextManager:
     def _save_index(self) -> None:
         """Save the view of the message list (part of the open transaction)."""
         stored = self._cache
-        if stored is None:
+        if stored is None or self._aux_slots:  # a merged record is read anew
             return
         derived = self._derived
         if not derived.loaded:
