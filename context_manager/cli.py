@@ -637,6 +637,25 @@ def inspect(
                 f"pin {pin.id} {pin.name or ''}: {pin.first}..{pin.last} "
                 f"level={pin.level} max_level={pin.max_level}"
             )
+        console.print(_window_line(db, namespace, [item.id for item in messages]))
+
+
+def _window_line(db: Any, namespace: str, record: Sequence[str]) -> str:
+    """What the namespace's agent window holds, against the shared record."""
+    from .window import WindowIndex, WindowRecord
+
+    items = db.items(f"{namespace}/window")
+    if not items:
+        return "window: the record (no host has presented rows)"
+    index = WindowIndex.replay(WindowRecord.from_body(i.body, i.seq) for i in items)
+    stored = set(record)
+    held = [r for r in index.held() if r in stored]
+    undone = sum(1 for r in record if index.was_undone(r))
+    never = sum(1 for r in record if not index.holds(r) and not index.was_undone(r))
+    return (
+        f"window: {len(held):,} rows presented ({len(items):,} records), {undone:,} "
+        f"taken out, {never:,} stored but not presented"
+    )
 
 
 AUDIT_STATUS = (

@@ -267,6 +267,25 @@ def test_inspect_previews_tool_messages(tmp_path: Path) -> None:
     assert "''" not in result.output
 
 
+def test_inspect_says_what_the_agent_window_holds(tmp_path: Path) -> None:
+    from context_manager import CharsCounter, ContextManager
+
+    store = tmp_path / "cm.db"
+    with ContextManager.open(path=store, counter=CharsCounter()) as cm:
+        ids = [cm.add_message("User", f"m{i}") for i in range(5)]
+    plain = _run(["inspect", str(store)])
+    assert "window: the record (no host has presented rows)" in plain.output
+    with ContextManager.open(path=store, counter=CharsCounter()) as cm:
+        cm.present_rows([])  # the five stored rows are written down as the window
+        cm.retract_rows(ids[:2])
+        cm.add_message("User", "not shown yet")
+    shown = _run(["inspect", str(store)])
+    assert shown.exit_code == 0, shown.output
+    assert "window: 3 rows presented (2 records), 2 taken out, 1 stored but not presented" in (
+        shown.output
+    )
+
+
 def test_inspect_refuses_an_unknown_namespace_naming_the_existing_ones(tmp_path: Path) -> None:
     store = tmp_path / "cm.db"
     _tool_store(store)
