@@ -239,15 +239,18 @@ class Item:
         self.rev = rev
         self._body = body
         self._text = text if body is _UNPARSED else None
-        # media kept in the blob table is read back with the body, only when it has any
-        self._blobs = blobs if self._text is not None and _BLOB_MARK in self._text else None
+        self._blobs = blobs
+        """Reads back media kept in the blob table, when the body is parsed and has any."""
 
     @property
     def body(self) -> Any:
         """The item's body (parsed on first access, then kept)."""
         if self._body is _UNPARSED:
-            body = None if self._text is None else json.loads(self._text)
-            self._body = body if self._blobs is None else _inline(body, self._blobs)
+            text = self._text
+            body = None if text is None else json.loads(text)
+            if self._blobs is not None and text is not None and _BLOB_MARK in text:
+                body = _inline(body, self._blobs)
+            self._body = body
             self._text = None
             self._blobs = None
         return self._body
@@ -802,13 +805,14 @@ class Store:
         # rows come in sequence order, so the dict keeps append order; bodies stay JSON
         # text until read
         live: dict[str, Item] = {}
+        blobs = self.get_blob  # one bound method for every item
         for op, item, seq, body, rowid in self._rows(slot):
             if op == "append":
-                live[item] = Item(item, seq, rev=rowid, text=body, blobs=self.get_blob)
+                live[item] = Item(item, seq, rev=rowid, text=body, blobs=blobs)
             elif op == "edit":
                 old = live.get(item)
                 if old is not None:
-                    live[item] = Item(item, old.seq, rev=rowid, text=body, blobs=self.get_blob)
+                    live[item] = Item(item, old.seq, rev=rowid, text=body, blobs=blobs)
             elif op == "redact":
                 live.pop(item, None)
         return list(live.values())
