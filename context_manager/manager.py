@@ -1810,10 +1810,14 @@ class ContextManager:
 
     def _form(self, i: int) -> SendForm:
         """The send form of live message ``i`` (built once, until it changes)."""
-        derived = self._derived
+        return self._kept_form(self._messages(), self._derived, i)
+
+    @classmethod
+    def _kept_form(cls, stored: Sequence[StoredMessage], derived: _Derived, i: int) -> SendForm:
+        """The send form of ``stored[i]``, kept in ``derived`` (aligned with ``stored``)."""
         form = derived.forms[i]
         if form is None:
-            form = derived.forms[i] = self._form_at(self._messages(), i)
+            form = derived.forms[i] = cls._form_at(stored, i)
         return form
 
     @staticmethod
@@ -3328,11 +3332,7 @@ class ContextManager:
         return _Forms(len(self._view()), self._view_derived, self._view_form), tokens
 
     def _view_form(self, i: int) -> SendForm:
-        derived = self._view_derived
-        form = derived.forms[i]
-        if form is None:
-            form = derived.forms[i] = self._form_at(self._view(), i)
-        return form
+        return self._kept_form(self._view(), self._view_derived, i)
 
     def _view_revision(self) -> int:
         """``StrategyContext.sent_revision`` over :meth:`_view`."""
