@@ -197,11 +197,19 @@ def _solve(
     solver: solvers.Solver,
     caps: Mapping[int, Capped],
 ) -> tuple[Plan, Snapshot, StatedProblem]:
-    """Solve the compile, following a windowed answer's blocks, with ``caps`` applied."""
+    """Solve the compile, following a windowed answer's blocks, with ``caps`` applied.
+
+    A window that cannot fit the budget is no proof that history cannot: its blocks
+    may hold memories the whole history could fold deeper. The compile then solves
+    the whole history, so it refuses, or caps results, only when nothing fits."""
     snap = _with_caps(snapshot(st, ctx, stored, budget), caps)
-    for _ in range(MAX_REWINDOWS + 1):
+    whole = False
+    for _ in range(MAX_REWINDOWS + 2):
         stated = state_problem(snap, st.cache)
         plan = read_plan(snap, stated, solver.solve(stated.problem))
+        if isinstance(plan.error, OverBudgetError) and snap.blocks and not whole:
+            snap, whole = _with_caps(snapshot(st, ctx, stored, budget, whole=True), caps), True
+            continue
         if plan.error is not None or not _is_windowed(st, snap):
             break
         # the blocks the next compile would state from this answer: when they differ,
@@ -251,6 +259,7 @@ def snapshot(
     budget: RequestBudget,
     *,
     shape: Sequence[tuple[int, int, int]] | None = None,
+    whole: bool = False,
 ) -> Snapshot:
     """The state of a compile in plain message terms, for :mod:`context_manager.adapter`.
 
@@ -261,6 +270,8 @@ def snapshot(
     a compile then follows what the frontier can reach, not the length of history.
     ``shape`` (runs ``(first, last, level)`` of positions) chooses the blocks in place
     of the last frontier; the previous frontier the solver is given stays the last one.
+    ``whole`` states the whole history message by message, with the last frontier as
+    the previous one.
     """
     cfg = st.config
     records = st.records
@@ -278,7 +289,7 @@ def snapshot(
     memories = tree(st, ctx, position)
     found: list[Block] = []
     window: Sequence[tuple[int, int, int]] = ()
-    if cfg.fold_window and carried and _windowed(cfg.solver[0]):
+    if cfg.fold_window and carried and _windowed(cfg.solver[0]) and not whole:
         window = carried if shape is None else shape
         found = blocks(memories, win, window, pins, locks)
     collapsed = {b.first for b in found}

@@ -1,0 +1,32 @@
+"""Every case a soak found, replayed step by step with the machine's invariants.
+
+``tests/soak_findings/`` keeps each failing case a long soak (``tests/soak.py``)
+printed, as hypothesis printed it; once its defect is fixed the case stays here and
+must replay without a failure, so the defect cannot come back unseen.
+
+* ``window-over-budget-while-history-fits``: a windowed kv-unified compile whose
+  window could not fit the budget (a block held a memory longer than the memories
+  under it) capped a tool result, although the whole history fitted uncapped; the
+  next compile, over the blocks of the capped answer, fitted without the cap and
+  sent other bytes. A window over budget now solves the whole history before it
+  caps or refuses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from soak_replay import replay
+
+FINDINGS = sorted((Path(__file__).parent / "soak_findings").glob("*.txt"))
+
+
+@pytest.mark.parametrize("case", FINDINGS, ids=[p.stem for p in FINDINGS])
+def test_a_soak_finding_replays_without_failure(case: Path) -> None:
+    steps = replay(case.read_text())
+    assert steps == sum(
+        1
+        for line in case.read_text().splitlines()
+        if line.startswith("state.") and not line.startswith("state.teardown")
+    )
