@@ -9,6 +9,7 @@ import itertools
 import json
 import logging
 import math
+import os
 import secrets
 import threading
 import time
@@ -3373,6 +3374,65 @@ class ContextManager:
             When ``message_id`` names no message of the record (a ``KeyError``).
         """
         return self._store.branch_at(self.branch_sequence_of(message_id), name)
+
+    @_operation()
+    def derive(self, path: str | os.PathLike[str], *, at_sequence: int | None = None) -> Path:
+        """Write a new store at ``path`` holding this branch's history up to
+        ``at_sequence`` (default: now) as its ``main`` branch; returns its path.
+
+        The derived store carries the whole record as it stood there: every message
+        slot, every namespace's strategy records (memories, pins, locks, frontiers) and
+        window, media and token counts, each record at its own sequence number, so
+        sequences read here (:meth:`current_sequence`, :meth:`branch_sequence_of`) mean
+        the same there. Open it with :meth:`open` and it compiles what this manager
+        compiled at that point; the two stores then go their own ways. This store is
+        not changed. (There is no manifest of what to carry: a derived store that
+        left out part of the record could not reproduce its requests.)
+
+        ``at_sequence`` is cut as given, like :meth:`branch_at`'s sequence: once a
+        host presents rows, give a presentation boundary, such as
+        :meth:`current_sequence` read after a :meth:`present_rows`, or
+        :meth:`branch_sequence_of` a row, or the child's window may leave out a row
+        stored before the cut but presented after it.
+
+        Raises
+        ------
+        ConfigError
+            When ``at_sequence`` is outside ``[0, current_sequence()]``, or ``path``
+            already exists or is not a file path (a derived store never overwrites
+            one). Nothing is written.
+        StoreError
+            When the new file cannot be written; no part of it is left behind.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> with ContextManager.open(path=folder / "a.db", counter=CharsCounter()) as cm:
+        ...     _ = cm.add_message("User", "kept in both")
+        ...     at = cm.current_sequence()
+        ...     _ = cm.add_message("User", "only in the parent")
+        ...     child = cm.derive(folder / "b.db", at_sequence=at)
+        >>> with ContextManager.open(path=child, counter=CharsCounter()) as derived:
+        ...     [m.message.text for m in derived.get_messages()]
+        ['kept in both']
+        """
+        head = self.sequence
+        at = head if at_sequence is None else at_sequence
+        if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= head:
+            raise ConfigError(
+                f"at_sequence={at_sequence!r} is outside this branch's history [0, {head}]; "
+                "give a sequence read from current_sequence() or branch_sequence_of()"
+            )
+        shown = os.fspath(path)
+        if shown in (":memory:", "") or Path(shown).exists():
+            raise ConfigError(
+                f"path={shown!r} must name a new store file: a derived store never overwrites one"
+            )
+        self._saved_counts.save()
+        self._store.derive(shown, at)
+        return Path(shown)
 
     @_operation(writes=True, atomic=False)
     def fork(self, name: str | None = None) -> str:

@@ -1165,6 +1165,70 @@ class Store:
             out.append(Branch(name, parent, int(fork_seq), int(own or fork_seq)))
         return out
 
+    @_guarded("deriving a store")
+    def derive(self, path: str | os.PathLike[str], seq: int) -> None:
+        """Write a new store at ``path`` whose ``main`` branch is this branch up to ``seq``.
+
+        Every record the current branch sees up to ``seq`` is copied with its
+        sequence number, in every slot (so every namespace's records and window),
+        with the blobs and the saved token counts; the derived views are not: they
+        are rebuilt from the records on first use. The new file appears whole or
+        not at all (it is written under a temporary name, then renamed).
+
+        Raises
+        ------
+        StoreError
+            When ``seq`` is outside ``[0, sequence]``, ``path`` already exists or is
+            this store's own file, or the new file cannot be written (nothing is
+            left behind).
+        """
+        self._check_open()
+        self._check_not_aborted()
+        if not 0 <= seq <= self._head:
+            raise StoreError(f"cannot derive at sequence {seq}: the branch head is {self._head}")
+        target = Path(os.path.realpath(os.fspath(path)))
+        if os.fspath(path) in (":memory:", "") or target.exists():
+            raise StoreError(
+                f"cannot derive into {os.fspath(path)!r}: it must name a new file "
+                "(a derived store never overwrites one)"
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.deriving-{os.getpid()}")
+        child = Store.open(temporary)
+        try:
+            with child.transaction():
+                (main,) = child._conn.execute("SELECT id FROM branches").fetchone()
+                for branch_id, limit in self._lineage:
+                    rows = self._conn.execute(
+                        "SELECT seq, slot, op, item, body FROM records "
+                        "WHERE branch = ? AND seq <= ? ORDER BY seq",
+                        (branch_id, min(limit, seq)),
+                    )
+                    child._conn.executemany(
+                        "INSERT INTO records (branch, seq, slot, op, item, body) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        ((main, *row) for row in rows),
+                    )
+                child._conn.executemany(
+                    "INSERT INTO blobs VALUES (?, ?)",
+                    self._conn.execute("SELECT sha256, data FROM blobs"),
+                )
+                for (scope,) in self._conn.execute("SELECT name FROM derived_scopes").fetchall():
+                    child.save_counts(scope, self.derived_counts(scope).items())
+            child.close()
+            os.replace(temporary, target)
+        except BaseException as exc:
+            child.close()
+            for leftover in (temporary, *(Path(f"{temporary}{x}") for x in ("-wal", "-shm"))):
+                with suppress(FileNotFoundError):
+                    leftover.unlink()
+            if isinstance(exc, OSError):
+                raise StoreError(
+                    f"{os.fspath(path)}: cannot write the derived store ({exc.strerror}); "
+                    "nothing was left behind"
+                ) from exc
+            raise
+
     def _load_current(self) -> tuple[int, str]:
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'current_branch'").fetchone()
         name = row[0] if row else "main"

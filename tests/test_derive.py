@@ -1,0 +1,223 @@
+"""``derive``: a new store holding one branch's history up to a sequence.
+
+Messages are ``m00 xxx...`` (39 characters: 10 tokens by the chars/4 counter); the
+autobiographical strategy closes a chunk at 4 messages and keeps the newest 4 raw,
+so a short talk already has memories, and a derived store has to carry them, the
+frontier and the window to compile what its parent compiled.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from context_manager import (
+    CharsCounter,
+    ConfigError,
+    ContextManager,
+    ExtractiveSummarizer,
+    ImageBlock,
+    Store,
+    StoreError,
+    TextBlock,
+)
+from context_manager.strategies.autobiographical import AutobiographicalStrategy
+
+COUNTER = CharsCounter()
+BUDGET = 2_000
+
+
+def _strategy() -> AutobiographicalStrategy:
+    return AutobiographicalStrategy(
+        compression_model="extractive",
+        target_chunk_tokens=40,
+        min_chunk_messages=4,
+        recent_window_tokens=40,
+        merge_threshold=2,
+        summary_target_tokens=10,
+        l1_holdback_chunks=0,
+        min_chunk_chars_for_llm=0,
+    )
+
+
+def _open(path: Path, namespace: str | None = None) -> ContextManager:
+    return ContextManager.open(
+        path=path,
+        strategy=_strategy(),
+        summarizer=ExtractiveSummarizer(target_tokens=10),
+        counter=COUNTER,
+        namespace=namespace,
+    )
+
+
+def _talk(cm: ContextManager, n: int, start: int = 0) -> list[str]:
+    return [
+        cm.add_message("User" if i % 2 == 0 else "Claude", f"m{i:02d} " + "x" * 35)
+        for i in range(start, start + n)
+    ]
+
+
+def _request(cm: ContextManager) -> list[object]:
+    return list(cm.compile(max_tokens=BUDGET, reserve_for_response=0).messages)
+
+
+def test_a_derived_store_compiles_what_its_parent_compiled(tmp_path: Path) -> None:
+    with _open(tmp_path / "parent.db") as cm:
+        _talk(cm, 30)
+        cm.drain()
+        parent = _request(cm)
+        memories = sorted(cm.strategy.summaries)  # type: ignore[attr-defined]
+        ids = [m.id for m in cm.get_messages()]
+        child = cm.derive(tmp_path / "child.db")
+    assert memories, "the talk has memories to carry"
+    with _open(child) as derived:
+        assert [m.id for m in derived.get_messages()] == ids
+        assert sorted(derived.strategy.summaries) == memories  # type: ignore[attr-defined]
+        assert _request(derived) == parent
+        assert derived.strategy.summaries  # type: ignore[attr-defined]
+
+
+def test_a_derived_store_holds_the_history_up_to_the_sequence_only(tmp_path: Path) -> None:
+    with _open(tmp_path / "parent.db") as cm:
+        early = _talk(cm, 12)
+        cm.drain()
+        at = cm.current_sequence()
+        expected = _request(cm)
+        cm.compile(max_tokens=BUDGET, reserve_for_response=0)  # commits nothing new
+        _talk(cm, 10, start=12)
+        cm.drain()
+        child = cm.derive(tmp_path / "child.db", at_sequence=at)
+        after = [m.id for m in cm.get_messages()]
+    with _open(child) as derived:
+        assert [m.id for m in derived.get_messages()] == early
+        assert derived.current_sequence() == at
+        assert _request(derived) == expected
+        # the child goes its own way; the parent does not see its writes
+        extra = derived.add_message("User", "only in the child")
+    with _open(tmp_path / "parent.db") as cm:
+        assert [m.id for m in cm.get_messages()] == after
+        assert extra not in after or cm.get_message(extra).text != "only in the child"
+
+
+def test_a_derived_store_carries_the_current_branch_and_its_lineage(tmp_path: Path) -> None:
+    with _open(tmp_path / "parent.db") as cm:
+        shared = _talk(cm, 6)
+        cm.fork("side")
+        side = _talk(cm, 4, start=100)
+        cm.switch_branch("main")
+        _talk(cm, 3, start=200)
+        cm.switch_branch("side")
+        child = cm.derive(tmp_path / "child.db")
+    with _open(child) as derived:
+        assert derived.current_branch == "main"
+        assert [b.name for b in derived.list_branches()] == ["main"]
+        assert [m.id for m in derived.get_messages()] == shared + side
+
+
+def test_the_window_is_carried_and_cut_at_a_presentation_boundary(tmp_path: Path) -> None:
+    with _open(tmp_path / "parent.db", namespace="agent") as cm:
+        cm.present_rows([])
+        first = _talk(cm, 4)
+        cm.present_rows(first[:3])
+        boundary = cm.current_sequence()
+        cm.present_rows(first[3:])
+        late = _talk(cm, 2, start=4)
+        child = cm.derive(tmp_path / "child.db", at_sequence=boundary)
+        whole = cm.derive(tmp_path / "whole.db")
+    with _open(child, namespace="agent") as derived:
+        assert [m.id for m in derived.get_window_messages()] == first[:3]
+        assert [m.id for m in derived.get_unpresented_messages()] == first[3:]
+        assert derived.window_status_of(first[3]) == "out"
+    with _open(whole, namespace="agent") as derived:
+        assert [m.id for m in derived.get_window_messages()] == first
+        assert [m.id for m in derived.get_unpresented_messages()] == late
+
+
+def test_images_and_every_namespace_are_carried(tmp_path: Path) -> None:
+    data = base64.b64encode(bytes(range(256)) * 8).decode()
+    store = Store.open(tmp_path / "parent.db")
+    a = _open_on(store, "alpha")
+    b = _open_on(store, "beta")
+    picture = a.add_message(
+        "User", [TextBlock(text="look"), ImageBlock(media_type="image/png", data=data)]
+    )
+    _talk(a, 8)
+    _talk(b, 8, start=50)
+    a.drain()
+    b.drain()
+    want = {name: _request(m) for name, m in (("alpha", a), ("beta", b))}
+    child = a.derive(tmp_path / "child.db")
+    a.close()
+    b.close()
+    store.close()
+    derived_store = Store.open(child)
+    try:
+        for name in ("alpha", "beta"):
+            derived = _open_on(derived_store, name)
+            assert _request(derived) == want[name]
+            if name == "alpha":
+                (image,) = [x for x in derived.get_message(picture).content if x.type == "image"]
+                assert image.data == data
+            derived.close()
+    finally:
+        derived_store.close()
+
+
+def _open_on(store: Store, namespace: str) -> ContextManager:
+    return ContextManager.open(
+        store=store,
+        strategy=_strategy(),
+        summarizer=ExtractiveSummarizer(target_tokens=10),
+        counter=COUNTER,
+        namespace=namespace,
+        isolate=True,
+    )
+
+
+@pytest.mark.parametrize("at", [-1, 10_000, True, 2.5])
+def test_a_sequence_outside_the_history_is_refused_and_writes_nothing(
+    tmp_path: Path, at: object
+) -> None:
+    with _open(tmp_path / "parent.db") as cm:
+        _talk(cm, 3)
+        with pytest.raises(ConfigError, match="at_sequence"):
+            cm.derive(tmp_path / "child.db", at_sequence=at)  # type: ignore[arg-type]
+    assert [p.name for p in tmp_path.iterdir() if "child" in p.name] == []
+
+
+def test_an_existing_file_is_never_overwritten(tmp_path: Path) -> None:
+    taken = tmp_path / "taken.db"
+    taken.write_bytes(b"someone's file")
+    with _open(tmp_path / "parent.db") as cm:
+        _talk(cm, 3)
+        with pytest.raises(ConfigError, match="path="):
+            cm.derive(taken)
+        with pytest.raises(ConfigError, match="path="):
+            cm.derive(tmp_path / "parent.db")
+    assert taken.read_bytes() == b"someone's file"
+
+
+def test_a_failed_write_leaves_no_file_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import context_manager.store as store_module
+
+    def full(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    with _open(tmp_path / "parent.db") as cm:
+        _talk(cm, 3)
+        (tmp_path / "out").mkdir()
+        with monkeypatch.context() as patch:
+            patch.setattr(store_module.os, "replace", full)
+            with pytest.raises(StoreError, match="No space left on device"):
+                cm.derive(tmp_path / "out" / "child.db")
+        assert list((tmp_path / "out").iterdir()) == []
+        # the parent is unharmed and keeps working, and a second try succeeds
+        cm.add_message("User", "still here")
+        assert cm.get_messages()[-1].message.text == "still here"
+        child = cm.derive(tmp_path / "out" / "child.db")
+    with _open(child) as derived:
+        assert derived.get_messages()[-1].message.text == "still here"
