@@ -1,19 +1,23 @@
-"""The rungs after a refused memory request: the chunk alone, then the split.
+"""The rungs after a refused memory request: the chunk alone, the tool prose, the split.
 
 The canonical request and its ladder variants are covered in ``test_autobiographical``;
 here the optional rungs (``compression_source_only``, ``..._source_only_fallback``,
-``compression_split_fallback``), each driven by a scripted summariser that refuses by the
-request's shape.
+``compression_tool_prose_fallback``, ``compression_split_fallback``), each driven by a
+scripted summariser that refuses by the request's shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
+from pydantic import ValidationError
 from test_autobiographical import ScriptedSummarizer, _two_l2_ladder, open_cm, words
 
 from context_manager.messages import Message, ToolResultBlock, ToolUseBlock
+from context_manager.strategies.autobiographical import ToolProseFallback
 from context_manager.summarizer import MEMORY_MARKER, Completion, CompletionRequest, Usage
 
 INSTRUCTION = "[CM] Write the memory of what happened"
@@ -164,3 +168,115 @@ def test_no_answer_during_the_split_backs_off_without_a_verdict(tmp_path: Path) 
     assert len(s.requests) == 3 and strategy.summaries == {}
     assert not strategy.records.exhausted and not strategy.records.chunk_attempts
     cm.close()
+
+
+TOOLS = [
+    {"name": "think", "description": "Think.", "input_schema": {}},
+    {"name": "note", "description": "Take a note.", "input_schema": {}},
+    {"name": "ls", "description": "List.", "input_schema": {}},
+]
+
+
+def _reasoning_chunk(cm: Any, tools: list[dict[str, Any]] = TOOLS) -> dict[str, str]:
+    """A chunk where the agent reasons through ``think`` (long and short), lists a
+    folder and answers; returns the long prose and the short one."""
+    cm.set_tool_definitions(tools)
+    long_prose = "I should check the config before touching the parser. " * 3
+    cm.add_message("User", words(8, "ask"))
+    cm.add_message("Claude", [ToolUseBlock(id="t1", name="think", input={"thought": long_prose})])
+    cm.add_message("User", [ToolResultBlock(tool_use_id="t1", content="ok")])
+    cm.add_message("Claude", [ToolUseBlock(id="t2", name="think", input={"thought": "brief"})])
+    cm.add_message("User", [ToolResultBlock(tool_use_id="t2", content="ok")])
+    cm.add_message("Claude", [ToolUseBlock(id="t3", name="ls", input={"d": "x" * 200})])
+    cm.add_message("User", [ToolResultBlock(tool_use_id="t3", content=words(8, "file"))])
+    for i in range(6):
+        cm.add_message("Claude" if i % 2 else "User", words(10, f"m{i}"))
+    return {"long": long_prose, "short": "brief"}
+
+
+def _calls(request: CompletionRequest) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (b.id, b.name, b.input)
+        for m in request.messages
+        for b in m.content
+        if isinstance(b, ToolUseBlock)
+    ]
+
+
+def _results(request: CompletionRequest) -> dict[str, Any]:
+    return {
+        b.tool_use_id: b.content
+        for m in request.messages
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    }
+
+
+def refuse_reasoning(request: CompletionRequest, _: int) -> Completion:
+    """Refuse every request in which a ``think`` call is left."""
+    if any(name == "think" for _, name, _ in _calls(request)):
+        return Completion(text="No.", stop_reason="refusal")
+    return Completion(text="I remember taking notes.", stop_reason="end_turn")
+
+
+def test_the_tool_prose_rung_moves_long_reasoning_into_the_note_tool(tmp_path: Path) -> None:
+    s = ScriptedSummarizer(refuse_reasoning)
+    rung = ToolProseFallback(into_tool="note", from_tools=("think",), min_chars=20)
+    cm, strategy = open_cm(tmp_path, s, compression_tool_prose_fallback=rung)
+    prose = _reasoning_chunk(cm)
+    cm.drain()
+    first, hoisted = s.requests[0], s.requests[1]
+    assert ("t1", "think", {"thought": prose["long"]}) in _calls(first)
+    # the long call moved with its prose as the one argument, same id; the short one
+    # (under min_chars) and the other tool's call stay; results and the rest are the same
+    assert _calls(hoisted) == [
+        ("t1", "note", {"content": prose["long"]}),
+        ("t2", "think", {"thought": prose["short"]}),
+        ("t3", "ls", {"d": "x" * 200}),
+    ]
+    assert _results(hoisted) == _results(first)
+    assert hoisted.model_copy(update={"messages": first.messages}) == first
+    assert len(hoisted.messages) == len(first.messages)
+    # the short call is still a think call, so this rung is refused too: given up on
+    assert strategy.records.exhausted and strategy.summaries == {}
+    cm.close()
+
+
+def test_an_answer_to_the_tool_prose_rung_is_the_memory(tmp_path: Path) -> None:
+    s = ScriptedSummarizer(refuse_reasoning)
+    rung = ToolProseFallback(into_tool="note", from_tools=("think",), min_chars=1, result="noted")
+    cm, strategy = open_cm(tmp_path, s, compression_tool_prose_fallback=rung)
+    _reasoning_chunk(cm)
+    cm.drain()
+    hoisted = s.requests[1]
+    assert [name for _, name, _ in _calls(hoisted)] == ["note", "note", "ls"]
+    assert _results(hoisted)["t1"] == _results(hoisted)["t2"] == "noted"
+    assert _results(hoisted)["t3"] == _results(s.requests[0])["t3"]  # not a moved call
+    memory = strategy.summaries[strategy.chunks[0].summary_id or ""]
+    assert memory.content == "I remember taking notes."
+    # the store keeps the agent's own calls: only the request was reframed
+    stored = [b for m in cm.get_messages() for b in m.message.content]
+    assert [b.name for b in stored if isinstance(b, ToolUseBlock)] == ["think", "think", "ls"]
+    cm.close()
+
+
+def test_the_tool_prose_rung_is_skipped_when_its_tool_is_not_declared(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    s = ScriptedSummarizer(refuse_reasoning)
+    rung = ToolProseFallback(into_tool="note", from_tools=("think",), min_chars=1)
+    cm, strategy = open_cm(tmp_path, s, compression_tool_prose_fallback=rung)
+    _reasoning_chunk(cm, [t for t in TOOLS if t["name"] != "note"])
+    with caplog.at_level("WARNING"):
+        cm.drain()
+    assert len(s.requests) == 1  # no request names a tool the request does not declare
+    assert any("into_tool 'note'" in r.getMessage() for r in caplog.records)
+    assert strategy.records.exhausted
+    cm.close()
+
+
+def test_a_rung_must_move_into_another_tool() -> None:
+    with pytest.raises(ValidationError, match="into_tool='think' is also in from_tools"):
+        ToolProseFallback(into_tool="think", from_tools=("think",))
+    with pytest.raises(ValidationError, match="from_tools"):
+        ToolProseFallback(into_tool="note", from_tools=())

@@ -29,7 +29,7 @@ over them. This module is the facade: its names are the public ones.
 
 from __future__ import annotations
 
-from .config import AutobiographicalConfig
+from .config import AutobiographicalConfig, ToolProseFallback
 from .records import ChunkRecord, Pin, Records, SummaryEntry, frontier_runs, read_records
 from .strategy import AutobiographicalStrategy
 
@@ -40,6 +40,7 @@ __all__ = [
     "Pin",
     "Records",
     "SummaryEntry",
+    "ToolProseFallback",
     "frontier_runs",
     "read_records",
 ]

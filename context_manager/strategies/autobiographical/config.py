@@ -14,10 +14,66 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...messages import CacheTTL
 
-__all__ = ["AutobiographicalConfig"]
+__all__ = ["AutobiographicalConfig", "ToolProseFallback"]
 
 _MIN_WINDOW = 1024
 """The smallest window :meth:`AutobiographicalConfig.for_window` sizes for."""
+
+
+class ToolProseFallback(BaseModel):
+    """The tool-prose rung of the refusal ladder
+    (:attr:`AutobiographicalConfig.compression_tool_prose_fallback`).
+
+    A model may refuse to write the memory of a stretch where the agent reasoned
+    through a tool (a ``think`` or ``plan`` tool whose argument is its prose). The
+    rung asks once more with each such call rewritten as a call of the host's
+    note-taking tool, the same prose as its one argument: nothing is dropped, only
+    reframed as notes. The note-taking tool must be among the tool definitions the
+    host set (``set_tool_definitions``), or the rung is skipped, with a warning.
+
+    (The reference's ``{intoTool, fromTools, field, result, minChars}``, named
+    ``into_tool``, ``from_tools``, ``into_argument``, ``result``, ``min_chars``.)
+
+    Examples
+    --------
+    >>> rung = ToolProseFallback(into_tool="note", from_tools=("think",))
+    >>> rung.into_argument, rung.min_chars
+    ('content', 100)
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    into_tool: str = Field(
+        min_length=1, description="The host's note-taking tool the reasoning prose moves into."
+    )
+    from_tools: tuple[str, ...] = Field(
+        min_length=1, description="The reasoning tools whose long arguments move."
+    )
+    into_argument: str = Field(
+        default="content",
+        min_length=1,
+        description="The argument of ``into_tool`` that holds the moved prose.",
+    )
+    result: str | None = Field(
+        default=None,
+        description="What a moved call's result says in the rung's request (the note "
+        "tool's acknowledgement); None keeps each call's own result.",
+    )
+    min_chars: int = Field(
+        default=100,
+        ge=1,
+        description="A call moves when its prose (its argument, or its arguments as "
+        "``name: value`` lines) has at least this many characters.",
+    )
+
+    @model_validator(mode="after")
+    def _distinct(self) -> ToolProseFallback:
+        if self.into_tool in self.from_tools:
+            raise ValueError(
+                f"into_tool={self.into_tool!r} is also in from_tools: the prose must move "
+                "into another tool than the one it came from"
+            )
+        return self
 
 
 class AutobiographicalConfig(BaseModel):
@@ -171,6 +227,12 @@ class AutobiographicalConfig(BaseModel):
         default=False,
         description="After a refused L1 request and its ladder variants, one last request "
         "for the chunk alone (as ``compression_source_only`` writes every request).",
+    )
+    compression_tool_prose_fallback: ToolProseFallback | None = Field(
+        default=None,
+        description="After a refused L1 request, its ladder variants and the chunk alone: "
+        "one more request with the long arguments of reasoning tools moved into the host's "
+        "note-taking tool (:class:`ToolProseFallback`). None: no such rung.",
     )
     compression_split_fallback: bool = Field(
         default=False,

@@ -10,18 +10,28 @@ the refusal ledger and the provider's prompt cache key on.
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Sequence
+from typing import Any
 
-from ...messages import Message
+from ...messages import Message, ToolResultBlock, ToolUseBlock
 from ...summarizer import MEMORY_MARKER, CompletionRequest
 from ..base import StoredMessage, StrategyContext
+from .config import ToolProseFallback
 from .prompts import CONTEXT_MANAGER, strip_thinking
 from .records import ChunkRecord, SummaryEntry
 from .state import State
 from .tree import covered_runs, tree
 from .windows import windows
 
-__all__ = ["l1_request", "ladder", "merge_request", "source_only_request", "variants"]
+__all__ = [
+    "l1_request",
+    "ladder",
+    "merge_request",
+    "source_only_request",
+    "tool_prose_request",
+    "variants",
+]
 
 
 def ladder(
@@ -180,6 +190,55 @@ def source_only_request(
     index = st.positions(ctx, stored)
     body = [stored[index[i]].message for i in source_ids]
     return _request(st, ctx, [_l1_marker(), *body, _instruction(st, 1)], [0])
+
+
+def tool_prose_request(
+    request: CompletionRequest, rung: ToolProseFallback
+) -> CompletionRequest | None:
+    """``request`` with every call of a reasoning tool (``rung.from_tools``) whose prose
+    has ``rung.min_chars`` or more rewritten as a call of ``rung.into_tool`` holding that
+    prose as its one argument, same call id; with ``rung.result``, the calls' results
+    say it instead. Everything else is byte for byte the request. None when no call
+    moves, or when the request does not declare ``into_tool`` (a call of an undeclared
+    tool is not a valid request)."""
+    declared = {t.get("name") for t in request.tools or ()}
+    if rung.into_tool not in declared:
+        return None
+    moved: set[str] = set()
+    out: list[Message] = []
+    for message in request.messages:
+        blocks: list[Any] = []
+        for block in message.content:
+            if isinstance(block, ToolUseBlock) and block.name in rung.from_tools:
+                prose = _prose(block.input)
+                if len(prose) >= rung.min_chars:
+                    moved.add(block.id)
+                    block = ToolUseBlock(
+                        id=block.id, name=rung.into_tool, input={rung.into_argument: prose}
+                    )
+            elif (
+                isinstance(block, ToolResultBlock)
+                and block.tool_use_id in moved
+                and rung.result is not None
+            ):
+                block = block.model_copy(update={"content": rung.result})
+            blocks.append(block)
+        changed = any(a is not b for a, b in zip(blocks, message.content, strict=True))
+        out.append(message.model_copy(update={"content": tuple(blocks)}) if changed else message)
+    if not moved:
+        return None
+    return request.model_copy(update={"messages": tuple(out)})
+
+
+def _prose(arguments: dict[str, Any]) -> str:
+    """A reasoning call's prose: its one argument's text, or ``name: value`` lines."""
+
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    if len(arguments) == 1:
+        return text(next(iter(arguments.values())))
+    return "\n".join(f"{name}: {text(value)}" for name, value in arguments.items())
 
 
 def merge_request(

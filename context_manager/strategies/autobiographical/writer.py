@@ -26,7 +26,14 @@ from ..base import StoredMessage, StrategyContext
 from .chunking import orphaned, rebuild_chunks
 from .prompts import NO_TOOLS, PLAIN_PROSE, clean, shape, with_suffix
 from .records import ChunkRecord, SummaryEntry
-from .requests import l1_request, ladder, merge_request, source_only_request, variants
+from .requests import (
+    l1_request,
+    ladder,
+    merge_request,
+    source_only_request,
+    tool_prose_request,
+    variants,
+)
 from .state import State
 
 __all__ = ["demand", "merge_groups", "merge_sizes", "pending_work", "queued_chunks", "tick"]
@@ -36,6 +43,8 @@ log = logging.getLogger(__name__)
 _told_no_tools: weakref.WeakSet[BoundedCaller] = weakref.WeakSet()
 """The workers of the strategies already told that their tool definitions are missing: a
 strategy keeps its worker across branches (:meth:`State.carry_over`), so each is told once."""
+_told_undeclared: weakref.WeakSet[BoundedCaller] = weakref.WeakSet()
+"""The workers already told that the tool-prose rung's note tool is not declared."""
 
 
 # ------------------------------------------------------------------ the queue
@@ -378,6 +387,7 @@ def _after_refusal(
 ) -> Completion | list[Completion] | None:
     """The rungs after the ``canonical`` request for ``chunk`` was ``refused``, in
     order: the ladder variants, the chunk alone (``compression_source_only_fallback``),
+    reasoning moved into the host's note tool (``compression_tool_prose_fallback``),
     then the split (``compression_split_fallback``). Returns the first answer that is
     not a refusal (None: no answer at all, which backs off), the split's parts, or the
     last refusal."""
@@ -389,6 +399,16 @@ def _after_refusal(
             rungs.append(source_only_request(st, ctx, stored, chunk.source_ids))
         for rung in rungs:
             answer = _ask(st, ctx, rung, chunk.id)
+            if answer is None or answer.stop_reason != "refusal":
+                return answer
+            refused = answer
+    rung_options = cfg.compression_tool_prose_fallback
+    if rung_options is not None:
+        hoisted = tool_prose_request(canonical, rung_options)
+        if hoisted is None:
+            _tell_undeclared(st, canonical, rung_options.into_tool)
+        else:
+            answer = _ask(st, ctx, hoisted, chunk.id)
             if answer is None or answer.stop_reason != "refusal":
                 return answer
             refused = answer
@@ -469,6 +489,19 @@ def _tell_no_tools(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> None:
     # Logged (shown on stderr even without logging set up), not warnings.warn: a held
     # chunk is a state the host can be in for a while, not a misuse at one call site.
     log.warning("%s", message)
+
+
+def _tell_undeclared(st: State, request: CompletionRequest, tool: str) -> None:
+    """Say once per strategy that the tool-prose rung is skipped for want of its tool."""
+    if any(t.get("name") == tool for t in request.tools or ()) or st.caller in _told_undeclared:
+        return
+    _told_undeclared.add(st.caller)
+    log.warning(
+        "the tool-prose rung (compression_tool_prose_fallback) is skipped: its into_tool "
+        "%r is not among the tool definitions; declare it with "
+        "ContextManager.set_tool_definitions, or name a declared tool",
+        tool,
+    )
 
 
 def _ask(
