@@ -940,6 +940,42 @@ class RequestMachine(RuleBasedStateMachine):
             if self.settles:
                 assert after.messages == before  # the store carries everything it needs
 
+    @rule(budget=st.integers(2000, 6000))
+    def derive(self, budget: int) -> None:
+        """A store derived now holds the same window and compiles the same request."""
+        try:
+            before = self.manager.compile(max_tokens=budget, reserve_for_response=0).messages
+        except (OverBudgetError, ConstraintConflictError):
+            before = None
+        TALLY["compiles"] += 1
+        self.last = None  # the parent's last request is the one just compiled
+        self.n += 1
+        child = self.manager.derive(self.dir / f"derived-{self.n}.db")
+        derived = ContextManager.open(
+            path=child,
+            strategy=_strategy(self.method, self.head),
+            summarizer=self.summarizer,
+            counter=COUNTER,
+            clock=self.clock,
+        )
+        try:
+            if self.system:
+                derived.set_system_prompt(self.system)
+            if self.tools:
+                derived.set_tool_definitions(self.tools)
+            assert [m.id for m in derived.get_window_messages()] == self.window_ids()
+            assert [m.id for m in derived.get_messages()] == self.ids()
+            if before is not None:
+                after = derived.compile(max_tokens=budget, reserve_for_response=0)
+                TALLY["compiles"] += 1
+                TALLY["sent"] += 1
+                TALLY["derived"] += 1
+                assert recount(after, 0) == after.render_stats["tokens"] <= budget
+                if self.settles:
+                    assert after.messages == before
+        finally:
+            derived.close()
+
     @invariant()
     def records_agree_with_messages(self) -> None:
         """Chunk records are disjoint, and every record and memory names a contiguous run
