@@ -15,8 +15,11 @@ For a candidate frontier with rendered tokens R the score (lower is better) is::
   level changes, ``salience x raw x recency x max(1, |level - previous|)``,
   recency decaying with the raw tokens between the leaf and the live edge.
 * ``K_floor`` and ``C_floor``: the least churn and change any frontier under
-  the wall can have (two small CP-SAT solves), so only *avoidable* churn and
-  change are penalised.
+  the wall can have, so only *avoidable* churn and change are penalised. The
+  churn floor is exact without a search (one least-tokens sweep per breakpoint of
+  the previous layout); the change floor comes from the Lagrangian relaxation of
+  the wall, proven when its bound meets its best frontier, else by a CP-SAT solve
+  over the edges the bound leaves open, warm-started from that frontier.
 
 The squares are modelled as maxima of tangent lines (a piecewise-linear
 under-estimator, exact at the tangent points); every candidate is then
@@ -178,8 +181,10 @@ class KvUnifiedConfig(SolverConfig):
     both, 10-12 ms without; the same optimum); a model that needs cuts to prove its
     optimum loses at most the probe. 0: no probe."""
     floor_time_limit: float = Field(default=0.5, gt=0.0)
-    """Seconds for each floor solve (least churn, least change). A floor found within
-    the limit but not proven is an upper bound; ``diagnostics["floors_proven"]`` says."""
+    """Seconds for a floor's CP-SAT solve, when one is needed (the change floor when its
+    relaxation does not prove it; the churn floor when the previous layout's prefix
+    does not tile the atoms). A floor found within the limit but not proven is an
+    upper bound; ``diagnostics["floors_proven"]`` says."""
 
     @field_validator("policy", mode="before")
     @classmethod
@@ -1021,6 +1026,169 @@ def _bound_kills(
     return z_dead, r_dead
 
 
+@dataclass(frozen=True)
+class _Relaxed:
+    """What the Lagrangian relaxation of a floor found (see :func:`_change_floor`)."""
+
+    upper: int  # the least scaled value of a frontier found under the wall
+    lower: int  # no frontier under the wall has less
+    z_on: npt.NDArray[np.bool_]  # that frontier's edges
+    r_on: npt.NDArray[np.bool_]
+    z_dead: npt.NDArray[np.bool_]  # edges in no frontier under the wall below upper
+    r_dead: npt.NDArray[np.bool_]
+
+
+def _change_floor(space: _Space, choices: Choices) -> _Relaxed | None:
+    """The least scaled change of a frontier of ``choices`` under the wall, by the
+    Lagrangian relaxation of the wall. ``lower >= upper`` proves the floor; otherwise
+    the edges whose bound exceeds ``upper`` are closed for the search that proves it.
+    None when no frontier the sweeps met keeps the wall.
+
+    The change is a sum over the edges, in the integer coefficients of
+    :meth:`_Model.change_expr`, so each multiplier costs one shortest-path sweep. The
+    dual is concave in the multiplier with slope (tokens - room): the multiplier is
+    doubled until the path keeps the wall, then bisected (:data:`FLOOR_SWEEPS`).
+    """
+    edges = _Edges.of(space, choices)
+    n_z, n_atoms = edges.live_z.size, space.atoms.n_atoms
+    if not n_atoms:  # nothing to choose: the one frontier changes nothing
+        z_none, r_none = np.zeros(space.sel.size, dtype=np.bool_), np.zeros(0, dtype=np.bool_)
+        return _Relaxed(0, 0, z_none, r_none, z_none, r_none)
+    if not edges.live_z.size + edges.live_r.size:
+        return None
+    zc = [round(c * SCORE) for c in space.change_z]
+    rc = [round(c * SCORE) for c in space.change_r]
+    weight = np.asarray(
+        [zc[k] for k in edges.live_z.tolist()]
+        + [rc[a] if rc else 0 for a in edges.live_r.tolist()],
+        dtype=np.float64,
+    )
+    tokens = edges.tokens
+    room = space.problem.budget.total - space.atoms.constant_tokens
+    order = np.argsort(edges.start, kind="stable").tolist()
+    starts, ends = edges.start.tolist(), edges.end.tolist()
+    best: tuple[float, IntArray] | None = None  # the least change under the wall met
+    lower, at_lower = -math.inf, 0.0
+
+    def sweep(lam: float) -> bool | None:
+        """The dual at ``lam`` (into ``lower``; its path into ``best`` when it keeps the
+        wall); whether its path keeps the wall (None: no path at all)."""
+        nonlocal best, lower, at_lower
+        picked = path_argmin(n_atoms, order, starts, ends, (weight + lam * tokens).tolist())
+        if not picked:
+            return None
+        at = np.asarray(picked, dtype=np.int64)
+        change, used = float(weight[at].sum()), float(tokens[at].sum())
+        if change + lam * (used - room) > lower:
+            lower, at_lower = change + lam * (used - room), lam
+        if used > room:
+            return False
+        if best is None or change < best[0]:
+            best = (change, at)
+        return True
+
+    kept = sweep(0.0)
+    if kept is None:
+        return None
+    lo, hi = 0.0, 1.0
+    top = float(np.abs(weight).sum()) + 1.0  # past it, no change is worth one token
+    while not kept and hi <= top:
+        kept = sweep(hi)
+        if not kept:
+            lo, hi = hi, 2.0 * hi
+    if best is None:
+        return None
+    for _ in range(FLOOR_SWEEPS):
+        if lo >= hi or math.ceil(lower - 1e-6) >= best[0]:
+            break
+        mid = (lo + hi) / 2.0
+        if sweep(mid):
+            hi = mid
+        else:
+            lo = mid
+    change, at = best
+    z_on = np.zeros(space.sel.size, dtype=np.bool_)
+    r_on = np.zeros(n_atoms, dtype=np.bool_)
+    z_on[edges.live_z[at[at < n_z]]] = True
+    r_on[edges.live_r[at[at >= n_z] - n_z]] = True
+    bound = path_bounds(n_atoms, edges.start, edges.end, weight + at_lower * tokens)
+    dead = bound - at_lower * room > change + 0.5
+    z_dead = np.zeros(space.sel.size, dtype=np.bool_)
+    r_dead = np.zeros(n_atoms, dtype=np.bool_)
+    z_dead[edges.live_z] = dead[:n_z]
+    r_dead[edges.live_r] = dead[n_z:]
+    return _Relaxed(round(change), math.ceil(lower - 1e-6), z_on, r_on, z_dead, r_dead)
+
+
+def _churn_floor(space: _Space, terms: _Terms, choices: Choices) -> int | None:
+    """The least re-read tokens ``R - cached`` of a frontier of ``choices`` under the
+    wall, exactly, without a search; None when the previous layout's prefix does not
+    tile the atoms as expected (the caller searches instead) or no frontier keeps the
+    wall.
+
+    ``cached`` is the previous layout up to the last breakpoint whose prefix is still
+    shown (:func:`_cache_plan`). For each choice of that breakpoint, the frontier that
+    shows the prefix and then the fewest tokens (one backward sweep of least tokens
+    from every atom boundary) re-reads the least; the floor is the least over the
+    breakpoints. A frontier's own churn is at most that of the breakpoint it keeps.
+    """
+    groups, literal_groups, _ = _cache_plan(space, terms, choices)
+    edges = _Edges.of(space, choices)
+    n_atoms = space.atoms.n_atoms
+    room = space.problem.budget.total - space.atoms.constant_tokens
+    behind = [_UNREACHABLE_TOKENS] * (n_atoms + 1)
+    behind[n_atoms] = 0.0
+    starts, ends, tokens = edges.start.tolist(), edges.end.tolist(), edges.tokens.tolist()
+    for k in np.argsort(-edges.end, kind="stable").tolist():
+        v = behind[ends[k]] + tokens[k]
+        if v < behind[starts[k]]:
+            behind[starts[k]] = v
+    # the forced edges, by start: part of every frontier, so of every prefix
+    forced = sorted(
+        [
+            (int(space.z_start[k]), int(space.z_end[k]), float(space.z_tokens[k]))
+            for k in np.flatnonzero(choices.z_forced).tolist()
+        ]
+        + [(a, a + 1, float(space.r_tokens[a])) for a in np.flatnonzero(choices.r_forced).tolist()]
+    )
+    constant = float(space.atoms.constant_tokens)
+    cached = [0.0] * (len(literal_groups) + 1)  # cached[g + 1]: the prefix while g holds
+    for seg, g in groups:
+        cached[g + 1] += seg
+    best = math.inf
+    if behind[0] <= room:  # no group holds: the fewest tokens anywhere
+        best = constant + behind[0] - cached[0]
+    seen: set[tuple[str, int]] = set()
+    covered, shown, f = 0, 0.0, 0  # the prefix tiles atoms [0, covered) with shown tokens
+    held = cached[0]
+    for g, literals in enumerate(literal_groups):
+        held += cached[g + 1]
+        for kind, key in literals:
+            if (kind, key) in seen:
+                continue
+            seen.add((kind, key))
+            if kind == "z":
+                a, b, t = int(space.z_start[key]), int(space.z_end[key]), float(space.z_tokens[key])
+            else:
+                a, b, t = key, key + 1, float(space.r_tokens[key])
+            while f < len(forced) and forced[f][0] == covered and forced[f][1] <= a:
+                covered, shown, f = forced[f][1], shown + forced[f][2], f + 1
+            if a != covered:
+                return None  # not a tiling from the start: let the search decide
+            covered, shown = b, shown + t
+        total = shown + behind[covered]
+        if total <= room:
+            best = min(best, constant + total - held)
+    return None if math.isinf(best) else round(best)
+
+
+_UNREACHABLE_TOKENS = float("inf")
+
+
+FLOOR_SWEEPS = 40
+"""Most bisection sweeps :func:`_change_floor` spends on its multiplier."""
+
+
 HULL_SOLVES = 48
 """Most shortest-path solves :func:`_hull_hint` spends."""
 
@@ -1232,22 +1400,44 @@ def _search(
     assigned = [(label, *space.assignment(levels)) for label, levels in hints]
     open_ = space.budget
     if not carried_fits and (terms.before is not None or terms.change is not None):
-        base = _Model(space, cfg, terms, open_ if _worth_it(space, open_) else space.everything)
-        usable = [(z, r) for _, z, r in assigned if base.feasible(z, r)]
-        if usable:
-            base.hint(*usable[0])
+        whole = open_ if _worth_it(space, open_) else space.everything
         floors = [0.0, 0.0]
-        for at, wanted, expr in (
-            (0, terms.before, base.churn_expr),
-            (1, terms.change, base.change_expr),
-        ):
-            if wanted is None:
-                continue
-            status, solver = base.solve(expr(SCORE), floor_limit)
-            stats["time_limit_hit"] |= base.limit_hit
+
+        def floor(at: int, model: _Model, expr: Any) -> None:
+            nonlocal floors_proven
+            status, solver = model.solve(expr, floor_limit)
+            stats["time_limit_hit"] |= model.limit_hit
             floors_proven &= status is Status.OPTIMAL
             if status is not None:
-                floors[at] = solver.objective_value / SCORE
+                found = solver.objective_value / SCORE
+                floors[at] = found if not floors[at] else min(floors[at], found)
+
+        if terms.before is not None:
+            least = _churn_floor(space, terms, whole)
+            if least is not None:  # exact: the least re-read tokens, priced
+                price = max(0.0, cfg.policy.cache_write_price - cfg.policy.cache_read_price)
+                floors[0] = round(price * SCORE) * least / SCORE
+            else:
+                base = _Model(space, cfg, terms, whole)
+                usable = [(z, r) for _, z, r in assigned if base.feasible(z, r)]
+                if usable:
+                    base.hint(*usable[0])
+                floor(0, base, base.churn_expr(SCORE))
+        if terms.change is not None:
+            # a path objective under the wall: its Lagrangian relaxation bounds it, and
+            # what the bound leaves open is a small model warm-started from its best path
+            relaxed = _change_floor(space, whole)
+            if relaxed is None:
+                model = _Model(space, cfg, terms, whole)
+                floor(1, model, model.change_expr(SCORE))
+            else:
+                floors[1] = relaxed.upper / SCORE
+                if relaxed.lower < relaxed.upper:
+                    left = whole.copy()
+                    left.kill(relaxed.z_dead & ~relaxed.z_on, relaxed.r_dead & ~relaxed.r_on)
+                    model = _Model(space, cfg, terms, left)
+                    model.hint(relaxed.z_on, relaxed.r_on)
+                    floor(1, model, model.change_expr(SCORE))
         k_floor, c_floor = floors
     diag["churn_floor"], diag["change_floor"] = k_floor, c_floor
     diag["floors_proven"] = floors_proven
