@@ -3382,12 +3382,15 @@ class ContextManager:
 
         The derived store carries the whole record as it stood there: every message
         slot, every namespace's strategy records (memories, pins, locks, frontiers) and
-        window, media and token counts, each record at its own sequence number, so
+        window, the media they name and token counts, each record at its own id and
+        sequence number (the derived store never gives a carried id again), so
         sequences read here (:meth:`current_sequence`, :meth:`branch_sequence_of`) mean
         the same there. Open it with :meth:`open` and it compiles what this manager
         compiled at that point; the two stores then go their own ways. This store is
         not changed. (There is no manifest of what to carry: a derived store that
-        left out part of the record could not reproduce its requests.)
+        left out part of the record could not reproduce its requests.) Compression
+        holds live in the process, not the store: give them to the new manager with
+        :meth:`hold_compression` when it should keep them.
 
         ``at_sequence`` is cut as given, like :meth:`branch_at`'s sequence: once a
         host presents rows, give a presentation boundary, such as
@@ -3399,10 +3402,11 @@ class ContextManager:
         ------
         ConfigError
             When ``at_sequence`` is outside ``[0, current_sequence()]``, or ``path``
-            already exists or is not a file path (a derived store never overwrites
-            one). Nothing is written.
+            already exists, is not a file path (a derived store never overwrites
+            one) or is in a folder that does not exist. Nothing is written.
         StoreError
-            When the new file cannot be written; no part of it is left behind.
+            When the new file cannot be written (no part of it is left behind), or
+            inside an open :meth:`Store.transaction` (its writes are not stored yet).
 
         Examples
         --------
@@ -3429,6 +3433,11 @@ class ContextManager:
         if shown in (":memory:", "") or Path(shown).exists():
             raise ConfigError(
                 f"path={shown!r} must name a new store file: a derived store never overwrites one"
+            )
+        if not Path(shown).resolve().parent.is_dir():
+            raise ConfigError(
+                f"path={shown!r} is in a folder that does not exist; create "
+                f"{Path(shown).resolve().parent} first"
             )
         self._saved_counts.save()
         self._store.derive(shown, at)

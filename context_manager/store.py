@@ -192,6 +192,19 @@ def _externalise(body: Any, put: Callable[[bytes], str]) -> Any:
     return body
 
 
+def _blob_digests(body: Any) -> Iterator[str]:
+    """The sha256 of every blob an externalised body names."""
+    if isinstance(body, dict):
+        digest = body.get(_BLOB_KEY)
+        if isinstance(digest, str):
+            yield digest
+        for value in body.values():
+            yield from _blob_digests(value)
+    elif isinstance(body, list):
+        for value in body:
+            yield from _blob_digests(value)
+
+
 def _inline(body: Any, get: Callable[[str], bytes]) -> Any:
     """``body`` with every externalised image block's data read back by ``get``."""
     if isinstance(body, dict):
@@ -1169,65 +1182,99 @@ class Store:
     def derive(self, path: str | os.PathLike[str], seq: int) -> None:
         """Write a new store at ``path`` whose ``main`` branch is this branch up to ``seq``.
 
-        Every record the current branch sees up to ``seq`` is copied with its
-        sequence number, in every slot (so every namespace's records and window),
-        with the blobs and the saved token counts; the derived views are not: they
-        are rebuilt from the records on first use. The new file appears whole or
-        not at all (it is written under a temporary name, then renamed).
+        Every record the current branch sees up to ``seq`` is copied with its record
+        id and sequence number, in every slot (so every namespace's records and
+        window), with the blobs those records name and the saved token counts; the
+        derived views are not: they are rebuilt from the records on first use. The
+        new store hands out ids after the highest this one has, so no item id it
+        carries is ever given again. The new file appears whole or not at all (it is
+        written under a temporary name, then linked into place).
 
         Raises
         ------
         StoreError
-            When ``seq`` is outside ``[0, sequence]``, ``path`` already exists or is
-            this store's own file, or the new file cannot be written (nothing is
-            left behind).
+            When ``seq`` is outside ``[0, sequence]``, a transaction is open (its
+            writes are not stored yet), ``path`` already exists or is this store's
+            own file, or the new file cannot be written (nothing is left behind).
         """
         self._check_open()
         self._check_not_aborted()
+        shown = os.fspath(path)
+        if self._depth:
+            raise StoreError(
+                f"cannot derive into {shown!r} inside a transaction: its writes are not "
+                "stored yet; derive after the transaction ends"
+            )
         if not 0 <= seq <= self._head:
             raise StoreError(f"cannot derive at sequence {seq}: the branch head is {self._head}")
-        target = Path(os.path.realpath(os.fspath(path)))
-        if os.fspath(path) in (":memory:", "") or target.exists():
+        target = Path(os.path.realpath(shown))
+        if shown in (":memory:", "") or target.exists():
             raise StoreError(
-                f"cannot derive into {os.fspath(path)!r}: it must name a new file "
+                f"cannot derive into {shown!r}: it must name a new file "
                 "(a derived store never overwrites one)"
             )
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.parent.is_dir():
+            raise StoreError(
+                f"cannot derive into {shown!r}: the folder {target.parent} does not exist; "
+                "create it first"
+            )
         temporary = target.with_name(f".{target.name}.deriving-{os.getpid()}")
-        child = Store.open(temporary)
+        child: Store | None = None
         try:
+            child = Store.open(temporary)
             with child.transaction():
                 (main,) = child._conn.execute("SELECT id FROM branches").fetchone()
-                for branch_id, limit in self._lineage:
-                    rows = self._conn.execute(
-                        "SELECT seq, slot, op, item, body FROM records "
+                digests: set[str] = set()
+
+                def rows_of(branch_id: int, limit: int) -> Iterator[tuple[Any, ...]]:
+                    for row in self._conn.execute(
+                        "SELECT id, seq, slot, op, item, body FROM records "
                         "WHERE branch = ? AND seq <= ? ORDER BY seq",
-                        (branch_id, min(limit, seq)),
-                    )
+                        (branch_id, limit),
+                    ):
+                        if row[5] and _BLOB_KEY in row[5]:
+                            digests.update(_blob_digests(json.loads(row[5])))
+                        yield (row[0], main, *row[1:])
+
+                for branch_id, limit in self._lineage:
                     child._conn.executemany(
-                        "INSERT INTO records (branch, seq, slot, op, item, body) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        ((main, *row) for row in rows),
+                        "INSERT INTO records (id, branch, seq, slot, op, item, body) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        rows_of(branch_id, min(limit, seq)),
                     )
-                child._conn.executemany(
-                    "INSERT INTO blobs VALUES (?, ?)",
-                    self._conn.execute("SELECT sha256, data FROM blobs"),
+                (top,) = self._conn.execute(_NEXT_RECORD_ID).fetchone()
+                child._conn.execute("DELETE FROM sqlite_sequence WHERE name = 'records'")
+                child._conn.execute(
+                    "INSERT INTO sqlite_sequence (name, seq) VALUES ('records', ?)", (top - 1,)
                 )
+                for digest in sorted(digests):
+                    child._conn.execute(
+                        "INSERT INTO blobs VALUES (?, ?)", (digest, self.get_blob(digest))
+                    )
                 for (scope,) in self._conn.execute("SELECT name FROM derived_scopes").fetchall():
                     child.save_counts(scope, self.derived_counts(scope).items())
+            child._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             child.close()
-            os.replace(temporary, target)
+            os.link(temporary, target)  # fails, rather than overwrites, if target appeared
         except BaseException as exc:
-            child.close()
+            if child is not None:
+                child.close()
             for leftover in (temporary, *(Path(f"{temporary}{x}") for x in ("-wal", "-shm"))):
                 with suppress(FileNotFoundError):
                     leftover.unlink()
+            if isinstance(exc, FileExistsError):
+                raise StoreError(
+                    f"cannot derive into {shown!r}: the file appeared while it was being "
+                    "written (a derived store never overwrites one)"
+                ) from exc
             if isinstance(exc, OSError):
                 raise StoreError(
-                    f"{os.fspath(path)}: cannot write the derived store ({exc.strerror}); "
+                    f"{shown}: cannot write the derived store ({exc.strerror}); "
                     "nothing was left behind"
                 ) from exc
             raise
+        with suppress(FileNotFoundError):
+            temporary.unlink()
 
     def _load_current(self) -> tuple[int, str]:
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'current_branch'").fetchone()

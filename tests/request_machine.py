@@ -963,6 +963,7 @@ class RequestMachine(RuleBasedStateMachine):
                 derived.set_system_prompt(self.system)
             if self.tools:
                 derived.set_tool_definitions(self.tools)
+            derived.hold_compression(self.manager.compression_holds())  # not in the store
             assert [m.id for m in derived.get_window_messages()] == self.window_ids()
             assert [m.id for m in derived.get_messages()] == self.ids()
             if before is not None:

@@ -9,6 +9,7 @@ frontier and the window to compile what its parent compiled.
 from __future__ import annotations
 
 import base64
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -95,10 +96,10 @@ def test_a_derived_store_holds_the_history_up_to_the_sequence_only(tmp_path: Pat
         assert derived.current_sequence() == at
         assert _request(derived) == expected
         # the child goes its own way; the parent does not see its writes
-        extra = derived.add_message("User", "only in the child")
+        derived.add_message("User", "only in the child")
     with _open(tmp_path / "parent.db") as cm:
         assert [m.id for m in cm.get_messages()] == after
-        assert extra not in after or cm.get_message(extra).text != "only in the child"
+        assert "only in the child" not in [m.message.text for m in cm.get_messages()]
 
 
 def test_a_derived_store_carries_the_current_branch_and_its_lineage(tmp_path: Path) -> None:
@@ -211,7 +212,7 @@ def test_a_failed_write_leaves_no_file_behind(
         _talk(cm, 3)
         (tmp_path / "out").mkdir()
         with monkeypatch.context() as patch:
-            patch.setattr(store_module.os, "replace", full)
+            patch.setattr(store_module.os, "link", full)
             with pytest.raises(StoreError, match="No space left on device"):
                 cm.derive(tmp_path / "out" / "child.db")
         assert list((tmp_path / "out").iterdir()) == []
@@ -221,3 +222,60 @@ def test_a_failed_write_leaves_no_file_behind(
         child = cm.derive(tmp_path / "out" / "child.db")
     with _open(child) as derived:
         assert derived.get_messages()[-1].message.text == "still here"
+
+
+def test_a_derived_store_never_gives_a_carried_id_again(tmp_path: Path) -> None:
+    """Ids on a branch skip the ones its parent gave after the cut: the child must
+    not hand those out again over a message it carries."""
+    with _open(tmp_path / "parent.db") as cm:
+        _talk(cm, 2)
+        cm.fork("side")
+        cm.switch_branch("main")
+        _talk(cm, 3, start=10)
+        cm.switch_branch("side")
+        _talk(cm, 3, start=20)
+        carried = [(m.id, m.message.text) for m in cm.get_messages()]
+        child = cm.derive(tmp_path / "child.db")
+    with _open(child) as derived:
+        new = derived.add_message("User", "new in the child")
+        assert new not in [i for i, _ in carried]
+        assert [(m.id, m.message.text) for m in derived.get_messages()] == [
+            *carried,
+            (new, "new in the child"),
+        ]
+
+
+def test_a_derive_inside_a_transaction_is_refused(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "parent.db")
+    try:
+        cm = ContextManager.open(store=store, counter=COUNTER)
+        cm.add_message("User", "committed")
+        with pytest.raises(StoreError, match="inside a transaction"), store.transaction():
+            cm.add_message("User", "not stored yet")
+            cm.derive(tmp_path / "child.db")
+        assert not (tmp_path / "child.db").exists()
+        cm.close()
+    finally:
+        store.close()
+
+
+def test_only_the_media_the_cut_history_names_is_carried(tmp_path: Path) -> None:
+    data = base64.b64encode(bytes(range(256)) * 8).decode()
+    with _open(tmp_path / "parent.db") as cm:
+        cm.add_message("User", "before the picture")
+        at = cm.current_sequence()
+        cm.add_message("User", [ImageBlock(media_type="image/png", data=data)])
+        early = cm.derive(tmp_path / "early.db", at_sequence=at)
+        late = cm.derive(tmp_path / "late.db")
+    for child, blobs in ((early, 0), (late, 1)):
+        with sqlite3.connect(child) as db:
+            assert db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] == blobs
+
+
+def test_a_folder_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    with (
+        _open(tmp_path / "parent.db") as cm,
+        pytest.raises(ConfigError, match="folder that does not exist"),
+    ):
+        cm.derive(tmp_path / "nowhere" / "child.db")
+    assert not (tmp_path / "nowhere").exists()
