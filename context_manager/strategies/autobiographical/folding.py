@@ -204,12 +204,18 @@ def _solve(
     the whole history, so it refuses, or caps results, only when nothing fits."""
     snap = _with_caps(snapshot(st, ctx, stored, budget), caps)
     whole = False
+    fitted: tuple[Plan, Snapshot, StatedProblem] | None = None  # the whole history's
     for _ in range(MAX_REWINDOWS + 2):
         stated = state_problem(snap, st.cache)
         plan = read_plan(snap, stated, solver.solve(stated.problem))
-        if isinstance(plan.error, OverBudgetError) and snap.blocks and not whole:
-            snap, whole = _with_caps(snapshot(st, ctx, stored, budget, whole=True), caps), True
-            continue
+        if isinstance(plan.error, OverBudgetError) and snap.blocks:
+            if fitted is not None:  # the blocks of its answer: the answer still fits
+                return fitted
+            if not whole:
+                snap, whole = _with_caps(snapshot(st, ctx, stored, budget, whole=True), caps), True
+                continue
+        if whole and fitted is None and plan.error is None and not snap.blocks:
+            fitted = (plan, snap, stated)
         if plan.error is not None or not _is_windowed(st, snap):
             break
         # the blocks the next compile would state from this answer: when they differ,
