@@ -1099,7 +1099,7 @@ def _change_floor(space: _Space, choices: Choices) -> _Relaxed | None:
     if best is None:
         return None
     for _ in range(FLOOR_SWEEPS):
-        if lo >= hi or math.ceil(lower - 1e-6) >= best[0]:
+        if lo >= hi or _floor_bound(lower) >= best[0]:
             break
         mid = (lo + hi) / 2.0
         if sweep(mid):
@@ -1117,7 +1117,7 @@ def _change_floor(space: _Space, choices: Choices) -> _Relaxed | None:
     r_dead = np.zeros(n_atoms, dtype=np.bool_)
     z_dead[edges.live_z] = dead[:n_z]
     r_dead[edges.live_r] = dead[n_z:]
-    return _Relaxed(round(change), math.ceil(lower - 1e-6), z_on, r_on, z_dead, r_dead)
+    return _Relaxed(round(change), _floor_bound(lower), z_on, r_on, z_dead, r_dead)
 
 
 def _churn_floor(space: _Space, terms: _Terms, choices: Choices) -> int | None:
@@ -1183,6 +1183,12 @@ def _churn_floor(space: _Space, terms: _Terms, choices: Choices) -> int | None:
 
 
 _UNREACHABLE_TOKENS = float("inf")
+
+
+def _floor_bound(lower: float) -> int:
+    """The integer bound a float dual value proves: its ceiling, less the rounding a
+    sum of large scaled weights can carry (relative, so a bound never over-claims)."""
+    return math.ceil(lower - 1e-9 * max(1.0, abs(lower)) - 1e-6)
 
 
 FLOOR_SWEEPS = 40
