@@ -43,9 +43,13 @@ def _strategy() -> AutobiographicalStrategy:
     )
 
 
-def _open(path: Path, namespace: str | None = None) -> ContextManager:
+def _open(where: Path | Store, namespace: str | None = None) -> ContextManager:
+    """A manager on the store file ``where``, or on an open store, isolated by name."""
+    place: dict[str, object] = (
+        {"store": where, "isolate": True} if isinstance(where, Store) else {"path": where}
+    )
     return ContextManager.open(
-        path=path,
+        **place,  # type: ignore[arg-type]
         strategy=_strategy(),
         summarizer=ExtractiveSummarizer(target_tokens=10),
         counter=COUNTER,
@@ -139,8 +143,8 @@ def test_the_window_is_carried_and_cut_at_a_presentation_boundary(tmp_path: Path
 def test_images_and_every_namespace_are_carried(tmp_path: Path) -> None:
     data = base64.b64encode(bytes(range(256)) * 8).decode()
     store = Store.open(tmp_path / "parent.db")
-    a = _open_on(store, "alpha")
-    b = _open_on(store, "beta")
+    a = _open(store, "alpha")
+    b = _open(store, "beta")
     picture = a.add_message(
         "User", [TextBlock(text="look"), ImageBlock(media_type="image/png", data=data)]
     )
@@ -156,7 +160,7 @@ def test_images_and_every_namespace_are_carried(tmp_path: Path) -> None:
     derived_store = Store.open(child)
     try:
         for name in ("alpha", "beta"):
-            derived = _open_on(derived_store, name)
+            derived = _open(derived_store, name)
             assert _request(derived) == want[name]
             if name == "alpha":
                 (image,) = [x for x in derived.get_message(picture).content if x.type == "image"]
@@ -166,17 +170,6 @@ def test_images_and_every_namespace_are_carried(tmp_path: Path) -> None:
         derived_store.close()
 
 
-def _open_on(store: Store, namespace: str) -> ContextManager:
-    return ContextManager.open(
-        store=store,
-        strategy=_strategy(),
-        summarizer=ExtractiveSummarizer(target_tokens=10),
-        counter=COUNTER,
-        namespace=namespace,
-        isolate=True,
-    )
-
-
 @pytest.mark.parametrize("at", [-1, 10_000, True, 2.5])
 def test_a_sequence_outside_the_history_is_refused_and_writes_nothing(
     tmp_path: Path, at: object
@@ -184,7 +177,7 @@ def test_a_sequence_outside_the_history_is_refused_and_writes_nothing(
     with _open(tmp_path / "parent.db") as cm:
         _talk(cm, 3)
         with pytest.raises(ConfigError, match="at_sequence"):
-            cm.derive(tmp_path / "child.db", at_sequence=at)  # type: ignore[arg-type]
+            cm.derive(tmp_path / "child.db", at_sequence=at)
     assert [p.name for p in tmp_path.iterdir() if "child" in p.name] == []
 
 
@@ -203,7 +196,6 @@ def test_an_existing_file_is_never_overwritten(tmp_path: Path) -> None:
 def test_a_failed_write_leaves_no_file_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import context_manager.store as store_module
 
     def full(*_: object) -> None:
         raise OSError(28, "No space left on device")
@@ -212,7 +204,7 @@ def test_a_failed_write_leaves_no_file_behind(
         _talk(cm, 3)
         (tmp_path / "out").mkdir()
         with monkeypatch.context() as patch:
-            patch.setattr(store_module.os, "link", full)
+            patch.setattr("context_manager.store.os.link", full)
             with pytest.raises(StoreError, match="No space left on device"):
                 cm.derive(tmp_path / "out" / "child.db")
         assert list((tmp_path / "out").iterdir()) == []
