@@ -176,14 +176,26 @@ def path_bounds(n_atoms: int, start: IntArray, end: IntArray, weight: npt.ArrayL
         v = ahead[s[k]] + wl[k]
         if v < ahead[e[k]]:
             ahead[e[k]] = v
+    behind = path_least_after(n_atoms, start, end, w)
+    out: FloatArray = np.asarray(ahead)[start] + w + np.asarray(behind)[end]
+    return out
+
+
+def path_least_after(
+    n_atoms: int, start: IntArray, end: IntArray, weight: npt.ArrayLike
+) -> list[float]:
+    """For each atom boundary ``b``, the least summed weight of a path from ``b`` to
+    boundary ``n_atoms`` (inf when there is none): the backward sweep of
+    :func:`path_bounds`."""
+    w = np.asarray(weight, dtype=np.float64)
+    s, e, wl = start.tolist(), end.tolist(), w.tolist()
     behind = [_UNREACHABLE] * (n_atoms + 1)
     behind[n_atoms] = 0.0
     for k in np.argsort(-end, kind="stable").tolist():
         v = behind[e[k]] + wl[k]
         if v < behind[s[k]]:
             behind[s[k]] = v
-    out: FloatArray = np.asarray(ahead)[start] + w + np.asarray(behind)[end]
-    return out
+    return behind
 
 
 def path_min(

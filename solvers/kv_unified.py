@@ -68,6 +68,7 @@ from ._atoms import (
     open_choices,
     path_argmin,
     path_bounds,
+    path_least_after,
     path_min,
     summary_atoms,
 )
@@ -1136,13 +1137,7 @@ def _churn_floor(space: _Space, terms: _Terms, choices: Choices) -> int | None:
     edges = _Edges.of(space, choices)
     n_atoms = space.atoms.n_atoms
     room = space.problem.budget.total - space.atoms.constant_tokens
-    behind = [_UNREACHABLE_TOKENS] * (n_atoms + 1)
-    behind[n_atoms] = 0.0
-    starts, ends, tokens = edges.start.tolist(), edges.end.tolist(), edges.tokens.tolist()
-    for k in np.argsort(-edges.end, kind="stable").tolist():
-        v = behind[ends[k]] + tokens[k]
-        if v < behind[starts[k]]:
-            behind[starts[k]] = v
+    behind = path_least_after(n_atoms, edges.start, edges.end, edges.tokens)
     # the forced edges, by start: part of every frontier, so of every prefix
     forced = sorted(
         [
@@ -1180,9 +1175,6 @@ def _churn_floor(space: _Space, terms: _Terms, choices: Choices) -> int | None:
         if total <= room:
             best = min(best, constant + total - held)
     return None if math.isinf(best) else round(best)
-
-
-_UNREACHABLE_TOKENS = float("inf")
 
 
 def _floor_bound(lower: float) -> int:
