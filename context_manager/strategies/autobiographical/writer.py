@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ...deadline import BoundedCaller, CallerBusyError, DeadlineError
 from ...errors import SummarizerNotConfiguredError
@@ -392,26 +392,25 @@ def _after_refusal(
     not a refusal (None: no answer at all, which backs off), the split's parts, or the
     last refusal."""
     cfg = st.config
-    answer: Completion | None
-    if not cfg.compression_source_only:
-        rungs = variants(st, ctx, stored, chunk, steps, canonical)
-        if cfg.compression_source_only_fallback:
-            rungs.append(source_only_request(st, ctx, stored, chunk.source_ids))
-        for rung in rungs:
-            answer = _ask(st, ctx, rung, chunk.id)
-            if answer is None or answer.stop_reason != "refusal":
-                return answer
-            refused = answer
-    rung_options = cfg.compression_tool_prose_fallback
-    if rung_options is not None:
-        hoisted = tool_prose_request(canonical, rung_options)
-        if hoisted is None:
-            _tell_undeclared(st, canonical, rung_options.into_tool)
-        else:
-            answer = _ask(st, ctx, hoisted, chunk.id)
-            if answer is None or answer.stop_reason != "refusal":
-                return answer
-            refused = answer
+
+    def rungs() -> Iterator[CompletionRequest]:  # built as each is reached
+        if not cfg.compression_source_only:
+            yield from variants(st, ctx, stored, chunk, steps, canonical)
+            if cfg.compression_source_only_fallback:
+                yield source_only_request(st, ctx, stored, chunk.source_ids)
+        prose = cfg.compression_tool_prose_fallback
+        if prose is not None:
+            hoisted = tool_prose_request(canonical, prose)
+            if hoisted is None:
+                _tell_undeclared(st, canonical, prose.into_tool)
+            else:
+                yield hoisted
+
+    for rung in rungs():
+        answer = _ask(st, ctx, rung, chunk.id)
+        if answer is None or answer.stop_reason != "refusal":
+            return answer
+        refused = answer
     if cfg.compression_split_fallback:
         found = _split(st, ctx, stored, chunk)
         if not isinstance(found, _Refused):
