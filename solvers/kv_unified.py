@@ -729,7 +729,10 @@ def _cache_plan(
     current = -1
     start = 0
     total = 0
+    limit = _units_in_place(space.problem, before)
     for count in terms.markers:
+        if count > limit:
+            break
         literals: list[tuple[str, int]] = []
         broken = False
         for node in nodes[start:count]:
@@ -759,6 +762,31 @@ def _cache_plan(
         total += segment
         start = count
     return groups, literal_groups, total
+
+
+def _units_in_place(problem: FoldProblem, before: Layout) -> int:
+    """How many leading units of the previous layout a frontier of ``problem`` can
+    still show at the same place.
+
+    A leaf protected now but folded in the previous frontier is raw in every frontier
+    (a hole its summary sits around), a unit the previous layout did not have: the
+    units before it are all a frontier can keep in place.
+    """
+    idx = problem.index
+    newly = np.flatnonzero(idx.protected & (idx.previous > 0))
+    if newly.size == 0:
+        return len(before)
+    # where each unit of the previous layout sits: a raw leaf at itself, a summary at
+    # the first leaf of its span that was not a hole (render's placement)
+    nodes = before.nodes
+    n = idx.n
+    hole = idx.protected & (idx.previous == 0)
+    nonhole = np.concatenate([[0], np.cumsum(~hole)])
+    summary = nodes >= n
+    first = problem.hierarchy.span_first[nodes[summary] - n]
+    slots = nodes.copy()
+    slots[summary] = np.searchsorted(nonhole, nonhole[first] + 1, side="left") - 1
+    return int(np.searchsorted(slots, newly[0], side="left"))
 
 
 @dataclass(frozen=True)

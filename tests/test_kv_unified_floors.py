@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -99,9 +100,10 @@ def test_the_floors_are_the_least_any_frontier_under_the_wall_has(
     if found is not None:  # None: the caller searches (a prefix that does not tile)
         # the model's own least churn, found by its search
         assert price * found == round(solver.objective_value)
-        if is_valid_levels(problem, problem.index.previous):
-            event("churn floor: checked against the definition")
-            assert found == churn  # and, with a valid previous frontier, the definition's
+        # and the definition's, whether the previous frontier is still valid or not
+        valid = is_valid_levels(problem, problem.index.previous)
+        event("previous frontier valid" if valid else "previous frontier invalid")
+        assert found == churn
     relaxed = ku._change_floor(space, space.budget)
     assert relaxed is not None and change is not None
     assert relaxed.lower <= change <= relaxed.upper
@@ -116,6 +118,45 @@ def test_the_floors_are_the_least_any_frontier_under_the_wall_has(
             if _scaled_change(space, levels) == change:
                 z_on, r_on = space.assignment(levels)  # type: ignore[arg-type]
                 assert not (relaxed.z_dead & z_on).any() and not (relaxed.r_dead & r_on).any()
+
+
+@pytest.mark.parametrize(
+    ("pinned", "churn"),
+    [
+        # the summary now sits after the raw m0: nothing of the old layout is in place
+        ("m0", 100 + 10 + 5 + 10),
+        # the summary keeps its place and the raw m3 follows it: its prefix is read
+        ("m3", 10 + 10),
+    ],
+)
+def test_a_leaf_pinned_inside_the_last_requests_summary_breaks_the_prefix_there(
+    pinned: str, churn: int
+) -> None:
+    """The last request showed one summary over m0..m3, then m4. A raw pin on one of
+    m0..m3 puts that leaf beside the summary in every frontier: the cache holds only
+    the units before it, in the model's floor as in the definition."""
+    problem = FoldProblem.model_validate(
+        {
+            "leaves": [{"id": f"m{i}", "tokens": 10} for i in range(5)],
+            "summaries": [
+                {"id": "s", "level": 1, "tokens": 5, "children": ["m0", "m1", "m2", "m3"]}
+            ],
+            "pins": [{"leaves": [pinned]}],
+            "budget": {"total": 1_000},
+            "previous": {f"m{i}": 1 for i in range(4)},
+            "fixed_tokens": 100,
+        }
+    )
+    cfg, terms, space = _space(problem, None)
+    assert isinstance(cfg, ku.KvUnifiedConfig)
+    assert isinstance(terms, ku._Terms) and isinstance(space, ku._Space)
+    assert _brute(problem, terms, space)[0] == churn
+    assert ku._churn_floor(space, terms, space.budget) == churn
+    model = ku._Model(space, cfg, terms, space.budget)
+    status, solver = model.solve(model.churn_expr(1), 30.0)
+    assert status is Status.OPTIMAL
+    price = round(cfg.policy.cache_write_price - cfg.policy.cache_read_price)
+    assert round(solver.objective_value) == price * churn
 
 
 def test_the_floors_are_exact_on_a_long_history_without_a_search() -> None:
