@@ -242,7 +242,7 @@ def state_problem(
             for spec in blk.leaves:
                 block_key = ("leaf", spec.id, -1, spec.tokens, spec.span, spec.raw_tokens)
                 leaf = known.get(block_key)
-                if leaf is None or leaf.parts != spec.parts:
+                if leaf is None or (leaf.parts is not spec.parts and leaf.parts != spec.parts):
                     leaf = Leaf(
                         id=spec.id,
                         tokens=spec.tokens,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -12,7 +11,7 @@ import numpy.typing as npt
 
 if TYPE_CHECKING:
     from .hierarchy import Hierarchy
-    from .model import FoldProblem
+    from .model import FoldProblem, Leaf
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -81,16 +80,30 @@ class ProblemIndex:
     parted: IntArray
     """The leaves with ``Leaf.parts``, in order (usually none)."""
     hierarchy: Hierarchy = field(repr=False)
+    part_arrays: dict[int, tuple[Leaf, IntArray]] = field(default_factory=dict, repr=False)
+    """Each parted leaf's parts as an array, by the leaf object's id (the leaf kept
+    beside it), filled by :attr:`parts`."""
+    carried_parts: dict[int, tuple[Leaf, IntArray]] = field(default_factory=dict, repr=False)
+    """:attr:`part_arrays` of the problem this one extends: a leaf that stays is not
+    converted again."""
 
     @cached_property
     def parts(self) -> tuple[IntArray, IntArray, IntArray]:
         """The ``Leaf.parts`` of all leaves, flat: for each part its leaf, how many
         parts of its leaf come after it, and its raw tokens."""
         leaves = self.hierarchy.leaves
-        lists = [leaves[i].parts or () for i in self.parted.tolist()]
-        counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        carried, mine = self.carried_parts, self.part_arrays
+        arrays: list[IntArray] = []
+        for i in self.parted.tolist():
+            x = leaves[i]
+            found = carried.get(id(x))
+            if found is None or found[0] is not x:
+                found = (x, np.array(x.parts or (), dtype=np.int64))
+            mine[id(x)] = found
+            arrays.append(found[1])
+        counts = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
         total = int(counts.sum())
-        tokens = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=total)
+        tokens = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
         leaf = np.repeat(self.parted, counts)
         ends = np.cumsum(counts)
         later = np.repeat(ends, counts) - 1 - np.arange(total, dtype=np.int64)
@@ -137,7 +150,9 @@ class ProblemIndex:
         return np.asarray(out, dtype=np.bool_)
 
     @classmethod
-    def build(cls, problem: FoldProblem, hierarchy: Hierarchy) -> ProblemIndex:
+    def build(
+        cls, problem: FoldProblem, hierarchy: Hierarchy, extends: ProblemIndex | None = None
+    ) -> ProblemIndex:
         n = hierarchy.n_leaves
         leaf_index = hierarchy.leaf_index
         avail = hierarchy.avail
@@ -216,4 +231,5 @@ class ProblemIndex:
                 dtype=np.int64,
             ),
             hierarchy=hierarchy,
+            carried_parts=extends.part_arrays if extends is not None else {},
         )

@@ -428,7 +428,7 @@ class FoldProblem(_Model):
 
         extends = (info.context or {}).get("extends")
         self._check_total_tokens()
-        self._check_parts()
+        self._check_parts(extends)
         hierarchy = Hierarchy(
             self.leaves, self.summaries, extends=extends.hierarchy if extends else None
         )
@@ -465,13 +465,17 @@ class FoldProblem(_Model):
                         node=leaf,
                     )
         self._hierarchy = hierarchy
-        self._index = ProblemIndex.build(self, hierarchy)
+        self._index = ProblemIndex.build(
+            self, hierarchy, extends=extends.index if extends else None
+        )
         return self
 
-    def _check_parts(self) -> None:
+    def _check_parts(self, extends: FoldProblem | None) -> None:
+        # a leaf object the extended problem holds was checked there (leaves are frozen)
+        checked = {id(leaf) for leaf in extends.leaves} if extends is not None else set()
         for leaf in self.leaves:
             parts = leaf.parts
-            if parts is None:
+            if parts is None or id(leaf) in checked:
                 continue
             if len(parts) != leaf.span:
                 raise TokenCostError(

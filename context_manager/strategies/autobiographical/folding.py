@@ -488,7 +488,7 @@ def _block_leaf(memories: Tree, x: Node, tokens: Sequence[int]) -> SummarySpec:
         x.last,
         tuple(x.children),
         len(parts),
-        sum(parts),
+        memories.extent_total(x, tokens),
         parts,
     )
 

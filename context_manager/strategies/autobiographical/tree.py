@@ -50,6 +50,7 @@ class Tree:
     memories a compile states are ever counted)."""
 
     extents: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False)
+    extent_totals: dict[str, int] = field(default_factory=dict, repr=False)
     kept: dict[tuple[str, ...] | tuple[str, str, int], Any] = field(
         default_factory=dict, repr=False
     )
@@ -69,6 +70,13 @@ class Tree:
             else:
                 found = tuple(x for c in node.children for x in self.extent(self.nodes[c], tokens))
             self.extents[node.id] = found
+        return found
+
+    def extent_total(self, node: Node, tokens: Sequence[int]) -> int:
+        """The sum of :meth:`extent` (kept with it)."""
+        found = self.extent_totals.get(node.id)
+        if found is None:
+            found = self.extent_totals[node.id] = sum(self.extent(node, tokens))
         return found
 
     def below(self, node: Node, level: int) -> list[Node]:
