@@ -65,3 +65,40 @@ def test_a_plain_leaf_dumps_as_it_always_did() -> None:
     assert p.model_dump(mode="json")["leaves"] == [
         {"id": "m", "tokens": 5, "salience": 1.0, "zone": "middle"}
     ]
+
+
+def _parted(k: int) -> dict[str, Any]:
+    return {"id": f"M{k}", "tokens": 5, "span": 3, "parts": [k + 1, 2 * k + 1, 7]}
+
+
+@given(
+    kept=st.integers(1, 4),
+    dropped=st.integers(0, 2),
+    added=st.integers(0, 3),
+    alpha=st.sampled_from([0.0, 0.7]),
+)
+def test_a_problem_extending_another_reads_the_parts_a_fresh_one_reads(
+    kept: int, dropped: int, added: int, alpha: float
+) -> None:
+    """Leaves carried from the extended problem (the same objects) keep their parts
+    array; the problem's parts and weights equal those of the same problem built
+    from scratch, whatever stayed, went or came."""
+    first = _problem([_parted(k) for k in range(dropped + kept)])
+    fidelity_weights(first, alpha)  # its parts read, so there are arrays to carry
+    leaves = [*first.leaves[dropped:], *(_parted(100 + k) for k in range(added))]
+    data = {"leaves": leaves, "budget": {"total": 10**9}}
+    grown = FoldProblem.model_validate(data, context={"extends": first})
+    fresh = _problem([leaf if isinstance(leaf, dict) else leaf.model_dump() for leaf in leaves])
+    for a, b in zip(grown.index.parts, fresh.index.parts, strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(fidelity_weights(grown, alpha), fidelity_weights(fresh, alpha))
+
+
+def test_an_extension_still_checks_the_parts_of_its_new_leaves() -> None:
+    first = _problem([_parted(0)])
+    bad = {"id": "N", "tokens": 5, "span": 3, "parts": [1, 2]}
+    with pytest.raises(TokenCostError, match="'N' has 2 parts but span 3"):
+        FoldProblem.model_validate(
+            {"leaves": [*first.leaves, bad], "budget": {"total": 10**9}},
+            context={"extends": first},
+        )
