@@ -175,6 +175,60 @@ LongHistory.TestCase.settings = settings(
 TestLongHistory = LongHistory.TestCase
 
 
+def test_a_window_that_comes_back_answers_as_following_it_to_the_last_round_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Following a windowed answer's blocks can come back to blocks solved already (a
+    cycle): the compile then reads the last round's answer from the solves made. On an
+    agent with a long past whose compiles do cycle, every compile is solved again with
+    every round made, and gives the same plan."""
+    from context_manager.strategies.autobiographical import folding
+
+    solve, repeated = folding._solve, folding._repeated
+    cycles = [0]
+
+    def counted(*args: object) -> object:
+        found = repeated(*args)  # type: ignore[arg-type]
+        cycles[0] += found is not None
+        return found
+
+    def both(*args: object, **kwargs: object) -> object:
+        fast = solve(*args, **kwargs)  # type: ignore[arg-type]
+        monkeypatch.setattr(folding, "_repeated", lambda *_: None)
+        try:
+            every = solve(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            monkeypatch.setattr(folding, "_repeated", counted)
+        (plan, snap, _), (other, other_snap, _) = fast, every  # type: ignore[misc]
+        assert (plan.levels, plan.stats, repr(plan.error), plan.produce) == (
+            other.levels,
+            other.stats,
+            repr(other.error),
+            other.produce,
+        )
+        assert snap.blocks == other_snap.blocks
+        return fast
+
+    monkeypatch.setattr(folding, "_solve", both)
+    monkeypatch.setattr(folding, "_repeated", counted)
+    path = tmp_path / "s.db"
+    shutil.copyfile(_template("kv-stable"), path)
+    cm = ContextManager.open(
+        path=path,
+        strategy=_strategy("kv-stable"),
+        summarizer=FaultySummarizer(),
+        counter=MACHINE_COUNTER,
+    )
+    cm.set_tool_definitions([{"name": "bash"}])
+    for i in range(900, 980):
+        cm.add_message("User" if i % 2 == 0 else "Claude", f"turn {i} " + "word " * (i % 23))
+        cm.tick()
+        with contextlib.suppress(OverBudgetError):
+            cm.compile(max_tokens=1200, reserve_for_response=0)
+    cm.close()
+    assert cycles[0] > 0  # the compiles do come back to blocks solved already
+
+
 def test_the_long_machine_compiles_windowed() -> None:
     """The differential machine above is not vacuous: its compiles state blocks."""
     before = TALLY["windowed"]

@@ -201,11 +201,22 @@ def _solve(
 
     A window that cannot fit the budget is no proof that history cannot: its blocks
     may hold memories the whole history could fold deeper. The compile then solves
-    the whole history, so it refuses, or caps results, only when nothing fits."""
+    the whole history, so it refuses, or caps results, only when nothing fits.
+
+    Following answers can come back to blocks it solved already (the answer over one
+    window prefers the other's frontier, and back): the solves then repeat, so the
+    answer the last round would give is read from those already made."""
     snap = _with_caps(snapshot(st, ctx, stored, budget), caps)
     whole = False
     fitted: tuple[Plan, Snapshot, StatedProblem] | None = None  # the whole history's
-    for _ in range(MAX_REWINDOWS + 2):
+    rounds = MAX_REWINDOWS + 2
+    # the rounds followed to new blocks: (what it solved, its round, its answer)
+    trail: list[tuple[Any, int, Plan, Snapshot, StatedProblem]] = []
+    for k in range(rounds):
+        key = (snap.blocks, tuple(snap.window), whole)
+        repeated = _repeated(trail, key, k, rounds)
+        if repeated is not None:
+            return repeated
         stated = state_problem(snap, st.cache)
         plan = read_plan(snap, stated, solver.solve(stated.problem))
         if isinstance(plan.error, OverBudgetError) and snap.blocks:
@@ -226,8 +237,26 @@ def _solve(
         again = _with_caps(snapshot(st, ctx, stored, budget, shape=shape), caps)
         if again.blocks == snap.blocks:
             break
+        trail.append((key, k, plan, snap, stated))
         snap = again
     return plan, snap, stated
+
+
+def _repeated(
+    trail: Sequence[tuple[Any, int, Plan, Snapshot, StatedProblem]],
+    key: Any,
+    k: int,
+    rounds: int,
+) -> tuple[Plan, Snapshot, StatedProblem] | None:
+    """What :func:`_solve`'s last round would return, when round ``k`` is to solve what
+    an earlier round of ``trail`` solved: the rounds from there repeat (the same blocks,
+    the same answer), so the last one is read from those made. None otherwise."""
+    for t, (seen, i, *_) in enumerate(trail):
+        if seen == key:  # rounds i .. k - 1, trail[t:], repeat until the last
+            period = k - i
+            _, _, plan, _, stated = trail[t + (rounds - 1 - i) % period]
+            return plan, trail[t + (rounds - i) % period][3], stated
+    return None
 
 
 def _with_caps(snap: Snapshot, caps: Mapping[int, Capped]) -> Snapshot:
