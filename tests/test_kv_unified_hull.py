@@ -1,7 +1,7 @@
 """The hull incumbent of kv-unified: the best vertex of the (tokens, fidelity) hull.
 
-The oracle enumerates every frontier of a tiny problem, keeps those the open choices
-allow, and finds the points of the lower convex hull straight from the definition
+The oracle enumerates every way the open choices of a tiny problem tile its atoms and
+finds the points of the lower convex hull straight from the definition
 (a point is on it when some multiplier ``lam >= 0`` makes it a least
 ``fidelity + lam x tokens``), with exact fractions.
 """
@@ -12,14 +12,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import solvers
 from foldbench.synthetic import agent_history
 from folding import FoldProblem
-from folding.frontiers import enumerate_frontiers
-from folding.render import levels_from_frontier
 from folding.testing.strategies import problems
 from solvers import kv_unified as ku
 
@@ -73,22 +71,35 @@ def chunked(draw: st.DrawFn) -> FoldProblem:
     )
 
 
+_TWIN = FoldProblem.model_validate(
+    {
+        "leaves": [{"id": "m0", "tokens": 0}, {"id": "m1", "tokens": 0}],
+        "summaries": [
+            {"id": "L1-0", "level": 1, "tokens": 1, "children": ["m0", "m1"]},
+            {"id": "L1-1", "level": 1, "tokens": 0, "children": ["m0", "m1"]},
+        ],
+        "budget": {"total": 11, "target": 9},
+        "fixed_tokens": 6,
+    }
+)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(_TWIN, "reference")
 @given(
     st.one_of(problems(max_leaves=9, dag=True), chunked()),
     st.sampled_from(["reference", "cache-first"]),
 )
 def test_the_hull_incumbent_is_the_best_hull_vertex(problem: FoldProblem, policy: str) -> None:
+    """The kept example, ``_TWIN``: two summaries over one span at one level, two open
+    choices that one level array cannot tell apart (the oracle's tilings can)."""
     # no previous frontier (so no lock either): the objective is a function of the point
     problem = FoldProblem.model_validate({**problem.model_dump(), "previous": None, "locks": []})
     space, obj, _ = _setup(problem, policy)
     choices = space.budget
     fidelity = np.asarray(obj.fidelity_z, dtype=np.int64)
     points: dict[tuple[int, int], float] = {}
-    for frontier in enumerate_frontiers(problem):
-        z_on, r_on = space.assignment(levels_from_frontier(problem, frontier))
-        if (z_on & ~choices.z_live).any() or (r_on & ~choices.r_live).any():
-            continue
+    for z_on, r_on in _tilings(choices):
         key = (
             int(space.z_tokens[z_on].sum() + space.r_tokens[r_on].sum()),
             int(fidelity[z_on].sum()),
@@ -102,6 +113,28 @@ def test_the_hull_incumbent_is_the_best_hull_vertex(problem: FoldProblem, policy
     else:
         assert got is not None
         _check(problem, policy, points, got)
+
+
+def _tilings(choices: ku.Choices) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every way the open choices tile the atoms: each atom raw or under exactly one
+    open summary (two summaries over the same span are two ways, which levels alone
+    cannot tell apart)."""
+    n_atoms, n_z = choices.r_live.size, choices.z_live.size
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def walk(a: int, z: list[int], r: list[int]) -> None:
+        if a == n_atoms:
+            z_on, r_on = np.zeros(n_z, dtype=np.bool_), np.zeros(n_atoms, dtype=np.bool_)
+            z_on[z], r_on[r] = True, True
+            out.append((z_on, r_on))
+            return
+        if choices.r_live[a]:
+            walk(a + 1, z, [*r, a])
+        for k in np.flatnonzero(choices.z_live & (choices.z_start == a)).tolist():
+            walk(int(choices.z_end[k]), [*z, k], r)
+
+    walk(0, [], [])
+    return out
 
 
 def _check(
