@@ -27,7 +27,16 @@ from .exceptions import (
 )
 from .frontiers import BoundaryGraph, cheapest_frontier, enumerate_frontiers, finest_frontier
 from .hierarchy import Hierarchy
-from .kv import CachePrices, CacheRequest, CacheSimulator, CacheTotals, divergence_index, kv_cost
+from .kv import (
+    AUTOMATIC_PRICES,
+    CachePrices,
+    CacheRequest,
+    CacheSimulator,
+    CacheTotals,
+    PrefixCacheSimulator,
+    divergence_index,
+    kv_cost,
+)
 from .model import (
     MAX_GRACE,
     MAX_LEVEL,
@@ -57,6 +66,7 @@ from .schema import fold_problem_schema
 from .validate import check_levels, check_plan, is_valid
 
 __all__ = [
+    "AUTOMATIC_PRICES",
     "MAX_GRACE",
     "MAX_LEVEL",
     "MAX_TOKENS",
@@ -84,6 +94,7 @@ __all__ = [
     "Pin",
     "PinConflictError",
     "PlanViolation",
+    "PrefixCacheSimulator",
     "ProduceRequest",
     "ReductionError",
     "RunReduction",

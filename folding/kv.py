@@ -3,8 +3,11 @@
 Two units are the same cached bytes iff they share ``(kind, key)``; a prompt
 cache reuses the longest common prefix of units. :func:`kv_cost` is the
 idealised re-read cost (a breakpoint on every unit). :class:`CacheSimulator`
-models a provider cache: at most 4 breakpoints per request, a time-to-live
-counted in requests, and prices relative to the base input price.
+models a provider cache with explicit breakpoints (Anthropic-style: at most 4
+per request, a lookback, a write premium); :class:`PrefixCacheSimulator` one with
+automatic prefix caching (OpenAI-style: every prefix stored, no breakpoints, no
+write premium). Both count the time-to-live in requests and price tokens relative
+to the base input price.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ import numpy as np
 from .render import Layout
 
 __all__ = [
+    "AUTOMATIC_PRICES",
     "CachePrices",
     "CacheRequest",
     "CacheSimulator",
     "CacheTotals",
+    "PrefixCacheSimulator",
     "divergence_index",
     "kv_cost",
 ]
@@ -313,3 +318,103 @@ def _prefix_hashes(layout: Layout) -> list[int]:
         h = hash((h, key))
         out.append(h)
     return out
+
+
+AUTOMATIC_PRICES = CachePrices(miss=1.0, write=1.0, read=0.25)
+"""Automatic prefix caching as OpenAI bills it (GPT-4.1 class models): a cached input
+token at a quarter of the base price and no premium for storing a prefix."""
+
+
+@dataclass
+class PrefixCacheSimulator:
+    """A provider cache that stores every prefix it sees, without breakpoints.
+
+    The automatic prefix caching of OpenAI-style providers: each request reads
+    the longest prefix (at unit boundaries) that an earlier request still alive
+    sent, rounded down to whole ``increment`` tokens past the minimum, and stores
+    all of its own prefixes of at least ``min_cacheable_tokens``. Storing costs
+    nothing extra (``written`` is always 0): what is not read is billed at the
+    miss price.
+
+    Parameters
+    ----------
+    ttl : int or None, default None
+        Entries unused for more than ``ttl`` requests expire (None: never).
+    prices : CachePrices
+        Defaults to :data:`AUTOMATIC_PRICES` (read 0.25, miss 1.0; ``write`` is
+        not used).
+    min_cacheable_tokens : int, default 1024
+        A prefix shorter than this is neither stored nor read.
+    increment : int, default 128
+        A read prefix is counted in whole steps of this many tokens beyond the
+        minimum (the rest of the matched prefix is billed as a miss).
+
+    Examples
+    --------
+    >>> from folding import Layout, PrefixCacheSimulator
+    >>> sim = PrefixCacheSimulator(min_cacheable_tokens=100, increment=1)
+    >>> a = Layout.from_units([("raw", "m0", 1000)])
+    >>> b = Layout.from_units([("raw", "m0", 1000), ("raw", "m1", 10)])
+    >>> first, second = sim.request(a), sim.request(b)
+    >>> (first.cached, first.missed), (second.cached, second.missed, second.billed)
+    ((0, 1000), (1000, 10, 260.0))
+    """
+
+    ttl: int | None = None
+    prices: CachePrices = field(default_factory=lambda: AUTOMATIC_PRICES)
+    min_cacheable_tokens: int = 1024
+    increment: int = 128
+    history: list[CacheRequest] = field(default_factory=list, init=False)
+    _entries: dict[tuple[int, int], int] = field(default_factory=dict, init=False, repr=False)
+    _step: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.ttl is not None and self.ttl < 0:
+            raise ValueError(f"ttl must be >= 0 requests or None, got {self.ttl}")
+        if self.min_cacheable_tokens < 0:
+            raise ValueError(f"min_cacheable_tokens must be >= 0, got {self.min_cacheable_tokens}")
+        if self.increment < 1:
+            raise ValueError(f"increment must be >= 1 token, got {self.increment}")
+
+    def request(self, layout: Layout) -> CacheRequest:
+        """Simulate one request with ``layout`` and return its cost."""
+        step = self._step
+        self._step += 1
+        if self.ttl is not None:
+            ttl = self.ttl
+            self._entries = {k: used for k, used in self._entries.items() if step - used <= ttl}
+        hashes = _prefix_hashes(layout)
+        matched, age = 0, None
+        for count in range(len(layout), 0, -1):
+            used = self._entries.get((count, hashes[count]))
+            if used is not None:
+                matched, age = count, step - used
+                break
+        cached = self._readable(_prefix_tokens(layout, matched)) if matched else 0
+        for count in range(1, len(layout) + 1):
+            if _prefix_tokens(layout, count) >= self.min_cacheable_tokens:
+                self._entries[(count, hashes[count])] = step
+        missed = layout.total - cached
+        billed = self.prices.read * cached + self.prices.miss * missed
+        result = CacheRequest(step, layout.total, cached, 0, missed, billed, (), age)
+        self.history.append(result)
+        return result
+
+    def _readable(self, tokens: int) -> int:
+        """The part of a matched prefix of ``tokens`` that is billed as read."""
+        floor = self.min_cacheable_tokens
+        if tokens < max(1, floor):
+            return 0
+        return floor + (tokens - floor) // self.increment * self.increment
+
+    def totals(self) -> CacheTotals:
+        """Sums over every request so far."""
+        h = self.history
+        return CacheTotals(
+            requests=len(h),
+            total=sum(r.total for r in h),
+            cached=sum(r.cached for r in h),
+            written=0,
+            missed=sum(r.missed for r in h),
+            billed=sum(r.billed for r in h),
+        )
