@@ -316,12 +316,32 @@ def _summary_source(messages: list[Message]) -> list[Message]:
     return messages
 
 
+def _cut_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
+    """The longest prefix of ``text`` of at most ``limit`` tokens (by ``counter``).
+
+    >>> from context_manager.tokens import TiktokenCounter
+    >>> _cut_to_tokens("one two three four", 2, TiktokenCounter())
+    'one two'
+    """
+    if counter.count_text(text) <= limit:
+        return text
+    low, high = 0, len(text)  # the prefix of length low fits, that of high does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if counter.count_text(text[:middle]) <= limit:
+            low = middle
+        else:
+            high = middle
+    return text[:low]
+
+
 def extractive_chat_model(
     summarizer: Summarizer | None = None,
     counter: TokenCounter | None = None,
     *,
     agent: str = "Claude",
     target_tokens: int = 400,
+    max_tokens: int | None = None,
 ) -> tuple[BaseChatModel, MeteredSummarizer]:
     """A LangChain chat model whose answers come from a (metered) summariser.
 
@@ -335,6 +355,10 @@ def extractive_chat_model(
         Participant of AI messages when converting the prompt.
     target_tokens : int
         Length asked of the summariser.
+    max_tokens : int, optional
+        Answers are cut to at most this many tokens (by the exact counter), as a
+        provider cuts an answer at the ``max_tokens`` a model is bound to
+        (``model.bind(max_tokens=...)``); None: not cut.
 
     Returns
     -------
@@ -342,6 +366,14 @@ def extractive_chat_model(
         The chat model (a ``BaseChatModel`` subclass).
     meter : MeteredSummarizer
         Counts its calls and tokens.
+
+    Examples
+    --------
+    >>> from langchain_core.messages import HumanMessage
+    >>> model, meter = extractive_chat_model(target_tokens=50, max_tokens=5)
+    >>> answer = model.invoke([HumanMessage("The parser is fixed. The cache is warm.")])
+    >>> meter.counter.count_text(answer.text) <= 5, meter.calls
+    (True, 1)
     """
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage
@@ -371,9 +403,11 @@ def extractive_chat_model(
                 target_tokens=target_tokens,
                 agent=agent,
             )
-            completion = meter.summarizer.complete(request)
-            meter.record(ours, completion.text)  # the whole prompt was read
-            message = AIMessage(content=completion.text)
+            text = meter.summarizer.complete(request).text
+            if max_tokens is not None:
+                text = _cut_to_tokens(text, max_tokens, exact)
+            meter.record(ours, text)  # the whole prompt was read
+            message = AIMessage(content=text)
             return ChatResult(generations=[ChatGeneration(message=message)])
 
         def get_num_tokens_from_messages(

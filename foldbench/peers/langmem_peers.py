@@ -39,6 +39,7 @@ from .base import (
     system_text,
 )
 from .langchain_peers import extractive_chat_model, from_langchain, to_langchain
+from .settings import PeerSettings, Setting
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -74,6 +75,12 @@ class SummarizeMessagesPolicy:
     is enforced only after summarising, so a request can be over the budget, and it
     is sent so (the audit records it).
 
+    The three sizes are set as a user sets them for a window of ``budget`` tokens
+    (:meth:`options`): ``max_tokens`` the window, ``max_summary_tokens`` a small
+    fraction of it, and ``max_tokens_before_summary`` the window less the summary
+    and the system prompt, so the messages sent between summaries leave room for
+    both (at LangMem's default, ``max_tokens``, they fill the window alone).
+
     Parameters
     ----------
     agent : str
@@ -83,13 +90,11 @@ class SummarizeMessagesPolicy:
     summarizer : Summarizer, optional
         Behind the fake chat model; :class:`ExtractiveSummarizer` by default.
     summary_fraction : float
-        ``max_summary_tokens`` as a fraction of the budget. LangMem's documentation
-        example sets ``max_tokens=256, max_tokens_before_summary=256,
-        max_summary_tokens=128`` and binds the summary model to 128 output tokens,
-        hence 0.5, and the summary model is asked for that many tokens.
-    trigger_fraction : float
-        ``max_tokens_before_summary`` as a fraction of the budget (1.0, as in that
-        example); ``max_tokens`` is the budget.
+        ``max_summary_tokens`` as a fraction of the budget (a tenth: 400 tokens at 4k,
+        the summary length the LangChain summarising peer asks for there). The summary
+        model is asked for that many tokens and bound to them (its answers cut there),
+        as LangMem's documentation binds ``max_tokens`` on it: LangMem itself only
+        reserves that room.
 
     Notes
     -----
@@ -105,16 +110,14 @@ class SummarizeMessagesPolicy:
         agent: str = "Claude",
         counter: TokenCounter | None = None,
         summarizer: Summarizer | None = None,
-        summary_fraction: float = 0.5,
-        trigger_fraction: float = 1.0,
+        summary_fraction: float = 0.1,
     ) -> None:
-        if not 0 < summary_fraction < 1 or not 0 < trigger_fraction <= 1:
-            raise ValueError("summary_fraction must be in (0, 1), trigger_fraction in (0, 1]")
+        if not 0 < summary_fraction < 1:
+            raise ValueError(f"summary_fraction must be in (0, 1), got {summary_fraction}")
         self.agent = agent
         self.counter = default_counter(counter)
         self.summarizer = summarizer
         self.summary_fraction = summary_fraction
-        self.trigger_fraction = trigger_fraction
         self._feed = HistoryFeed()
         self._messages: list[BaseMessage] = []
         self._running: Any = None  # langmem.short_term.RunningSummary
@@ -125,12 +128,102 @@ class SummarizeMessagesPolicy:
         """The ``RunningSummary`` LangMem returned last (None before any summary)."""
         return self._running
 
+    def options(self, budget: int, system_tokens: int = 0) -> dict[str, int]:
+        """The sizes passed to ``summarize_messages`` for a window of ``budget`` tokens.
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget.
+        system_tokens : int
+            The system prompt's tokens (LangMem counts it against ``max_tokens``).
+
+        Returns
+        -------
+        dict
+            ``max_tokens``, ``max_summary_tokens`` and ``max_tokens_before_summary``.
+
+        Examples
+        --------
+        >>> SummarizeMessagesPolicy().options(4000, system_tokens=100)
+        {'max_tokens': 4000, 'max_summary_tokens': 400, 'max_tokens_before_summary': 3500}
+        """
+        summary = max(1, min(budget - 1, int(budget * self.summary_fraction)))
+        return {
+            "max_tokens": budget,
+            "max_summary_tokens": summary,
+            "max_tokens_before_summary": max(1, budget - system_tokens - summary),
+        }
+
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """What this policy passes to ``summarize_messages`` at ``budget``, and why.
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget.
+        system_tokens : int
+            The system prompt's tokens (the trigger leaves room for it).
+
+        Returns
+        -------
+        PeerSettings
+
+        Examples
+        --------
+        >>> SummarizeMessagesPolicy().settings(8000).values["max_summary_tokens"]
+        800
+        """
+        sizes = self.options(budget, system_tokens)
+        items = {
+            "max_tokens": Setting(
+                sizes["max_tokens"],
+                "the window: LangMem enforces it on what it returns after summarising, "
+                "the summary and the system prompt counted in",
+            ),
+            "max_summary_tokens": Setting(
+                sizes["max_summary_tokens"],
+                "a tenth of the window, the room LangMem keeps for the running summary "
+                "(its default is 256; half the window, as set before, left the messages "
+                "too little room and sent requests over the budget)",
+            ),
+            "max_tokens_before_summary": Setting(
+                sizes["max_tokens_before_summary"],
+                "the window less the summary and the system prompt (shown for "
+                f"{system_tokens} system tokens): LangMem sends the messages not yet "
+                "summarised beside both until they reach this; at its default "
+                "(max_tokens) they fill the window alone. LangMem then cuts at the first "
+                "message past it where what remains fits, which can be the newest one "
+                "(library behaviour: that request lacks the newest turn)",
+            ),
+            "token_counter": Setting(
+                "exact (cl100k_base), via model.get_num_tokens_from_messages",
+                "the counter LangMem's documentation recommends for accurate counts",
+            ),
+            "model": Setting(
+                f"extractive, bound to max_tokens={sizes['max_summary_tokens']}",
+                "a deterministic stand-in for the summary LLM, with LangMem's default "
+                "prompts; bound to max_summary_tokens as LangMem's documentation binds "
+                "it (LangMem only reserves that room: an unbound summary overruns it)",
+            ),
+            "running_summary": Setting(
+                "carried between calls",
+                "as LangMem's call_model example keeps it in the graph state",
+            ),
+        }
+        return PeerSettings.of(self.name, "langmem", "langmem", items)
+
     def _model_for(self, summary_tokens: int) -> tuple[BaseChatModel, MeteredSummarizer]:
-        """The summary model asked for ``summary_tokens`` (as the documentation binds
-        ``max_tokens`` on it), and its meter."""
+        """The summary model asked for ``summary_tokens`` and bound to them (its answers
+        cut there, as ``model.bind(max_tokens=...)`` in LangMem's documentation), and
+        its meter."""
         if summary_tokens not in self._models:
             self._models[summary_tokens] = extractive_chat_model(
-                self.summarizer, self.counter, agent=self.agent, target_tokens=summary_tokens
+                self.summarizer,
+                self.counter,
+                agent=self.agent,
+                target_tokens=summary_tokens,
+                max_tokens=summary_tokens,
             )
         return self._models[summary_tokens]
 
@@ -147,9 +240,11 @@ class SummarizeMessagesPolicy:
         for k, m in enumerate(new):
             if offset + k >= len(system):  # the system prompt is added on every call
                 self._messages += to_langchain([m], agent=self.agent, start=offset + k)
-        head = [SystemMessage(content=system_text(system), id="cm-system")] if system else []
-        summary_tokens = max(1, int(budget * self.summary_fraction))
-        model, meter = self._model_for(summary_tokens)
+        head: list[BaseMessage] = (
+            [SystemMessage(content=system_text(system), id="cm-system")] if system else []
+        )
+        model, meter = self._model_for(self.options(budget)["max_summary_tokens"])
+        sizes = self.options(budget, model.get_num_tokens_from_messages(head) if head else 0)
 
         def call() -> Any:
             with warnings.catch_warnings():
@@ -160,10 +255,8 @@ class SummarizeMessagesPolicy:
                     head + self._messages,
                     running_summary=self._running,
                     model=model,
-                    max_tokens=budget,
-                    max_tokens_before_summary=max(1, int(budget * self.trigger_fraction)),
-                    max_summary_tokens=summary_tokens,
                     token_counter=model.get_num_tokens_from_messages,
+                    **sizes,
                 )
 
         result, error = run_guarded(call)
