@@ -5,15 +5,14 @@ agent would call its model (:attr:`~foldbench.loaders.Transcript.call_points`),
 each policy is handed the transcript so far and a budget and answers with the
 request it would send. Every request is audited by one exact counter
 (``cl100k_base``): its tokens, whether it is over the budget, whether a tool
-result is orphaned or a tool call unanswered. The requests of one run then go
-through a provider prompt cache (:class:`folding.CacheSimulator`: Anthropic
-prices, at most 4 breakpoints with a 20-block lookback, 1,024-token minimum, a
-5-minute TTL at one call every 30 s), which gives the reusable prefix and the
-billed input cost. A policy that marks its own breakpoints (ours do) is billed
-by them; for the others the simulator places them. Where a transcript carries
-facts (strings the agent must still be able to see), the final request is
-searched for each. :meth:`BenchmarkReport.verdicts` then holds the cache-aware
-solvers to the bar against the peers.
+result is orphaned or a tool call unanswered. The requests of one run are then
+billed under two provider models, the same rules for every policy
+(:mod:`foldbench.pricing`): explicit breakpoints (Anthropic-style; a policy is
+billed by the marks its library places, or as a plain client that marks the
+system prompt and the end) and automatic prefix caching (OpenAI-style). Where a
+transcript carries facts (strings the agent must still be able to see), the
+final request is searched for each. :meth:`BenchmarkReport.verdicts` then
+holds the cache-aware solvers to the bar against the peers under each model.
 
 Policies are named (:func:`policy_names`): ``ours:<solver>`` for the context
 manager with each registered solver, ``assemble`` for the stateless
@@ -38,20 +37,16 @@ from typing import Any
 
 from context_manager.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, text_of
 from context_manager.tokens import TiktokenCounter, TokenCounter
-from folding import CacheSimulator, Layout
+from folding import Layout
 
 from . import dataset
 from .loaders import Probe, Transcript, load_swe_agent, load_tau_bench
-from .peers.base import (
-    MIN_CACHEABLE_TOKENS,
-    call_points,
-)
+from .peers.base import call_points
+from .pricing import CACHE_TTL_CALLS, MIN_CACHEABLE_TOKENS, RequestPricer
 from .records import CallRecord
 from .registry import FULL_HISTORY, VARIANTS, check_available, is_known, make_policy, policy_names
 from .report import (
     CACHE_AWARE,
-    COST_BAR,
-    FRONT_REWRITERS,
     BenchmarkReport,
     RunSummary,
     Verdict,
@@ -60,8 +55,7 @@ from .report import (
 __all__ = [
     "CACHE_AWARE",
     "CACHE_TTL_CALLS",
-    "COST_BAR",
-    "FRONT_REWRITERS",
+    "MIN_CACHEABLE_TOKENS",
     "FULL_HISTORY",
     "TAU_BENCH_FILE",
     "BenchmarkReport",
@@ -81,10 +75,6 @@ __all__ = [
     "synthetic_transcript",
     "tau_bench_transcript",
 ]
-
-CACHE_TTL_CALLS = 10
-"""A 5-minute cache TTL at one model call every 30 seconds."""
-
 
 # --------------------------------------------------------------- transcripts
 
@@ -408,7 +398,7 @@ def replay_policy(
     counter = counter if counter is not None else TiktokenCounter()
     instance = make_policy(policy, counter=counter)
     facts = _fact_patterns(transcript)
-    cache = CacheSimulator(ttl=CACHE_TTL_CALLS, min_cacheable_tokens=MIN_CACHEABLE_TOKENS)
+    pricer = RequestPricer()
     points = transcript.call_points or call_points(transcript.messages)
     label = dataset_of(transcript)
     out: list[CallRecord] = []
@@ -426,7 +416,14 @@ def replay_policy(
                 problems = (*problems, "the newest turn is not in the request")
             marks = None if request.breakpoints is None else [k + 1 for k in request.breakpoints]
             blocks = [max(1, len(m.content)) for m in request.messages]
-            priced = cache.request(_layout(request.messages, counter), marks, blocks=blocks)
+            system = next(
+                (k for k, m in enumerate(request.messages) if m.participant != "System"),
+                len(request.messages),
+            )
+            bills = pricer.price(
+                _layout(request.messages, counter), marks, system_messages=system, blocks=blocks
+            )
+            priced, automatic = bills["explicit"], bills["automatic"]
             last = i == len(points) - 1
             values = argument_values(transcript.messages[n]) if n < len(transcript.messages) else []
             full = _text(history) if values else ""
@@ -459,6 +456,10 @@ def replay_policy(
                     arguments_total=len(present),
                     arguments_kept=sum(v in sent for v in present),
                     dataset=label,
+                    cached_automatic=automatic.cached,
+                    billed_automatic=automatic.billed,
+                    summarizer_billed_automatic=request.summarizer_billed_automatic,
+                    summarizer_input_tokens=request.summarizer_input_tokens,
                 )
             )
     finally:

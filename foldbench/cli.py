@@ -108,7 +108,10 @@ DEMO_TAU_SESSIONS = 20
 
 
 PLOT_NAME = "bill-and-kept.png"
-"""The plot ``demo``, ``replay`` and ``bench`` write beside ``report.md``."""
+"""The plot ``demo``, ``replay`` and ``bench`` write beside ``report.md`` (bills under the
+explicit provider model; ``bill-and-kept-automatic.png`` under the automatic one)."""
+CALLS_PLOT_NAME = "per-call.png"
+"""The per-call chart of the default policy against the cheapest valid peer."""
 PROGRESS_EVERY = 15.0
 """Seconds between progress lines when the output is not a terminal."""
 
@@ -212,11 +215,14 @@ def _show(report: Any, out: Path) -> Any:
     markdown.write_text(report.to_markdown(), encoding="utf-8")
     (out / "records.json").write_text(report.to_json(), encoding="utf-8")
     plot = report.plot(out / PLOT_NAME)
+    report.plot(out / PLOT_NAME.replace(".png", "-automatic.png"), model="automatic")
+    calls = report.plot_calls(out / CALLS_PLOT_NAME)
     took = f" in {report.wall_seconds:.0f} s" if report.wall_seconds else ""
     console.print(
         f"{len(report.records):,} requests{took}; "
         f"the full report (per dataset, the peers, where the bill goes): {markdown}; "
-        f"plot: {plot}",
+        f"plots: {plot} (and under the automatic cache)"
+        + (f", per call: {calls}" if calls else ""),
         highlight=False,
     )
     return report
@@ -286,10 +292,10 @@ def demo(
 ) -> None:
     """Replay the bundled real transcripts through every policy at three budgets.
 
-    The SWE-agent runs, their concatenation, a synthetic conversation with
-    planted facts, and tau-bench airline sessions served in turn by one agent.
-    Offline and deterministic: the same extractive summariser for every policy
-    that summarises. Prints the verdict and a table per budget, writes
+    The SWE-agent runs, their concatenation, synthetic conversations of three
+    lengths, and tau-bench airline sessions served in turn by one agent, all with
+    planted facts. Offline and deterministic: the same extractive summariser for
+    every policy that summarises. Prints the verdict and a table per budget, writes
     ``report.md``, ``records.json`` and ``bill-and-kept.png`` under ``--out``.
     """
     try:
@@ -479,7 +485,11 @@ def bench(
             transcripts = benchmark.quick_transcripts()
         else:
             if Dataset.swe_agent in chosen:
-                transcripts += benchmark.default_transcripts()[:-1]  # less the synthetic one
+                transcripts += [  # less the synthetic ones: --scale sizes those
+                    t
+                    for t in benchmark.default_transcripts()
+                    if benchmark.dataset_of(t) != "synthetic"
+                ]
             if Dataset.tau_bench in chosen:
                 transcripts.append(benchmark.tau_bench_transcript(tau_sessions))
             if Dataset.synthetic in chosen:

@@ -8,6 +8,14 @@ from folding import CachePrices
 
 __all__ = ["CallRecord"]
 
+_MODELS = ("explicit", "automatic")
+
+
+def _model(name: str) -> str:
+    if name not in _MODELS:
+        raise ValueError(f"unknown provider model {name!r}; the models are {', '.join(_MODELS)}")
+    return name
+
 
 @dataclass(frozen=True)
 class CallRecord:
@@ -15,7 +23,9 @@ class CallRecord:
 
     ``tokens`` is the request's size by the exact counter; ``invalid`` means over
     budget, a pairing problem, the newest turn missing or an error (``problems`` and
-    ``error`` say which); ``cached`` and ``billed`` come from the cache simulator;
+    ``error`` say which); ``cached``, ``written``, ``missed`` and ``billed`` price it
+    under the explicit provider model, ``cached_automatic`` and ``billed_automatic``
+    under the automatic one (:mod:`foldbench.pricing`);
     the last call of a transcript with facts carries ``facts_total`` and
     ``facts_retained``.
     """
@@ -57,6 +67,31 @@ class CallRecord:
     """How many of those the request shows (none when it was refused)."""
     dataset: str = ""
     """The dataset the transcript comes from (:func:`~foldbench.benchmark.dataset_of`)."""
+    cached_automatic: int = 0
+    """Tokens read from the cache under the automatic provider model
+    (:data:`foldbench.pricing.AUTOMATIC`); ``cached``, ``written``, ``missed`` and
+    ``billed`` are the explicit model's."""
+    billed_automatic: float = 0.0
+    """The request's bill under the automatic provider model."""
+    summarizer_billed_automatic: float = 0.0
+    """What the summariser calls made for this request cost under the automatic model."""
+    summarizer_input_tokens: int = 0
+    """What those calls read (``summarizer_tokens`` less this is what they wrote)."""
+
+    def bill(self, model: str = "explicit") -> float:
+        """The request's bill under provider model ``model`` (``"explicit"`` or
+        ``"automatic"``), without the summariser calls."""
+        return self.billed_automatic if _model(model) == "automatic" else self.billed
+
+    def summarizer_bill(self, model: str = "explicit") -> float:
+        """What the summariser calls made for this request cost under ``model``."""
+        if _model(model) == "automatic":
+            return self.summarizer_billed_automatic
+        return self.summarizer_billed
+
+    def cached_under(self, model: str = "explicit") -> int:
+        """Tokens read from the cache under ``model``."""
+        return self.cached_automatic if _model(model) == "automatic" else self.cached
 
     @property
     def resent(self) -> int:

@@ -1,20 +1,19 @@
 """The benchmark's report: summaries, the verdict, tables and plots.
 
 A run's :class:`~foldbench.records.CallRecord` list is summarised per policy,
-budget and dataset (:class:`RunSummary`). Each of our cache-aware solvers
-(:data:`CACHE_AWARE`) is then judged at each budget on each dataset
-(:class:`Verdict`) by three clauses:
+budget and dataset (:class:`RunSummary`), with its bill under each provider
+model of :mod:`foldbench.pricing`. Each of our cache-aware solvers
+(:data:`CACHE_AWARE`) is then judged at each budget, on each dataset, under each
+provider model (:class:`Verdict`) by two clauses:
 
 (a) no call over budget and no invalid request;
 (b) no valid peer *weakly dominates* ours on the plane of (bill including the
     summariser calls, fact retention, argument support): cheaper-or-equal and
-    keeping-equal-or-more on every measured metric, strictly better on one;
-(c) our bill's excess over the new-turn floor is at least :data:`COST_BAR` times
-    below that of each front rewriter (:data:`FRONT_REWRITERS`).
+    keeping-equal-or-more on every measured metric, strictly better on one.
 
-The report puts a verdict line per budget first, then one table per budget
-(sorted by total bill, the best marked, 110 columns wide), a breakdown per
-dataset, where each peer comes from, where the bill goes, and every peer that
+The report puts a verdict line per budget and model first, then one table per
+budget (sorted by total bill, the best marked, 110 columns wide), a breakdown
+per dataset, the peers' settings, where the bill goes, and every peer that
 beats us on any metric.
 """
 
@@ -28,16 +27,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from folding import CachePrices
-
-from .peers.base import HOUR_WRITE_PRICE, OUTPUT_PRICE
+from .pricing import EXPLICIT, MODELS
 from .records import CallRecord
 from .registry import describe, is_ours
 
 __all__ = [
     "CACHE_AWARE",
-    "COST_BAR",
-    "FRONT_REWRITERS",
     "BenchmarkReport",
     "RunSummary",
     "Verdict",
@@ -46,19 +41,8 @@ __all__ = [
 CACHE_AWARE = ("ours:kv-stable", "ours:kv-unified")
 """Our solvers that weigh the provider's prompt cache; the verdict judges them, and each
 of their variants that ran (``ours:kv-stable+source-only``, ...)."""
-FRONT_REWRITERS = ("langchain-trim-messages", "observation-masking")
-"""Peers that rewrite the front of the context on every turn once it is full."""
-COST_BAR = 2.0
-"""How many times smaller our bill's excess over the new-turn floor should be than each
-front rewriter's (clause (c))."""
 TABLE_WIDTH = 110
 """The widest a report table is."""
-_NEW_TOKEN_PRICE = min(CachePrices().miss, CachePrices().write)
-"""The cheapest a token never sent before can cost (a miss; a cache write costs more)."""
-
-
-def _new_turn_bill(new_tokens: int, budget: int) -> float:
-    return min(new_tokens, budget) * _NEW_TOKEN_PRICE
 
 
 def _p(values: Sequence[float], q: float) -> float:
@@ -83,7 +67,10 @@ class RunSummary:
     """The metrics of one policy at one budget, over the transcripts of a selection.
 
     Token statistics leave out failed calls (counted in ``errors``); ``cache_reuse``
-    is cached tokens over all tokens sent; ``billed`` sums the simulated bills.
+    is cached tokens over all tokens sent; ``billed`` sums the simulated bills. The
+    unsuffixed cache and bill figures are the explicit provider model's, the
+    ``_automatic`` ones the automatic model's (:mod:`foldbench.pricing`);
+    :meth:`total_bill` reads either.
     """
 
     policy: str
@@ -105,10 +92,6 @@ class RunSummary:
     facts_retained: int | None
     unpaired: int = 0
     """Requests with an orphan tool result or an unanswered tool call."""
-    new_turns_billed: float = 0.0
-    """The new turns alone, capped at the budget, at the cheapest price a token never
-    sent before can have (a miss; a cache write costs more): a floor for any policy
-    whose requests carry each new turn whole."""
     cached: int = 0
     """Tokens read from the cache."""
     written: int = 0
@@ -128,6 +111,28 @@ class RunSummary:
     """How many of them the requests showed."""
     dataset: str = ""
     """The dataset summarised (empty: every dataset of the run)."""
+    cached_automatic: int = 0
+    """Tokens read from the cache under the automatic model."""
+    billed_automatic: float = 0.0
+    """The request bill under the automatic model."""
+    summarizer_billed_automatic: float = 0.0
+    """What the summariser calls cost under the automatic model."""
+    summarizer_input_tokens: int = 0
+    """What the summariser calls read (``summarizer_tokens`` less this: what they wrote)."""
+
+    def total_bill(self, model: str = "explicit") -> float:
+        """The request bill plus the summariser calls under provider model ``model``."""
+        if model == "automatic":
+            return self.billed_automatic + self.summarizer_billed_automatic
+        if model != "explicit":
+            known = ", ".join(MODELS)
+            raise ValueError(f"unknown provider model {model!r}; the models are {known}")
+        return self.billed + self.summarizer_billed
+
+    @property
+    def summarizer_output_tokens(self) -> int:
+        """What the summariser calls wrote."""
+        return self.summarizer_tokens - self.summarizer_input_tokens
 
     @property
     def argument_support(self) -> float | None:
@@ -160,23 +165,42 @@ _QUALITY: dict[str, Callable[[RunSummary], float | None]] = {
 }
 """The quality axes of the verdict's plane (higher is better)."""
 
-_BETTER: dict[str, tuple[Callable[[RunSummary], float | None], bool, str]] = {
-    # metric: (value, higher is better, format)
-    "total bill": (lambda s: s.billed_with_summaries / 1000, False, "{:,.1f}k"),
-    "request bill": (lambda s: s.billed / 1000, False, "{:,.1f}k"),
-    "retained": (lambda s: s.retention, True, "{:.0%}"),
-    "argument support": (lambda s: s.argument_support, True, "{:.1%}"),
-    "invalid": (lambda s: s.invalid, False, "{:,.0f}"),
-    "cache reuse": (lambda s: s.cache_reuse, True, "{:.0%}"),
-    "cpu p95": (lambda s: s.cpu_p95_ms, False, "{:.1f} ms"),
-}
-"""Every metric on which the report names the peers that beat us."""
+
+def _better(
+    model: str,
+) -> dict[str, tuple[Callable[[RunSummary], float | None], bool, str]]:
+    """Every metric on which the report names the peers that beat us, under ``model``:
+    metric -> (value, higher is better, format)."""
+    cached = (lambda s: s.cache_reuse) if model == "explicit" else _automatic_reuse
+    return {
+        "total bill": (lambda s: s.total_bill(model) / 1000, False, "{:,.1f}k"),
+        "request bill": (
+            lambda s: (s.total_bill(model) - _summary_bill(s, model)) / 1000,
+            False,
+            "{:,.1f}k",
+        ),
+        "retained": (lambda s: s.retention, True, "{:.0%}"),
+        "argument support": (lambda s: s.argument_support, True, "{:.1%}"),
+        "invalid": (lambda s: s.invalid, False, "{:,.0f}"),
+        "cache reuse": (cached, True, "{:.0%}"),
+        "cpu p95": (lambda s: s.cpu_p95_ms, False, "{:.1f} ms"),
+    }
 
 
-def _weakly_dominates(peer: RunSummary, ours: RunSummary) -> bool:
-    """``peer`` is cheaper-or-equal (bill with summaries) and keeps equal-or-more on
-    every quality axis both measure, strictly better on one of them. A peer with an
-    invalid request is not a point within the budget: it dominates nobody."""
+def _summary_bill(s: RunSummary, model: str) -> float:
+    return s.summarizer_billed_automatic if model == "automatic" else s.summarizer_billed
+
+
+def _automatic_reuse(s: RunSummary) -> float:
+    sent = s.tokens_mean * (s.calls - s.errors)
+    return s.cached_automatic / sent if sent else 0.0
+
+
+def _weakly_dominates(peer: RunSummary, ours: RunSummary, model: str = "explicit") -> bool:
+    """``peer`` is cheaper-or-equal (bill with summaries under ``model``) and keeps
+    equal-or-more on every quality axis both measure, strictly better on one of them. A
+    peer with an invalid request is not a point within the budget: it dominates
+    nobody."""
     if peer.invalid:
         return False
     axes = [
@@ -184,27 +208,16 @@ def _weakly_dominates(peer: RunSummary, ours: RunSummary) -> bool:
     ]
     if not axes:
         return False  # nothing kept is measured: cost alone does not dominate
-    cost_p, cost_o = peer.billed_with_summaries, ours.billed_with_summaries
+    cost_p, cost_o = peer.total_bill(model), ours.total_bill(model)
     if cost_p > cost_o or any(p < o for p, o in axes):  # type: ignore[operator]
         return False
     return cost_p < cost_o or any(p > o for p, o in axes)  # type: ignore[operator]
 
 
-def _excess_ratio(peer: RunSummary, ours: RunSummary) -> float:
-    """The peer's bill above the new-turn floor over ours above it (both with their
-    summariser calls); unbounded when ours sits on the floor."""
-    mine = ours.billed_with_summaries - ours.new_turns_billed
-    theirs = peer.billed_with_summaries - peer.new_turns_billed
-    return theirs / mine if mine > 0 else math.inf
-
-
-def _times(ratio: float) -> str:
-    return f"{ratio:.2f}x" if math.isfinite(ratio) else "unbounded (ours is on the floor)"
-
-
 @dataclass(frozen=True)
 class Verdict:
-    """One cache-aware solver at one budget on one dataset, held to the bar."""
+    """One cache-aware solver at one budget on one dataset under one provider model,
+    held to the bar."""
 
     policy: str
     budget: int
@@ -212,18 +225,16 @@ class Verdict:
     over_budget: int
     invalid: int
     cost: float
-    """Our bill with the summariser calls, in base-price tokens."""
-    floor: float
-    """The new turns alone (:attr:`RunSummary.new_turns_billed`)."""
+    """Our bill with the summariser calls under :attr:`cache_model`, in base-price
+    tokens."""
     retention: float | None
     argument_support: float | None
-    excess_ratios: dict[str, float]
-    """Front rewriter that ran without a failed call -> its excess over the floor
-    divided by ours."""
     dominated_by: list[str]
     """Valid peers that weakly dominate ours (clause (b))."""
     beaten_on: dict[str, list[str]] = field(default_factory=dict)
     """Metric -> the peers strictly better on it, best first, with their value."""
+    cache_model: str = "explicit"
+    """The provider model the bills are priced under (:mod:`foldbench.pricing`)."""
 
     @property
     def within_budget(self) -> bool:
@@ -236,13 +247,6 @@ class Verdict:
         return not self.dominated_by
 
     @property
-    def cheap_enough(self) -> bool | None:
-        """Clause (c); None when a front rewriter did not run, or failed a call."""
-        if set(self.excess_ratios) != set(FRONT_REWRITERS):
-            return None
-        return all(r >= COST_BAR for r in self.excess_ratios.values())
-
-    @property
     def failures(self) -> list[str]:
         """The clauses that fail, in words (empty when none does)."""
         out = []
@@ -252,39 +256,23 @@ class Verdict:
             out.append("(a) " + ", ".join(parts))
         if self.dominated_by:
             out.append(f"(b) weakly dominated by {', '.join(self.dominated_by)}")
-        low = {p: r for p, r in self.excess_ratios.items() if r < COST_BAR}
-        if low:
-            out.append(
-                "(c) excess over the new-turn floor not 2x below: "
-                + ", ".join(f"{p} {_times(r)} ours" for p, r in low.items())
-            )
         return out
 
     @property
-    def meets_bar(self) -> bool | None:
-        """True when every clause holds, False when one fails, None when none fails but
-        (c) could not be judged."""
-        if self.failures:
-            return False
-        return None if self.cheap_enough is None else True
+    def meets_bar(self) -> bool:
+        """Whether both clauses hold."""
+        return not self.failures
 
     @property
     def outcome(self) -> str:
-        """``met``, ``not met`` or ``not judged``."""
-        return {True: "met", False: "not met", None: "not judged"}[self.meets_bar]
+        """``met`` or ``not met``."""
+        return "met" if self.meets_bar else "not met"
 
     def explain(self) -> str:
         """The clauses in words, failures first."""
         if self.failures:
             return "; ".join(self.failures)
-        parts = ["(a) within budget, all valid", "(b) no peer weakly dominates"]
-        if self.cheap_enough is None:
-            missing = [p for p in FRONT_REWRITERS if p not in self.excess_ratios]
-            parts.append(f"(c) not judged: {', '.join(missing)} did not run cleanly")
-        else:
-            ratios = ", ".join(f"{p} {_times(r)}" for p, r in self.excess_ratios.items())
-            parts.append(f"(c) excess over the floor below the front rewriters: {ratios}")
-        return "; ".join(parts)
+        return "(a) within budget, all valid; (b) no peer weakly dominates"
 
 
 def _summarise(policy: str, budget: int, rs: Sequence[CallRecord], dataset: str) -> RunSummary:
@@ -314,7 +302,6 @@ def _summarise(policy: str, budget: int, rs: Sequence[CallRecord], dataset: str)
         facts_total=sum(r.facts_total for r in with_facts),
         facts_retained=(sum(r.facts_retained or 0 for r in with_facts) if with_facts else None),
         unpaired=sum(r.unpaired for r in rs),
-        new_turns_billed=sum(_new_turn_bill(r.new_tokens, budget) for r in rs),
         cached=cached,
         written=sum(r.written for r in rs),
         missed=sum(r.missed for r in rs),
@@ -323,6 +310,10 @@ def _summarise(policy: str, budget: int, rs: Sequence[CallRecord], dataset: str)
         arguments_total=sum(r.arguments_total for r in rs),
         arguments_kept=sum(r.arguments_kept for r in rs),
         dataset=dataset,
+        cached_automatic=sum(r.cached_automatic for r in rs),
+        billed_automatic=sum(r.billed_automatic for r in rs),
+        summarizer_billed_automatic=sum(r.summarizer_billed_automatic for r in rs),
+        summarizer_input_tokens=sum(r.summarizer_input_tokens for r in rs),
     )
 
 
@@ -332,17 +323,18 @@ def _summarise(policy: str, budget: int, rs: Sequence[CallRecord], dataset: str)
 _COLUMNS = (
     # header, width, right-aligned
     ("#", 2, True),
-    ("policy", 37, False),
-    ("total bill", 10, True),
+    ("policy", 34, False),
+    ("bill expl.", 10, True),
+    ("bill auto", 10, True),
     ("summ.", 5, True),
     ("cache", 5, True),
-    ("facts", 5, True),
+    ("facts", 7, True),
     ("args", 7, True),
     ("over", 4, True),
     ("invalid", 7, True),
-    ("p95 ms", 6, True),
 )
-"""The per-budget table: at most 88 characters of cells, a space after each: within 110."""
+"""The per-budget table: at most 89 characters of cells, a space after each: within 110
+(the CPU time is in the table of every figure)."""
 
 
 @dataclass(frozen=True)
@@ -373,9 +365,10 @@ def _rows(rows: Sequence[RunSummary]) -> list[_Row]:
     valid = [s for s in ordered if _counts(s)]
     best: dict[int, float] = {}
     measured: list[tuple[int, Callable[[RunSummary], float | None], bool]] = [
-        (2, lambda s: s.billed_with_summaries, False),
-        (5, lambda s: s.retention, True),
-        (6, lambda s: s.argument_support, True),
+        (2, lambda s: s.total_bill("explicit"), False),
+        (3, lambda s: s.total_bill("automatic"), False),
+        (6, lambda s: s.retention, True),
+        (7, lambda s: s.argument_support, True),
     ]
     for col, value, higher in measured:
         got = [v for s in valid if (v := value(s)) is not None]
@@ -388,18 +381,23 @@ def _rows(rows: Sequence[RunSummary]) -> list[_Row]:
         cells = (
             str(rank),
             s.policy,
-            f"{s.billed_with_summaries / 1000:,.1f}k",
+            f"{s.total_bill('explicit') / 1000:,.1f}k",
+            f"{s.total_bill('automatic') / 1000:,.1f}k",
             f"{s.summary_share:.0%}" if s.summarizer_billed else "-",
             f"{s.cache_reuse:.0%}",
             retained,
             args,
             str(s.over_budget),
             str(s.invalid),
-            f"{s.cpu_p95_ms:.1f}",
         )
         marked = set()
         if _counts(s):
-            values = {2: s.billed_with_summaries, 5: s.retention, 6: s.argument_support}
+            values = {
+                2: s.total_bill("explicit"),
+                3: s.total_bill("automatic"),
+                6: s.retention,
+                7: s.argument_support,
+            }
             marked = {c for c, v in values.items() if c in best and v == best[c]}
         out.append(_Row(cells, frozenset(marked), bool(s.invalid), s.policy.startswith("ours:")))
     return out
@@ -436,7 +434,7 @@ def _rich_table(rows: Sequence[RunSummary], title: str) -> Any:
         for k, c in enumerate(row.cells):
             if k in row.best:
                 c = f"[bold green]{c}*[/bold green]"
-            elif k in (7, 8) and row.invalid and c != "0":
+            elif k in (8, 9) and row.invalid and c != "0":
                 c = f"[bold red]{c}[/bold red]"
             cells.append(c)
         table.add_row(*cells, style="bold" if row.ours else None)
@@ -473,31 +471,41 @@ class BenchmarkReport:
 
     def verdicts(self) -> list[Verdict]:
         """Each cache-aware solver (:data:`CACHE_AWARE`) that ran, at each budget, on
-        each dataset, against the peers (every policy but this library's own) at the
-        same budget on the same dataset."""
+        each dataset, under each provider model (:data:`foldbench.pricing.MODELS`),
+        against the peers (every policy but this library's own) at the same budget on
+        the same dataset."""
         out = []
         for dataset in self.datasets():
             rows = self.summaries(dataset)
             for ours in (s for s in rows if _solver_of(s.policy) in CACHE_AWARE):
                 peers = [s for s in rows if s.budget == ours.budget and _is_peer(s.policy)]
-                out.append(_verdict(ours, peers, dataset))
-        out.sort(key=lambda v: (v.budget, CACHE_AWARE.index(_solver_of(v.policy)), v.policy))
+                out += [_verdict(ours, peers, dataset, model) for model in MODELS]
+        order = list(MODELS)
+        out.sort(
+            key=lambda v: (
+                v.budget,
+                CACHE_AWARE.index(_solver_of(v.policy)),
+                v.policy,
+                order.index(v.cache_model),
+            )
+        )
         return out
 
     def verdict_lines(self) -> list[str]:
-        """A line per (solver, budget) saying on which datasets the bar is met, each
-        followed by an indented line per dataset where it is not, saying why."""
+        """A line per (solver, budget, provider model) saying on which datasets the bar
+        is met, each followed by an indented line per dataset where it is not, saying
+        why."""
         lines = []
-        by: dict[tuple[str, int], list[Verdict]] = {}
+        by: dict[tuple[str, int, str], list[Verdict]] = {}
         for v in self.verdicts():
-            by.setdefault((v.policy, v.budget), []).append(v)
-        for (policy, budget), vs in by.items():
+            by.setdefault((v.policy, v.budget, v.cache_model), []).append(v)
+        for (policy, budget, model), vs in by.items():
             outcome = "; ".join(
                 f"{v.dataset} {v.outcome}"
                 + (f" ({', '.join(f[1] for f in v.failures)})" if v.failures else "")
                 for v in vs
             )
-            lines.append(f"{budget:,} tokens, {policy}: {outcome}")
+            lines.append(f"{budget:,} tokens, {policy}, {model} cache: {outcome}")
             lines += [f"    {v.dataset}: {v.explain()}" for v in vs if not v.meets_bar]
         return lines
 
@@ -532,7 +540,7 @@ class BenchmarkReport:
             "",
             _BAR_TEXT,
             "",
-            _HOW_TEXT,
+            _how_text(),
         ]
         for budget in self.budgets:
             lines += ["", f"## Budget {budget:,}", ""]
@@ -567,7 +575,7 @@ class BenchmarkReport:
             return []
         lines = ["", "## Where a peer beats us", ""]
         for v in verdicts:
-            where = f"`{v.policy}` at {v.budget:,} on {v.dataset}"
+            where = f"`{v.policy}` at {v.budget:,} on {v.dataset} ({v.cache_model} cache)"
             if not v.beaten_on:
                 lines.append(f"- {where}: no peer is better on any metric.")
                 continue
@@ -619,16 +627,23 @@ class BenchmarkReport:
             transcripts=list(dict.fromkeys(r.transcript for r in records)),
         )
 
-    def plot(self, path: str | Path) -> Path:
-        """Small multiples, one column per budget: the total bill against fact
-        retention (top row) and against argument support (bottom row), every policy a
-        colour of its own, ours as stars, peers as circles, a policy with invalid
-        requests crossed in red. A row is left out when no dataset measures it.
+    def plot(self, path: str | Path, model: str = "explicit") -> Path:
+        """Small multiples, one panel per dataset x budget and quality axis: the total bill
+        under ``model`` against fact retention and against argument support.
+
+        Every policy has a colour of its own; ours are stars, peers circles; a policy
+        with a call over budget or an invalid request is drawn hollow. The line joins
+        the non-dominated frontier of the valid policies (cheaper, or keeping more). The
+        bill axis spans the valid policies up to three times their median: a policy
+        beyond it is drawn at the right edge as a triangle labelled with its bill, so no
+        outlier squeezes the others. A panel a dataset does not measure is left out.
 
         Parameters
         ----------
         path : str or Path
             Where the PNG goes.
+        model : str
+            The provider model of the bills (:data:`foldbench.pricing.MODELS`).
 
         Returns
         -------
@@ -642,51 +657,70 @@ class BenchmarkReport:
         from matplotlib.lines import Line2D
         from matplotlib.ticker import PercentFormatter
 
-        rows = self.summaries()
-        axes_of = [
-            (name, q)
-            for name, q in (
-                ("facts retained", _QUALITY["retained"]),
-                ("argument support", _QUALITY["argument support"]),
-            )
-            if any(q(s) is not None for s in rows)
-        ] or [("facts retained", _QUALITY["retained"])]
+        panels: list[tuple[str, str, Callable[[RunSummary], float | None], list[RunSummary]]]
+        panels = []
+        for dataset in self.datasets():
+            per = self.summaries(dataset)
+            for label, key in (
+                ("facts retained", "retained"),
+                ("argument support", "argument support"),
+            ):
+                if any(_QUALITY[key](s) is not None for s in per):
+                    panels.append((dataset, label, _QUALITY[key], per))
+        if not panels:
+            panels = [("all", "facts retained", _QUALITY["retained"], self.summaries())]
         n_cols = max(1, len(self.budgets))
         fig, grid = plt.subplots(
-            len(axes_of),
-            n_cols,
-            figsize=(4.2 * n_cols, 3.6 * len(axes_of) + 1.6),
-            squeeze=False,
+            len(panels), n_cols, figsize=(4.2 * n_cols, 2.9 * len(panels) + 1.8), squeeze=False
         )
         colours = [plt.get_cmap(name)(k) for name in ("tab20", "tab20b") for k in range(20)]
         colour = {p: colours[k % len(colours)] for k, p in enumerate(self.policies)}
-        for i, (label, quality) in enumerate(axes_of):
+        for i, (dataset, label, quality, per) in enumerate(panels):
             for j, budget in enumerate(self.budgets):
                 ax = grid[i][j]
-                for s in (s for s in rows if s.budget == budget):
-                    y = quality(s)
-                    if y is None:
-                        continue
-                    x = s.billed_with_summaries / 1000
+                points = [
+                    (s, s.total_bill(model) / 1000, y)
+                    for s in per
+                    if s.budget == budget and (y := quality(s)) is not None
+                ]
+                valid = [(s, x, y) for s, x, y in points if _counts_as_valid(s)]
+                xs = sorted(x for _, x, _ in valid) or sorted(x for _, x, _ in points) or [1.0]
+                right = min(xs[-1], 3 * statistics.median(xs)) * 1.08
+                left = max(0.0, xs[0] - 0.08 * (right - xs[0]))
+                for s, x, y in points:
                     ours = not _is_peer(s.policy)
+                    beyond = x > right
                     ax.scatter(
-                        [x],
+                        [min(x, right)],
                         [y],
-                        s=120 if ours else 45,
-                        marker="*" if ours else "o",
-                        color=colour[s.policy],
-                        edgecolors="black",
-                        linewidths=0.5,
+                        s=130 if ours else 50,
+                        marker=">" if beyond else ("*" if ours else "o"),
+                        facecolors=colour[s.policy] if _counts_as_valid(s) else "none",
+                        edgecolors=colour[s.policy] if not _counts_as_valid(s) else "black",
+                        linewidths=1.4 if not _counts_as_valid(s) else 0.5,
                         zorder=3,
                     )
-                    if s.invalid:
-                        ax.scatter([x], [y], s=160, marker="x", color="red", zorder=4)
-                ax.set_xscale("log")
-                ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
-                ax.set_title(f"budget {budget:,}", fontsize=10)
-                ax.set_xlabel("total bill, k base-price tokens (log)", fontsize=8)
-                ax.set_ylabel(label, fontsize=8)
+                    if beyond:
+                        ax.annotate(
+                            f"{x:,.0f}k",
+                            (right, y),
+                            textcoords="offset points",
+                            xytext=(-4, 6),
+                            ha="right",
+                            fontsize=6,
+                        )
+                front = _frontier([(min(x, right), y) for _, x, y in valid])
+                if len(front) > 1:
+                    fx, fy = zip(*front, strict=True)
+                    ax.step(fx, fy, where="post", color="grey", linewidth=0.8, zorder=2)
+                ax.set_xlim(left, right * 1.02)
+                ax.set_ylim(-0.04, 1.06)  # shares: one scale in every panel
+                ax.grid(True, linewidth=0.3, alpha=0.5)
+                ax.set_title(f"{dataset}, budget {budget:,}", fontsize=9)
+                ax.set_xlabel(f"total bill, k base-price tokens ({model} cache)", fontsize=7)
+                ax.set_ylabel(label, fontsize=7)
                 ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+                ax.tick_params(labelsize=7)
         handles = [
             Line2D(
                 [],
@@ -705,22 +739,142 @@ class BenchmarkReport:
                 [],
                 [],
                 linestyle="none",
-                marker="x",
-                color="red",
-                markersize=9,
-                label="had invalid requests",
+                marker="o",
+                markerfacecolor="none",
+                markeredgecolor="black",
+                markersize=8,
+                label="hollow: over budget or invalid",
             )
         )
         fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
         fig.suptitle(
-            "cheaper is left, keeps more is up; stars are ours, circles the peers",
+            "cheaper is left, keeps more is up; stars are ours, circles the peers; "
+            "grey: the valid frontier",
             fontsize=10,
         )
-        fig.tight_layout(rect=(0, 0.12 + 0.02 * (len(handles) // 4), 1, 0.95))
+        legend_rows = (len(handles) + 3) // 4
+        fig.tight_layout(rect=(0, 0.025 * legend_rows + 0.01, 1, 0.97))
         out = Path(path)
-        fig.savefig(out, dpi=110)
+        fig.savefig(out, dpi=100)
         plt.close(fig)
         return out
+
+    def plot_calls(
+        self,
+        path: str | Path,
+        *,
+        policy: str = "ours:kv-stable",
+        budget: int | None = None,
+        model: str = "explicit",
+    ) -> Path | None:
+        """Per call, ``policy`` against the cheapest valid peer on each dataset at one
+        budget: the prefix it read from the cache, the history it re-sent (written or
+        sent uncached beyond the new turn), and what its summariser has cost so far.
+
+        One column per dataset, on its transcript with the most calls.
+
+        Parameters
+        ----------
+        path : str or Path
+            Where the PNG goes.
+        policy : str
+            Ours to show (default: the default policy).
+        budget : int, optional
+            The budget (default: the smallest of the run).
+        model : str
+            The provider model of the bills that choose the cheapest peer.
+
+        Returns
+        -------
+        Path or None
+            ``path``, or None when ``policy`` did not run at that budget.
+        """
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        if not self.budgets:
+            return None
+        budget = min(self.budgets) if budget is None else budget
+        columns = []
+        for dataset in self.datasets():
+            rows = [s for s in self.summaries(dataset) if s.budget == budget]
+            peers = [s for s in rows if _is_peer(s.policy) and _counts_as_valid(s)]
+            if not peers or not any(s.policy == policy for s in rows):
+                continue
+            peer = min(peers, key=lambda s: (s.total_bill(model), s.policy)).policy
+            calls: dict[str, int] = {}
+            for r in self.records:
+                if r.dataset == dataset and r.policy == policy and r.budget == budget:
+                    calls[r.transcript] = calls.get(r.transcript, 0) + 1
+            transcript = max(sorted(calls), key=lambda t: calls[t])
+            columns.append((dataset, transcript, peer))
+        if not columns:
+            return None
+        fig, grid = plt.subplots(3, len(columns), figsize=(4.6 * len(columns), 7.5), squeeze=False)
+        metrics: list[tuple[str, Callable[[list[CallRecord]], list[float]]]] = [
+            ("prefix read from cache, k", lambda rs: [r.cached_under(model) / 1000 for r in rs]),
+            ("history re-sent, k", lambda rs: [r.resent / 1000 for r in rs]),
+            (
+                "summariser spend so far, k",
+                lambda rs: list(_cumulative([r.summarizer_bill(model) / 1000 for r in rs])),
+            ),
+        ]
+        for j, (dataset, transcript, peer) in enumerate(columns):
+            for name, style in ((policy, "-"), (peer, "--")):
+                rs = sorted(
+                    (
+                        r
+                        for r in self.records
+                        if r.transcript == transcript and r.policy == name and r.budget == budget
+                    ),
+                    key=lambda r: r.call,
+                )
+                for i, (label, values) in enumerate(metrics):
+                    grid[i][j].plot(
+                        [r.call for r in rs], values(rs), style, linewidth=0.9, label=name
+                    )
+                    grid[i][j].set_ylabel(label, fontsize=7)
+            grid[0][j].set_title(f"{dataset}: {transcript}, budget {budget:,}", fontsize=8)
+            grid[0][j].legend(fontsize=7, frameon=False)
+            grid[2][j].set_xlabel("call", fontsize=7)
+            for i in range(3):
+                grid[i][j].tick_params(labelsize=7)
+                grid[i][j].grid(True, linewidth=0.3, alpha=0.5)
+        fig.suptitle(f"{policy} against the cheapest valid peer, per call ({model} cache)")
+        fig.tight_layout(rect=(0, 0, 1, 0.96))
+        out = Path(path)
+        fig.savefig(out, dpi=100)
+        plt.close(fig)
+        return out
+
+
+def _counts_as_valid(s: RunSummary) -> bool:
+    """No call over budget and no invalid request: a point within the budget."""
+    return not s.over_budget and not s.invalid
+
+
+def _cumulative(values: Sequence[float]) -> list[float]:
+    out, total = [], 0.0
+    for v in values:
+        total += v
+        out.append(total)
+    return out
+
+
+def _frontier(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other point weakly dominates (cheaper-or-equal and keeping
+    equal-or-more), cheapest first.
+
+    >>> _frontier([(1.0, 0.5), (2.0, 0.4), (2.0, 0.9), (3.0, 0.9), (0.5, 0.1)])
+    [(0.5, 0.1), (1.0, 0.5), (2.0, 0.9)]
+    """
+    out: list[tuple[float, float]] = []
+    for x, y in sorted(points, key=lambda p: (p[0], -p[1])):
+        if not out or y > out[-1][1]:
+            out.append((x, y))
+    return out
 
 
 def _about(policy: str) -> str:
@@ -730,9 +884,9 @@ def _about(policy: str) -> str:
         return "not a registered policy"
 
 
-def _verdict(ours: RunSummary, peers: Sequence[RunSummary], dataset: str) -> Verdict:
+def _verdict(ours: RunSummary, peers: Sequence[RunSummary], dataset: str, model: str) -> Verdict:
     beaten: dict[str, list[str]] = {}
-    for metric, (value, higher, fmt) in _BETTER.items():
+    for metric, (value, higher, fmt) in _better(model).items():
         mine = value(ours)
         if mine is None:
             continue
@@ -754,74 +908,74 @@ def _verdict(ours: RunSummary, peers: Sequence[RunSummary], dataset: str) -> Ver
         dataset=dataset,
         over_budget=ours.over_budget,
         invalid=ours.invalid,
-        cost=ours.billed_with_summaries,
-        floor=ours.new_turns_billed,
+        cost=ours.total_bill(model),
         retention=ours.retention,
         argument_support=ours.argument_support,
-        excess_ratios={  # a failed call bills nothing: such a run is not comparable
-            p.policy: _excess_ratio(p, ours)
-            for p in peers
-            if p.policy in FRONT_REWRITERS and p.errors == 0
-        },
-        dominated_by=[p.policy for p in peers if _weakly_dominates(p, ours)],
+        dominated_by=[p.policy for p in peers if _weakly_dominates(p, ours, model)],
         beaten_on=beaten,
+        cache_model=model,
     )
 
 
 _BAR_TEXT = (
-    "The bar, for each of our cache-aware solvers at each budget on each dataset: "
-    "(a) no call over budget and no invalid request; (b) no valid peer weakly dominates "
-    "ours on (total bill, facts retained, argument support): cheaper-or-equal and keeping "
-    "equal-or-more on every measured axis, strictly better on one; (c) our total bill's "
-    f"excess over the new-turn floor at least {COST_BAR:g}x below that of "
-    + " and ".join(f"`{p}`" for p in FRONT_REWRITERS)
-    + ". The *new-turn floor* bills only each call's new messages, capped at the budget, at "
-    "the miss price (the cheapest for tokens never sent before): no policy whose requests "
-    "carry each new turn whole bills less."
+    "The bar, for each of our cache-aware solvers at each budget on each dataset, under "
+    "each provider model: (a) no call over budget and no invalid request; (b) no valid "
+    "peer weakly dominates ours on (total bill, facts retained, argument support): "
+    "cheaper-or-equal and keeping equal-or-more on every measured axis, strictly better "
+    "on one."
 )
 
-_HOW_TEXT = (
-    "Tokens by `cl100k_base`. Cache: Anthropic prices (write 1.25, read 0.1), at most 4 "
-    "breakpoints with a 20-block lookback, 1,024-token minimum, 5-minute TTL at one call "
-    "per 30 s; our policies mark their own breakpoints, for the others the simulator places "
-    "them as an automatic client would. *Total bill*: the agent's input cost plus the "
-    "summariser calls (their input through a prompt cache of their own where they mark "
-    f"breakpoints, one-hour writes at {HOUR_WRITE_PRICE:g}, their output at "
-    f"{OUTPUT_PRICE:g}), in thousands of base-price tokens; *summaries*: the summariser "
-    "calls as a share of the request bill. *Retained*: facts (any accepted answer, as a "
-    "whole word) still visible in the final request, of those the transcript states. "
-    "*Arguments*: the share of the argument values of the tool calls the agent really made "
-    "next (strings of 3+ characters, numbers of 2+ digits) that the request showed, of "
-    "those the full history showed. *Invalid*: over budget, an orphan tool result or an "
-    "unanswered call, the newest turn missing, or an error. Rows are sorted by total bill; "
-    "**bold** marks the best value of a column among the policies with no call over "
-    "budget and at most 1 % of their requests invalid. A concatenation replays its parts "
-    "again, as one agent serving them in turn."
-)
+
+def _how_text() -> str:
+    models = "; ".join(f"*{m.name}*: {m.about}" for m in MODELS.values())
+    return (
+        "Tokens by `cl100k_base`. Every request is billed under two provider models, the "
+        f"same rules for every policy: {models}. Both keep a prefix 5 minutes, at one call "
+        "per 30 s, with a 1,024-token minimum. *Total bill*: the agent's input cost plus "
+        "the summariser calls (their input through a prompt cache of their own, under the "
+        "explicit model only where they mark breakpoints, with one-hour writes at "
+        f"{EXPLICIT.hour_write_price:g}; their output at the model's output price), in "
+        "thousands of base-price tokens; *summ.*: the summariser calls as a share of the "
+        "request bill. *Facts*: planted facts (any accepted answer, as a whole word) still "
+        "visible in the final request, of those the transcript states. *Args*: the share "
+        "of the argument values of the tool calls the agent really made next (strings of 3+ "
+        "characters, numbers of 2+ digits) that the request showed, of those the full "
+        "history showed. *Invalid*: over budget, an orphan tool result or an unanswered "
+        "call, the newest turn missing, or an error. Rows are sorted by the explicit total "
+        "bill; **bold** marks the best value of a column among the policies with no call "
+        "over budget and at most 1 % of their requests invalid. A concatenation replays "
+        "its parts again, as one agent serving them in turn."
+    )
 
 
 def _bill_lines(rows: Sequence[RunSummary]) -> list[str]:
-    """Where each policy's bill goes: cache reads, cache writes, uncached input, and the
-    history it sent again after changing the front of its context."""
-    p = CachePrices()
+    """Where each policy's bill goes: cache reads, cache writes, uncached input, the
+    history it sent again after changing the front of its context, and what its
+    summariser read and wrote."""
+    p = EXPLICIT.prices
     lines = [
         "",
         "## Where the bill goes",
         "",
-        f"Tokens in thousands. A read costs {p.read:g}, a write {p.write:g} and an uncached "
-        f"token {p.miss:g} of the base price. *Re-sent*: tokens written or sent uncached "
-        "beyond each call's new turn, the price of rewriting the front of the context; "
-        "*share*: what they cost, of the request bill.",
+        f"Tokens in thousands, under the explicit model: a read costs {p.read:g}, a write "
+        f"{p.write:g} and an uncached token {p.miss:g} of the base price. *Re-sent*: tokens "
+        "written or sent uncached beyond each call's new turn, the price of rewriting the "
+        "front of the context; *share*: what they cost, of the request bill. *Summariser "
+        "read / wrote*: the tokens its calls read and wrote; *summaries*: what they cost "
+        "under each model.",
         "",
-        "| policy | budget | read | written | uncached | re-sent | share | requests | summaries |",
-        "|---|" + "---:|" * 8,
+        "| policy | budget | read | written | uncached | re-sent | share | requests | "
+        "summariser read | summariser wrote | summaries expl. | summaries auto |",
+        "|---|" + "---:|" * 11,
     ]
     for s in rows:
         share = s.resent_billed / s.billed if s.billed else 0.0
         lines.append(
             f"| {s.policy} | {s.budget:,} | {s.cached / 1000:,.1f} | {s.written / 1000:,.1f} | "
             f"{s.missed / 1000:,.1f} | {s.resent / 1000:,.1f} | {share:.0%} | "
-            f"{s.billed / 1000:,.1f} | {s.summarizer_billed / 1000:,.1f} |"
+            f"{s.billed / 1000:,.1f} | {s.summarizer_input_tokens / 1000:,.1f} | "
+            f"{s.summarizer_output_tokens / 1000:,.1f} | {s.summarizer_billed / 1000:,.1f} | "
+            f"{s.summarizer_billed_automatic / 1000:,.1f} |"
         )
     return lines
 

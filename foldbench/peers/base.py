@@ -34,7 +34,8 @@ from context_manager.summarizer import (
 )
 from context_manager.tokens import TiktokenCounter, TokenCounter
 from foldbench.loaders import call_points
-from folding import CachePrices, CacheSimulator, Layout
+from foldbench.pricing import AUTOMATIC, EXPLICIT, MIN_CACHEABLE_TOKENS
+from folding import CacheSimulator, Layout, PrefixCacheSimulator
 
 from .parts import PartJoiner, part_markers
 
@@ -80,8 +81,10 @@ class PolicyRequest:
     summarizer_input_tokens, summarizer_output_tokens : int
         Tokens those calls consumed and produced, by the same exact counter.
     summarizer_billed : float
-        What those calls cost in base-price input tokens (see
-        :class:`MeteredSummarizer`).
+        What those calls cost in base-price input tokens under the explicit provider
+        model (see :class:`MeteredSummarizer`).
+    summarizer_billed_automatic : float
+        What they cost under the automatic provider model.
     problems : tuple of str
         Invalidities found in the request (orphan tool results, unanswered
         tool calls, budget overrun). Recorded, never fixed.
@@ -90,8 +93,8 @@ class PolicyRequest:
         then empty.
     breakpoints : tuple of int or None
         Indices of the messages the policy marks as prompt-cache breakpoints
-        (sorted, at most four). None: the policy marks none itself, and the cache
-        simulator places them as an automatic client would.
+        (sorted, at most four). None: the policy's library places none, and it is
+        billed as a plain client (:func:`foldbench.pricing.plain_client_marks`).
     unpaired : bool
         The request holds an orphan tool result or an unanswered tool call (one of
         the ``problems``).
@@ -107,6 +110,7 @@ class PolicyRequest:
     error: str | None = None
     breakpoints: tuple[int, ...] | None = None
     unpaired: bool = False
+    summarizer_billed_automatic: float = 0.0
 
     @property
     def summarizer_tokens(self) -> int:
@@ -149,23 +153,23 @@ class Policy(Protocol):
         ...
 
 
-MIN_CACHEABLE_TOKENS = 1024
-"""Anthropic's smallest cacheable prefix (Sonnet-class models)."""
-OUTPUT_PRICE = 5.0
+OUTPUT_PRICE = EXPLICIT.output_price
 """Output tokens as a multiple of the base input price (Anthropic, Sonnet-class models)."""
-HOUR_WRITE_PRICE = 2.0
+HOUR_WRITE_PRICE = EXPLICIT.hour_write_price
 """A cache write that should live an hour, as a multiple of the base input price."""
 
 
 class MeteredSummarizer:
-    """A summariser wrapper that counts calls and exact tokens, and prices them.
+    """A summariser wrapper that counts calls and exact tokens, and prices them under
+    every provider model (:mod:`foldbench.pricing`).
 
-    A call's input is billed through a prompt cache of its own when the request marks
-    cache breakpoints (:attr:`CompletionRequest.cache_breakpoints`: reads at 0.1, writes
-    at 1.25, or 2 for a one-hour lifetime; stored prefixes do not expire here, as memory
-    requests ask for an hour and come minutes apart); without marks, at the base price,
-    as a provider with explicit caching bills it. Output is billed at
-    :data:`OUTPUT_PRICE`.
+    Under the explicit model a call's input is billed through a prompt cache of its own
+    when the request marks cache breakpoints (:attr:`CompletionRequest.cache_breakpoints`:
+    reads at 0.1, writes at 1.25, or 2 for a one-hour lifetime), and at the base price
+    without marks. Under the automatic model every call's input goes through a prefix
+    cache of its own, marks or not. Stored prefixes do not expire here in either model,
+    as memory requests ask for an hour and come minutes apart. Output is billed at each
+    model's output price.
 
     Parameters
     ----------
@@ -183,7 +187,15 @@ class MeteredSummarizer:
         self.input_tokens = 0
         self.output_tokens = 0
         self.billed = 0.0
-        self._cache = CacheSimulator(min_cacheable_tokens=MIN_CACHEABLE_TOKENS)
+        """What the calls since the last take cost under the explicit model."""
+        self.billed_automatic = 0.0
+        """What they cost under the automatic model."""
+        self._cache = CacheSimulator(
+            prices=EXPLICIT.prices, min_cacheable_tokens=MIN_CACHEABLE_TOKENS
+        )
+        self._prefix_cache = PrefixCacheSimulator(
+            prices=AUTOMATIC.prices, min_cacheable_tokens=MIN_CACHEABLE_TOKENS
+        )
 
     @property
     def needs_tool_definitions(self) -> bool:
@@ -225,26 +237,32 @@ class MeteredSummarizer:
         self.calls += 1
         self.input_tokens += read
         self.output_tokens += written
-        self.billed += written * OUTPUT_PRICE
-        if not breakpoints:
-            self.billed += read * CachePrices().miss
-            return
         units = [("msg", m.digest(), n) for m, n in zip(messages, sizes, strict=True)]
-        priced = self._cache.request(
-            Layout.from_units(units, fixed_tokens=fixed), [b + 1 for b in breakpoints]
-        )
-        prices = CachePrices()
-        write = HOUR_WRITE_PRICE if ttl == "1h" else prices.write
+        layout = Layout.from_units(units, fixed_tokens=fixed)
+        automatic = self._prefix_cache.request(layout)
+        self.billed_automatic += automatic.billed + written * AUTOMATIC.output_price
+        self.billed += written * EXPLICIT.output_price
+        if not breakpoints:
+            self.billed += read * EXPLICIT.prices.miss
+            return
+        priced = self._cache.request(layout, [b + 1 for b in breakpoints])
+        prices = EXPLICIT.prices
+        write = EXPLICIT.hour_write_price if ttl == "1h" else prices.write
         self.billed += (
             priced.cached * prices.read + priced.written * write + priced.missed * prices.miss
         )
 
     def take(self) -> tuple[int, int, int, float]:
-        """Calls, input tokens, output tokens and their bill since the last take; resets
-        them."""
+        """Calls, input tokens, output tokens and their explicit-model bill since the last
+        take; resets them (:meth:`take_automatic` first for the automatic bill)."""
         out = (self.calls, self.input_tokens, self.output_tokens, self.billed)
         self.calls = self.input_tokens = self.output_tokens = 0
         self.billed = 0.0
+        return out
+
+    def take_automatic(self) -> float:
+        """The automatic-model bill since the last call of this method; resets it."""
+        out, self.billed_automatic = self.billed_automatic, 0.0
         return out
 
 
@@ -340,6 +358,7 @@ def audit(
     unpaired = bool(problems)
     if tokens > budget:
         problems.append(f"over budget: {tokens} tokens > {budget}")
+    automatic = meter.take_automatic() if meter else 0.0
     calls, tokens_in, tokens_out, billed = meter.take() if meter else (0, 0, 0, 0.0)
     return PolicyRequest(
         messages=tuple(messages),
@@ -352,6 +371,7 @@ def audit(
         error=error,
         breakpoints=None if breakpoints is None else tuple(breakpoints),
         unpaired=unpaired,
+        summarizer_billed_automatic=automatic,
     )
 
 
