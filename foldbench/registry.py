@@ -10,10 +10,16 @@ rows. ``ours:<solver>`` names the context manager with any registered solver
 True
 >>> "ours:kv-stable" in policy_names(peers=False)
 True
+
+Every policy says what the harness sets on it at a budget (:func:`peer_settings`):
+
+>>> peer_settings("observation-masking", 4000).settings["fit to"]
+'4000'
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 from collections.abc import Sequence
@@ -23,10 +29,12 @@ from typing import Any
 from context_manager.tokens import TiktokenCounter, TokenCounter
 
 from .peers.base import Policy
+from .peers.settings import PeerSettings
 
 __all__ = [
     "FULL_HISTORY",
     "PEERS",
+    "PeerSettings",
     "PolicyInfo",
     "check_available",
     "describe",
@@ -34,6 +42,7 @@ __all__ = [
     "is_ours",
     "make_policy",
     "missing_packages",
+    "peer_settings",
     "policy_names",
 ]
 
@@ -335,3 +344,49 @@ def make_policy(name: str, *, counter: TokenCounter | None = None) -> Policy:
         raise KeyError(f"unknown policy {name!r}; known policies: {', '.join(known)}")
     check_available([name])
     return PEERS[name].build(counter)
+
+
+def peer_settings(name: str, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+    """Every setting the harness chooses for policy ``name`` at ``budget``, and why.
+
+    The policy is built (as :func:`make_policy` builds it) and asked for its
+    ``settings(budget)``: the values it passes to its library, resolved at that budget,
+    the library and its installed version, and a reason for each value.
+
+    Parameters
+    ----------
+    name : str
+        A name :func:`make_policy` accepts.
+    budget : int
+        The input token budget of every call.
+    system_tokens : int
+        The system prompt's tokens, for the sizes that leave it out (0: none).
+
+    Returns
+    -------
+    PeerSettings
+        Named ``name`` (a variant's suffixes included).
+
+    Raises
+    ------
+    KeyError
+        For an unknown name.
+    ModuleNotFoundError
+        For a peer whose package is not installed.
+
+    Examples
+    --------
+    >>> s = peer_settings("swe-agent-last-5-observations", 8000)
+    >>> s.values["n"], s.library.startswith("reimplemented from SWE-agent 1.1.0")
+    (5, True)
+    >>> peer_settings("ours:kv-stable+full", 4000).settings["fold_window"]
+    'False'
+    """
+    policy: Any = make_policy(name)
+    try:
+        found: PeerSettings = policy.settings(budget, system_tokens=system_tokens)
+    finally:
+        close = getattr(policy, "close", None)
+        if callable(close):
+            close()
+    return dataclasses.replace(found, policy=name)

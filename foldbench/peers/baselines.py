@@ -20,6 +20,7 @@ from context_manager.messages import Message, ToolResultBlock, ToolUseBlock
 from context_manager.tokens import TokenCounter
 
 from .base import PolicyRequest, audit, default_counter, request_tokens, split_system
+from .settings import OURS, PeerSettings, Setting
 
 __all__ = ["ClearToolUses", "ObservationMasking", "exchanges"]
 
@@ -115,6 +116,41 @@ class ObservationMasking:
         self.placeholder = placeholder
         self.counter = default_counter(counter)
 
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """What this baseline is set to at ``budget``, and why.
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget.
+        system_tokens : int
+            The system prompt's tokens (not read: it is never dropped).
+
+        Returns
+        -------
+        PeerSettings
+
+        Examples
+        --------
+        >>> ObservationMasking().settings(4000).values["fit to"]
+        4000
+        """
+        items = {
+            "keep": Setting(
+                self.keep,
+                "tool results kept verbatim: 5, as SWE-agent's LastNObservations "
+                "configurations keep (n=5); a count, not sized to the window",
+            ),
+            "placeholder": Setting(self.placeholder, "what an older result's content becomes"),
+            "fit to": Setting(
+                budget,
+                "the call's budget: the oldest exchanges (never the system prompt or the "
+                "newest) are dropped while the request exceeds it",
+            ),
+        }
+        library = "reimplemented from Lindenbauer et al., 'The Complexity Trap' (2025)"
+        return PeerSettings.of(self.name, library, OURS, items)
+
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         """Mask, then drop oldest exchanges until the request fits ``budget``."""
         results = [pos for pos, _ in _results(history)]
@@ -183,6 +219,28 @@ class ClearToolUses:
         self.placeholder = placeholder
         self.counter = default_counter(counter)
 
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """What this edit is set to at ``budget``, and why.
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget.
+        system_tokens : int
+            The system prompt's tokens (not read: the trigger counts the whole request).
+
+        Returns
+        -------
+        PeerSettings
+
+        Examples
+        --------
+        >>> ClearToolUses().settings(8000).values["trigger"]
+        8000
+        """
+        library = "reimplemented from Anthropic's documented clear_tool_uses context edit"
+        return PeerSettings.of(self.name, library, OURS, _clear_settings(self, budget))
+
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         """The full history, with old tool results cleared once over the trigger."""
         trigger = budget if self.trigger is None else self.trigger
@@ -211,3 +269,37 @@ def _clear_inputs(messages: list[Message], cleared: set[_Position]) -> list[Mess
             elif isinstance(b, ToolResultBlock) and (i, j) in cleared and b.tool_use_id in calls:
                 targets.add(calls[b.tool_use_id])
     return _update_blocks(messages, targets, {"input": {}})
+
+
+def _clear_settings(edit: Any, budget: int) -> dict[str, Setting]:
+    """The settings of a ``clear_tool_uses`` edit (this module's or LangChain's policy):
+    ``trigger`` (None: the budget) and the ``ClearToolUsesEdit`` options, with reasons."""
+    options = getattr(edit, "edit_options", None) or {
+        "keep": edit.keep,
+        "clear_at_least": edit.clear_at_least,
+        "exclude_tools": tuple(sorted(edit.exclude_tools)),
+        "clear_tool_inputs": edit.clear_tool_inputs,
+        "placeholder": edit.placeholder,
+    }
+    return {
+        "trigger": Setting(
+            budget if edit.trigger is None else edit.trigger,
+            "the window: the request that would exceed it is cleared before it is sent "
+            "(the default, 100,000 input tokens, is half a 200k window and never fires "
+            "here)",
+        ),
+        "keep": Setting(
+            options["keep"],
+            "the default, 3 tool uses. The edit clears tool results and never drops "
+            "text, so a request is sent over the window when the text and the kept "
+            "results exceed it: library behaviour, not this count (measured: at 4k on "
+            "long tool output a keep of 1 is still over, only clearing the newest result "
+            "too would fit; on tau-bench at 4k and 8k the text alone is over)",
+        ),
+        "clear_at_least": Setting(options["clear_at_least"], "the default: no minimum"),
+        "exclude_tools": Setting(tuple(options["exclude_tools"]), "the default: none"),
+        "clear_tool_inputs": Setting(
+            options["clear_tool_inputs"], "the default: the calls' inputs stay"
+        ),
+        "placeholder": Setting(options["placeholder"], "LangChain's ClearToolUsesEdit default"),
+    }

@@ -64,6 +64,7 @@ from .base import (
     system_text,
     user_side_parts,
 )
+from .settings import PeerSettings, Setting
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -447,6 +448,61 @@ class TrimMessagesPolicy:
         self.start_on = start_on
         self.end_on = end_on
 
+    def options(self, budget: int) -> dict[str, Any]:
+        """The keyword arguments given to ``trim_messages`` at ``budget`` (the counter
+        aside).
+
+        Examples
+        --------
+        >>> TrimMessagesPolicy().options(4000)["max_tokens"]
+        4000
+        """
+        return {
+            "max_tokens": budget,
+            "strategy": "last",
+            "include_system": True,
+            "start_on": self.start_on,
+            "end_on": self.end_on,
+        }
+
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """What this policy passes to ``trim_messages`` at ``budget``, and why.
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget.
+        system_tokens : int
+            The system prompt's tokens (not read: ``max_tokens`` counts it).
+
+        Returns
+        -------
+        PeerSettings
+
+        Examples
+        --------
+        >>> TrimMessagesPolicy().settings(4000).settings["strategy"]
+        'last'
+        """
+        sizes = self.options(budget)
+        items = {
+            "max_tokens": Setting(sizes["max_tokens"], "the window (the system prompt counted in)"),
+            "strategy": Setting(
+                sizes["strategy"], "keep the newest messages, as the documentation's chat use"
+            ),
+            "include_system": Setting(
+                sizes["include_system"], "the system prompt kept, as the documentation advises"
+            ),
+            "start_on": Setting(
+                sizes["start_on"],
+                "the history starts on a human message, as the documentation asks",
+            ),
+            "end_on": Setting(sizes["end_on"], "the default: any message may end it"),
+            "allow_partial": Setting(False, "the default: no message is cut"),
+            "token_counter": Setting("exact (cl100k_base)", "the audit's own counter"),
+        }
+        return PeerSettings.of(self.name, "langchain-core", "langchain-core", items)
+
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         """The last messages that fit ``budget``, starting on a human message."""
         from langchain_core.messages import trim_messages
@@ -454,12 +510,8 @@ class TrimMessagesPolicy:
         def call() -> list[Message]:
             kept = trim_messages(
                 to_langchain(history, agent=self.agent),
-                max_tokens=budget,
-                strategy="last",
                 token_counter=_LangChainCounter(self.counter, self.agent),
-                include_system=True,
-                start_on=self.start_on,
-                end_on=self.end_on,
+                **self.options(budget),
             )
             return from_langchain(kept, agent=self.agent)
 
@@ -509,6 +561,7 @@ class SummarizationMiddlewarePolicy:
         self.model, self.meter = extractive_chat_model(
             summarizer, self.counter, agent=agent, target_tokens=summary_tokens
         )
+        self.summary_tokens = summary_tokens
         self.keep_fraction = keep_fraction
         self.trigger_fraction = trigger_fraction
         self.trim_tokens_to_summarize = trim_tokens_to_summarize
@@ -516,18 +569,78 @@ class SummarizationMiddlewarePolicy:
         self._state: list[BaseMessage] = []
         self._middleware: dict[int, Any] = {}
 
-    def _middleware_for(self, available: int) -> Any:
+    def options(self, budget: int, system_tokens: int = 0) -> dict[str, Any]:
+        """The keyword arguments given to ``SummarizationMiddleware`` at ``budget`` (the
+        model and counter aside): sizes of the window less the system prompt.
+
+        Examples
+        --------
+        >>> SummarizationMiddlewarePolicy().options(4000, system_tokens=100)["keep"]
+        ('tokens', 1950)
+        """
+        available = budget - system_tokens
+        return {
+            "trigger": ("tokens", max(1, int(available * self.trigger_fraction))),
+            "keep": ("tokens", max(1, int(available * self.keep_fraction))),
+            "trim_tokens_to_summarize": self.trim_tokens_to_summarize,
+        }
+
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """What this policy passes to ``SummarizationMiddleware`` at ``budget``, and why.
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget.
+        system_tokens : int
+            The system prompt's tokens, which the sizes leave out.
+
+        Returns
+        -------
+        PeerSettings
+
+        Examples
+        --------
+        >>> SummarizationMiddlewarePolicy().settings(4000).values["trigger"]
+        ('tokens', 4000)
+        """
+        sizes = self.options(budget, system_tokens)
+        items = {
+            "trigger": Setting(
+                sizes["trigger"],
+                "the window less the system prompt (create_agent keeps it outside the "
+                f"state; shown for {system_tokens} system tokens): the middleware "
+                "summarises on the call that reaches it, so every request fits",
+            ),
+            "keep": Setting(
+                sizes["keep"],
+                "half that window kept after summarising, room left for the summary and "
+                "the turns to come (the default, 20 messages, is not sized to a window)",
+            ),
+            "trim_tokens_to_summarize": Setting(
+                sizes["trim_tokens_to_summarize"],
+                "the default: the summary model reads at most this much of what it folds",
+            ),
+            "token_counter": Setting("exact (cl100k_base)", "the audit's own counter"),
+            "model": Setting(
+                f"extractive, asked for {self.summary_tokens} tokens",
+                "a deterministic stand-in for the summary LLM, given the middleware's "
+                "default summary prompt",
+            ),
+        }
+        return PeerSettings.of(self.name, "langchain", "langchain", items)
+
+    def _middleware_for(self, budget: int, system_tokens: int) -> Any:
         from langchain.agents.middleware import SummarizationMiddleware
 
-        if available not in self._middleware:
-            self._middleware[available] = SummarizationMiddleware(
+        key = budget - system_tokens
+        if key not in self._middleware:
+            self._middleware[key] = SummarizationMiddleware(
                 self.model,
-                trigger=("tokens", max(1, int(available * self.trigger_fraction))),
-                keep=("tokens", max(1, int(available * self.keep_fraction))),
                 token_counter=_LangChainCounter(self.counter, self.agent),
-                trim_tokens_to_summarize=self.trim_tokens_to_summarize,
+                **self.options(budget, system_tokens),
             )
-        return self._middleware[available]
+        return self._middleware[key]
 
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         """Append the new messages to the agent state, run the hook, send the state."""
@@ -542,8 +655,7 @@ class SummarizationMiddlewarePolicy:
             if offset + k < len(system):
                 continue  # the system prompt stays outside the state
             self._state += to_langchain([m], agent=self.agent, start=offset + k)
-        available = budget - request_tokens(system, self.counter)
-        middleware = self._middleware_for(available)
+        middleware = self._middleware_for(budget, request_tokens(system, self.counter))
 
         def call() -> None:
             update = middleware.before_model({"messages": self._state}, None)
@@ -604,6 +716,33 @@ class ClearToolUsesPolicy:
             "clear_tool_inputs": clear_tool_inputs,
             "placeholder": placeholder,
         }
+
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """What this policy passes to ``ClearToolUsesEdit`` at ``budget``, and why.
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget.
+        system_tokens : int
+            The system prompt's tokens (not read: the trigger counts the whole request).
+
+        Returns
+        -------
+        PeerSettings
+
+        Examples
+        --------
+        >>> ClearToolUsesPolicy().settings(4000).values["keep"]
+        3
+        """
+        from .baselines import _clear_settings
+
+        items = _clear_settings(self, budget)
+        items["token_count_method"] = Setting(
+            "model", "the chat model's count, which is the exact counter (cl100k_base)"
+        )
+        return PeerSettings.of(self.name, "langchain", "langchain", items)
 
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         """The history as the middleware edits it before the model call."""

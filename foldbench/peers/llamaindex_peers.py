@@ -55,6 +55,7 @@ from .base import (
     split_system,
     user_side_parts,
 )
+from .settings import PeerSettings, Setting
 
 if TYPE_CHECKING:
     from llama_index.core.base.llms.types import ChatMessage
@@ -357,7 +358,10 @@ class MemoryPolicy:
     ) -> None:
         self.agent = agent
         self.counter = default_counter(counter)
-        self.llm, self.meter = extractive_llm(summarizer, self.counter, agent=agent)
+        self.fact_tokens = 200
+        self.llm, self.meter = extractive_llm(
+            summarizer, self.counter, agent=agent, target_tokens=self.fact_tokens
+        )
         self.facts = facts
         self.chat_history_token_ratio = chat_history_token_ratio
         self.flush_fraction = flush_fraction
@@ -382,6 +386,74 @@ class MemoryPolicy:
     def _tokenize(self, text: str) -> list[int]:
         return [0] * self.counter.count_text(text)
 
+    def options(self, budget: int, system_tokens: int = 0) -> dict[str, Any]:
+        """The sizes given to ``Memory.from_defaults`` at ``budget``: a token limit of the
+        window less the system prompt, which the agent sends outside the memory.
+
+        Examples
+        --------
+        >>> with MemoryPolicy(facts=False) as policy:
+        ...     policy.options(4000, system_tokens=1000)
+        {'token_limit': 3000, 'token_flush_size': 300, 'chat_history_token_ratio': 0.7}
+        """
+        limit = max(1, budget - system_tokens)
+        return {
+            "token_limit": limit,
+            "token_flush_size": max(1, int(limit * self.flush_fraction)),
+            "chat_history_token_ratio": self.chat_history_token_ratio,
+        }
+
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """What this policy passes to LlamaIndex ``Memory`` at ``budget``, and why.
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget.
+        system_tokens : int
+            The system prompt's tokens, which the token limit leaves out.
+
+        Returns
+        -------
+        PeerSettings
+
+        Examples
+        --------
+        >>> with MemoryPolicy() as policy:
+        ...     policy.settings(8000).values["token_limit"]
+        8000
+        """
+        sizes = self.options(budget, system_tokens)
+        items = {
+            "token_limit": Setting(
+                sizes["token_limit"],
+                "the window less the system prompt (shown for "
+                f"{system_tokens} system tokens; the default is 30,000). The memory "
+                "estimates text only, not tool calls or per-message overhead, so a "
+                "request can exceed it by a little (library behaviour)",
+            ),
+            "token_flush_size": Setting(
+                sizes["token_flush_size"],
+                "a tenth of the token limit, LlamaIndex's own choice when it is unset",
+            ),
+            "chat_history_token_ratio": Setting(
+                sizes["chat_history_token_ratio"], "the default: 70% for the chat history"
+            ),
+            "memory_blocks": Setting(
+                f"FactExtractionMemoryBlock(priority=1), extractive LLM of {self.fact_tokens} "
+                "tokens"
+                if self.facts
+                else "none",
+                "facts extracted from flushed messages, priority 1 as in LlamaIndex's "
+                "memory examples (max_facts at its default, 50)"
+                if self.facts
+                else "the plain FIFO queue: flushed messages are dropped",
+            ),
+            "insert_method": Setting("system", "the default: memory in the system message"),
+            "tokenizer_fn": Setting("exact (cl100k_base)", "the audit's own counter"),
+        }
+        return PeerSettings.of(self.name, "llama-index-core", "llama-index-core", items)
+
     def _new_memory(self, limit: int) -> Any:
         from llama_index.core.memory import FactExtractionMemoryBlock, Memory
         from sqlalchemy.ext.asyncio import create_async_engine
@@ -395,12 +467,10 @@ class MemoryPolicy:
         )
         return Memory.from_defaults(
             session_id="benchmark",
-            token_limit=limit,
-            token_flush_size=max(1, int(limit * self.flush_fraction)),
-            chat_history_token_ratio=self.chat_history_token_ratio,
             tokenizer_fn=self._tokenize,
             memory_blocks=blocks,
             async_engine=engines[0],
+            **self.options(limit),
         )
 
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:

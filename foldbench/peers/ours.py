@@ -2,7 +2,10 @@
 
 * :class:`FoldingPolicy`: a :class:`~context_manager.ContextManager` with the
   autobiographical strategy and one registered solver.
-* :class:`AssemblePolicy`: the stateless :func:`~context_manager.assembly.assemble`.
+* :class:`AssemblePolicy`: the stateless :func:`~context_manager.assembly.assemble`,
+  run as its host must run it: the summary and tail boundary of each compaction are
+  kept, and the next calls send only the tail with that summary as
+  ``previous_summary``.
 
 Both are driven by the summariser they are given (the deterministic
 :class:`~context_manager.summarizer.ExtractiveSummarizer` in the benchmark)
@@ -11,9 +14,12 @@ through a :class:`~.base.MeteredSummarizer`, and audited by the exact counter.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
+
+from pydantic import BaseModel
 
 from context_manager.messages import (
     MAX_CACHE_BREAKPOINTS,
@@ -40,8 +46,26 @@ from .base import (
     system_text,
 )
 from .parts import PartJoiner
+from .settings import OURS, PeerSettings, Setting
 
 __all__ = ["AssemblePolicy", "FoldingPolicy", "from_wire", "to_wire"]
+
+_OPTION_REASONS = {
+    "compression_model": "the deterministic extractive summariser every policy here is given",
+    "summary_participant": "the agent's own participant: it writes its memories",
+    "target_chunk_tokens": "about a twelfth of the budget (at least 200) per chunk",
+    "summary_target_tokens": "about a sixtieth of the budget (at least 40) per memory",
+    "recent_window_tokens": "a quarter of the budget kept verbatim",
+    "recall_budget_tokens": "half the budget (at least 1000) for what recall brings back",
+    "merge_from": "a merge reads the memories it merges, not their messages again",
+    "folding_strategy": "the solver the policy's name gives",
+    "solver_options": "the solver's options sized to the budget, its comfort band topped "
+    "at the strategy's headroom (1 - compression_slack_ratio)",
+    "fold_window": "set by the name's +full suffix: the whole history on every call",
+    "compression_source_only": "set by the name's +source-only suffix: each memory from "
+    "its chunk alone",
+}
+"""Why :meth:`FoldingPolicy.config_for` and the name's suffixes set each strategy option."""
 
 
 def _tool_definitions(names: set[str]) -> list[dict[str, Any]]:
@@ -49,6 +73,34 @@ def _tool_definitions(names: set[str]) -> list[dict[str, Any]]:
         {"name": n, "description": f"The agent's {n} tool.", "input_schema": {"type": "object"}}
         for n in sorted(names)
     ]
+
+
+def _leaves(key: str, value: Any) -> list[tuple[str, Any]]:
+    """``value`` as ``(dotted key, value)`` leaves: a mapping by its keys, a pydantic
+    model (a solver's policy) or a dataclass by its fields, anything else as it is.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class P:
+    ...     scale: float = 1.0
+    >>> _leaves("solver_options", {"policy": P(), "depth": 2})
+    [('solver_options.policy.scale', 1.0), ('solver_options.depth', 2)]
+    """
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}", v)]
+    if isinstance(value, BaseModel):
+        return [
+            leaf
+            for name in type(value).model_fields
+            for leaf in _leaves(f"{key}.{name}", getattr(value, name))
+        ]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [
+            leaf
+            for f in dataclasses.fields(value)
+            for leaf in _leaves(f"{key}.{f.name}", getattr(value, f.name))
+        ]
+    return [(key, value)]
 
 
 class FoldingPolicy:
@@ -254,6 +306,43 @@ class FoldingPolicy:
             self._cm.close()
             self._cm = None
 
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """The strategy options this policy opens its manager with at ``budget``, and why.
+
+        Parameters
+        ----------
+        budget : int
+            The first call's input budget (the options are set from it).
+        system_tokens : int
+            The system prompt's tokens (not read: the compile prices it as overhead).
+
+        Returns
+        -------
+        PeerSettings
+            :meth:`config_for` at ``budget`` with the options the policy was built with,
+            and ``ticks_per_call``.
+
+        Examples
+        --------
+        >>> FoldingPolicy("kv-stable").settings(6000).values["target_chunk_tokens"]
+        500
+        """
+        slack = self.options.get("compression_slack_ratio")
+        config = {**self.config_for(budget, self.method, slack=slack), **self.options}
+        config["summary_participant"] = self.agent
+        items: dict[str, Setting] = {}
+        for key, value in config.items():
+            reason = _OPTION_REASONS.get(key, "an option the policy was built with")
+            for leaf, v in _leaves(key, value):
+                items[leaf] = Setting(v, reason)
+        items["ticks_per_call"] = Setting(
+            self.ticks_per_call,
+            "one unit of compression work per model call, as the library advises a host"
+            if self.ticks_per_call == 1
+            else "compression work per model call (None: drained before each compile)",
+        )
+        return PeerSettings.of(self.name, OURS, OURS, items)
+
 
 # ------------------------------------------------------------------ assemble
 
@@ -295,10 +384,19 @@ def to_wire(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[
     list of dict
         Wire messages (JSON-ready).
     """
+    return _wire_expansion(messages, agent=agent)[0]
+
+
+def _wire_expansion(
+    messages: Sequence[Message], *, agent: str
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """:func:`to_wire`'s messages, and for each the index of the message it came from."""
     names = {b.id: b.name for m in messages for b in m.content if isinstance(b, ToolUseBlock)}
     out: list[dict[str, Any]] = []
+    owners: list[int] = []
     for t, m in enumerate(messages):
         if m.participant == agent:
+            owners.append(t)
             out.append(
                 {
                     "role": "assistant",
@@ -313,6 +411,7 @@ def to_wire(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[
         rest: list[ContentBlock] = []
         for b in m.content:
             if isinstance(b, ToolResultBlock):
+                owners.append(t)
                 out.append(
                     {
                         "role": "function_result",
@@ -326,8 +425,9 @@ def to_wire(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[
             else:
                 rest.append(b)
         if rest or not m.content:
+            owners.append(t)
             out.append({"role": "user", "content": _wire_blocks(rest), "timestamp": t})
-    return out
+    return out, owners
 
 
 def from_wire(messages: Sequence[Any], *, agent: str = "Claude") -> list[Message]:
@@ -377,8 +477,78 @@ def from_wire(messages: Sequence[Any], *, agent: str = "Claude") -> list[Message
     return out.messages
 
 
+def _tail_boundary(
+    messages: Sequence[Message], owners: Sequence[int], wire_start: int | None
+) -> int:
+    """The first of ``messages`` to keep when ``assemble`` kept its wire messages from
+    ``wire_start`` on (None: it kept none).
+
+    ``owners[w]`` is the message wire message ``w`` came from. A boundary inside a
+    message's expansion moves back to the message's start, and back again to the
+    message holding the call of any result the kept messages would hold without it.
+
+    Examples
+    --------
+    >>> call = Message(participant="Claude", content=(ToolUseBlock(id="t", name="ls", input={}),))
+    >>> answer = Message(
+    ...     participant="User",
+    ...     content=(ToolResultBlock(tool_use_id="t", content="a"), TextBlock(text="next")),
+    ... )
+    >>> ask = Message.text_message("User", "go")
+    >>> wire, owners = _wire_expansion([ask, call, answer], agent="Claude")
+    >>> [w["role"] for w in wire], owners
+    (['user', 'assistant', 'function_result', 'user'], [0, 1, 2, 2])
+    >>> _tail_boundary([ask, call, answer], owners, 3)  # the text after the result
+    1
+    """
+    if wire_start is None or wire_start >= len(owners):
+        return len(messages)
+    start = owners[wire_start]
+    last_call: dict[str, int] = {}
+    pairs: list[tuple[int, int]] = []  # (message of a call, message of its result)
+    for i, m in enumerate(messages):
+        for b in m.content:
+            if isinstance(b, ToolResultBlock) and b.tool_use_id in last_call:
+                pairs.append((last_call[b.tool_use_id], i))
+            elif isinstance(b, ToolUseBlock):
+                last_call[b.id] = i
+    while True:
+        back = [c for c, r in pairs if c < start <= r]
+        if not back:
+            return start
+        start = min(back)
+
+
 class AssemblePolicy:
-    """The stateless ``assemble``: cap, prune, then summarise the head into the system prompt.
+    """``assemble`` (cap, prune, then summarise the head into the system prompt), with
+    the compaction round trip its host keeps.
+
+    ``assemble`` is stateless: handed the whole transcript each call, it would summarise
+    the whole head again on every call once the history is over budget. The policy keeps
+    what its reference tells a host to keep, per transcript:
+
+    1. When a call's ``applied.compacted`` is true, it keeps ``applied.summary`` and the
+       tail boundary: ``applied.tail_start_index`` (an index into the wire messages it
+       sent) mapped back to a message of the transcript.
+    2. The next calls send only the transcript from that boundary on (with everything
+       appended since), and ``options.previous_summary`` set to the kept summary. The
+       system prompt ``assemble`` returns then carries the summary under its heading
+       (``render_system_prompt``), and the next compaction updates that summary (it is
+       the anchor) from the messages past the boundary, instead of starting over; its
+       ``tail_start_index`` indexes the messages of that shorter request, so the new
+       boundary is the old one plus the mapped index.
+    3. A restart (a shorter or different transcript, as :class:`~.base.HistoryFeed`
+       tells) drops the summary and the boundary.
+
+    Mapping the boundary back: :func:`to_wire` turns each tool result into a
+    ``function_result`` wire message of its own, so one message may be several wire
+    messages. ``assemble``'s tail starts at a safe cut (an ``assistant`` or plain
+    ``user`` wire message), which may still be the text after a message's tool results.
+    The boundary is then moved back to the start of that message, and further back to
+    the message holding any call whose result the kept history would hold without it,
+    so a call is never kept apart from its results. The messages moved over were
+    summarised and are also kept verbatim: nothing is lost, at the price of a little
+    repetition.
 
     The model is given inline limits whose usable input budget is exactly the
     call's budget; ``assemble`` measures with its byte heuristic, the audit
@@ -392,6 +562,14 @@ class AssemblePolicy:
         The exact counter of the audit.
     summarizer : Summarizer, optional
         Writes the summaries; an :class:`ExtractiveSummarizer` by default.
+
+    Attributes
+    ----------
+    summary : str or None
+        The summary of the last compaction, sent as ``previous_summary``.
+    tail_start : int
+        The index in the transcript (leading system messages included) of the first
+        message the next call sends; 0 before any compaction.
     """
 
     name = "assemble"
@@ -406,14 +584,27 @@ class AssemblePolicy:
         self.agent = agent
         self.counter = default_counter(counter)
         self.meter = MeteredSummarizer(summarizer or ExtractiveSummarizer(), self.counter)
+        self.summary: str | None = None
+        self.tail_start = 0
+        self._feed = HistoryFeed()
 
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
-        """Assemble the whole transcript for a model whose usable input is ``budget``."""
+        """Assemble the transcript from the kept boundary on, with the kept summary, for a
+        model whose usable input is ``budget``; keep the summary and boundary of a
+        compaction."""
         from context_manager.assembly import AssemblyError, assemble
 
-        system, rest = split_system(history)
+        if self._feed.new_messages(history)[1]:
+            self.summary, self.tail_start = None, 0
+        system, _ = split_system(history)
+        start = max(self.tail_start, len(system))
+        sent = history[start:]
+        wire, owners = _wire_expansion(sent, agent=self.agent)
+        options: dict[str, Any] = {"reserved_tokens": 0}
+        if self.summary is not None:
+            options["previous_summary"] = self.summary
         request = {
-            "messages": to_wire(rest, agent=self.agent),
+            "messages": wire,
             "model": {
                 "id": "bench",
                 "limits": {
@@ -423,12 +614,43 @@ class AssemblePolicy:
                 },
             },
             "system_prompt": system_text(system),
-            "options": {"reserved_tokens": 0},
+            "options": options,
         }
         try:
             out = assemble(request, summarizer=self.meter, clock=lambda: 0)
         except AssemblyError as exc:
             return audit([], budget, self.counter, self.meter, error=f"AssemblyError: {exc}")
+        if out.applied.compacted and out.applied.summary is not None:
+            self.summary = out.applied.summary
+            self.tail_start = start + _tail_boundary(sent, owners, out.applied.tail_start_index)
         head = [Message.text_message("System", out.system_prompt)] if out.system_prompt else []
         messages = [*head, *from_wire(out.messages, agent=self.agent)]
         return audit(messages, budget, self.counter, self.meter)
+
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """The limits :meth:`request` gives ``assemble`` at ``budget``, and why.
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget.
+        system_tokens : int
+            The system prompt's tokens (not read: ``assemble`` counts it in).
+
+        Returns
+        -------
+        PeerSettings
+
+        Examples
+        --------
+        >>> AssemblePolicy().settings(4000).values["input_limit"]
+        4000
+        """
+        items = {
+            "input_limit": Setting(budget, "the usable input: exactly the call's budget"),
+            "context_window": Setting(budget + 1024, "the input limit and the output room"),
+            "max_output_tokens": Setting(1024, "output room beside the input limit"),
+            "reserved_tokens": Setting(0, "nothing reserved beyond the input limit"),
+            "summarizer": Setting("extractive, metered", "the summariser every policy is given"),
+        }
+        return PeerSettings.of(self.name, OURS, OURS, items)

@@ -82,14 +82,21 @@ def installed_version(distribution: str) -> str:
 
 
 def render_value(value: Any) -> str:
-    """A setting's value as the report prints it: strings as they are, the rest by ``repr``.
+    """A setting's value as the report prints it: strings as they are, floats to six
+    significant digits, the rest by ``repr``.
 
     Examples
     --------
     >>> render_value("extractive"), render_value(("tokens", 4000)), render_value(None)
     ('extractive', "('tokens', 4000)", 'None')
+    >>> render_value(0.4491978609625668), render_value(4000.0)
+    ('0.449198', '4000.0')
     """
-    return value if isinstance(value, str) else repr(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and float(f"{value:.6g}") != value:
+        return f"{value:.6g}"  # rounded for the table; PeerSettings.values keeps it exact
+    return repr(value)
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,10 @@ from context_manager.summarizer import CompletionRequest, ExtractiveSummarizer, 
 from context_manager.tokens import TokenCounter
 
 from .base import SYSTEM, HistoryFeed, MeteredSummarizer, PolicyRequest, audit, default_counter
+from .settings import OURS, PeerSettings, Setting
 
 __all__ = [
+    "BUDGET_NOT_READ",
     "OMITTED",
     "ComplexityTrapHybrid",
     "LastNObservationsPolicy",
@@ -54,6 +56,12 @@ __all__ = [
 OMITTED = "Old environment output: ({lines} lines omitted)"
 """What replaces a hidden observation (SWE-agent's wording); `` ({images} images omitted)``
 follows when it held images."""
+
+BUDGET_NOT_READ = (
+    "never read: SWE-agent sends what its history processors return, so a request "
+    "over the window is sent over it (library behaviour, as reimplemented)"
+)
+"""Why neither policy here reads the budget (their settings say so)."""
 
 _Observation = tuple[int, int | None]
 """(message index, block index) of a tool result, or (message index, None) for a whole
@@ -229,6 +237,44 @@ class LastNObservationsPolicy:
         self.text_observations = text_observations
         self.name = f"swe-agent-last-{n}-observations" + ("-polling" if polling > 1 else "")
 
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """What this processor is set to, and why (the same at every budget).
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget (not read).
+        system_tokens : int
+            The system prompt's tokens (not read).
+
+        Returns
+        -------
+        PeerSettings
+
+        Examples
+        --------
+        >>> LastNObservationsPolicy(polling=5).settings(4000).values["polling"]
+        5
+        """
+        items = {
+            "n": Setting(self.n, "SWE-agent's configurations keep the last 5 observations"),
+            "polling": Setting(
+                self.polling,
+                "SWE-agent's default: the hidden range moves with every observation"
+                if self.polling == 1
+                else "the hidden range moves every 5 observations, so a cached prefix "
+                "lasts longer (SWE-agent's option, this variant's point)",
+            ),
+            "text_observations": Setting(
+                self.text_observations,
+                "function calling, as SWE-agent 1.1.0's default configurations: plain "
+                "user messages are the user, not observations",
+            ),
+            "budget": Setting("not read", BUDGET_NOT_READ),
+        }
+        library = "reimplemented from SWE-agent 1.1.0 sweagent/agent/history_processors.py"
+        return PeerSettings.of(self.name, library, OURS, items)
+
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         """The history with old observations hidden, whatever its size."""
         out = last_n_observations(
@@ -341,6 +387,42 @@ class ComplexityTrapHybrid:
         self._feed = HistoryFeed()
         self._checkpoint: Message | None = None
         self._summarised = 0  # turns the checkpoint covers
+
+    def settings(self, budget: int, *, system_tokens: int = 0) -> PeerSettings:
+        """What the hybrid is set to, and why (the same at every budget).
+
+        Parameters
+        ----------
+        budget : int
+            The call's input budget (not read).
+        system_tokens : int
+            The system prompt's tokens (not read).
+
+        Returns
+        -------
+        PeerSettings
+
+        Examples
+        --------
+        >>> ComplexityTrapHybrid().settings(4000).values["n"]
+        43
+        """
+        items = {
+            "n": Setting(self.n, "turns per summary, the paper's configuration (43)"),
+            "m": Setting(self.m, "recent turns kept raw when summarising, the paper's (10)"),
+            "w": Setting(self.w, "observations the masking keeps, the paper's window (10)"),
+            "checkpoint": Setting(
+                "static, the latest only", "the paper's checkpointing: one summary kept"
+            ),
+            "summary_tokens": Setting(
+                self.summary_tokens,
+                "length asked of the extractive stand-in, as of the LangChain summarising "
+                "peer (the authors' prompt asks for concise sections, not a length)",
+            ),
+            "budget": Setting("not read", BUDGET_NOT_READ),
+        }
+        library = "reimplemented from Lindenbauer et al., 'The Complexity Trap' (arXiv 2508.21433)"
+        return PeerSettings.of(self.name, library, OURS, items)
 
     def _summarise(self, turns: list[list[Message]], context: str) -> Message:
         request = CompletionRequest(
