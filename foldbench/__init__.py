@@ -17,6 +17,8 @@ loaders
     Transcript readers (SWE-agent, tau-bench, OpenAI / Anthropic chats, BFCL, chitchat).
 peers
     The policies compared: ours and the peers, each as its users run it.
+plant
+    Facts planted in a transcript's tool results and user turns, early, midway and late.
 synthetic
     Seeded synthetic fold problems and histories.
 solver_replay
