@@ -42,6 +42,7 @@ from folding import Layout
 from . import dataset
 from .loaders import Probe, Transcript, load_swe_agent, load_tau_bench
 from .peers.base import call_points
+from .plant import age_of, plant_facts, plant_parts
 from .pricing import CACHE_TTL_CALLS, MIN_CACHEABLE_TOKENS, RequestPricer
 from .records import CallRecord
 from .registry import FULL_HISTORY, VARIANTS, check_available, is_known, make_policy, policy_names
@@ -55,8 +56,11 @@ from .report import (
 __all__ = [
     "CACHE_AWARE",
     "CACHE_TTL_CALLS",
-    "MIN_CACHEABLE_TOKENS",
     "FULL_HISTORY",
+    "MIN_CACHEABLE_TOKENS",
+    "SWE_AGENT_FACTS",
+    "SYNTHETIC_SELECTION",
+    "TAU_BENCH_FACTS",
     "TAU_BENCH_FILE",
     "BenchmarkReport",
     "CallRecord",
@@ -78,37 +82,81 @@ __all__ = [
 
 # --------------------------------------------------------------- transcripts
 
+SWE_AGENT_FACTS = 6
+"""Facts planted in each SWE-agent run: 2 early, 2 middle and 2 late. The runs are short
+(12 to 28 messages), so six is about one in every two tool results or user turns: enough
+to tell a policy that keeps the old observations from one that drops them, and the
+shortest run still has a message for each."""
+TAU_BENCH_FACTS = 2
+"""Facts planted in each tau-bench session, before the sessions are joined: two of the
+three ages, drawn per session, so the 20 sessions of the demo hold 40 facts spread over
+the whole conversation, each third of every session included (a session is 6 to 62
+messages, so more would put a fact in most of a short one's turns)."""
+SYNTHETIC_SELECTION = ((160, 0), (240, 1), (360, 2))
+"""(messages, seed) of the synthetic conversations in :func:`default_transcripts`: three
+lengths, each long enough to be folded at every demo budget, 760 messages in all (a
+replay's cost grows with the square of the length; 17 policies at 3 budgets replay each)."""
 
-def default_transcripts(data: str | Path | None = None) -> list[Transcript]:
-    """The bundled real transcripts (SWE-agent runs), their concatenation, and a
-    seeded synthetic conversation with planted facts.
 
-    Parameters
-    ----------
-    data : str or Path, optional
-        A folder of SWE-agent ``.traj`` files (default: the bundled
-        ``dataset("swe-agent")``).
-
-    Returns
-    -------
-    list of Transcript
-
-    Raises
-    ------
-    FileNotFoundError
-        When the folder holds no ``.traj``.
-    """
+def _swe_agent_runs(data: str | Path | None, plant: bool) -> list[Transcript]:
     folder = Path(data) if data is not None else dataset("swe-agent")
     paths = sorted(folder.glob("*.traj")) if folder.is_dir() else []
     if not paths:
         raise FileNotFoundError(
             f"no SWE-agent .traj transcripts in {folder}; pass the folder that holds them"
         )
-    real = [
+    runs = [
         _transcript(p.stem, load_swe_agent(p), {"source": str(p), "dataset": "swe-agent"})
         for p in paths
     ]
-    return [*real, concatenate(real, name="swe-agent-concatenated"), synthetic_transcript(240)]
+    return plant_parts(runs, count=SWE_AGENT_FACTS) if plant else runs
+
+
+def default_transcripts(data: str | Path | None = None, *, plant: bool = True) -> list[Transcript]:
+    """The bundled real transcripts (SWE-agent runs) and their concatenation, with
+    planted facts, then seeded synthetic conversations of several lengths.
+
+    Parameters
+    ----------
+    data : str or Path, optional
+        A folder of SWE-agent ``.traj`` files (default: the bundled
+        ``dataset("swe-agent")``).
+    plant : bool
+        Plant facts (:func:`foldbench.plant.plant_parts`): :data:`SWE_AGENT_FACTS` in
+        each run, 2 early, 2 middle and 2 late, each found in no other run, so the
+        concatenation holds every run's facts; the synthetic conversations
+        (:data:`SYNTHETIC_SELECTION`) plant their 8 each over the same ages. False
+        gives the data as it is, no fact anywhere.
+
+    Returns
+    -------
+    list of Transcript
+        The runs in file-name order, ``swe-agent-concatenated``, then the synthetic
+        conversations (dataset ``"synthetic"``).
+
+    Raises
+    ------
+    FileNotFoundError
+        When the folder holds no ``.traj``.
+
+    Examples
+    --------
+    >>> ts = default_transcripts()
+    >>> [t.name for t in ts][-4:]
+    ['swe-agent-concatenated', 'synthetic-160-0', 'synthetic-240-1', 'synthetic-360-2']
+    >>> [len(t.facts) for t in ts]
+    [6, 6, 6, 6, 24, 8, 8, 8]
+    >>> sorted({r["age"] for r in ts[0].metadata["planted"]})
+    ['early', 'late', 'middle']
+    >>> any(t.facts for t in default_transcripts(plant=False))
+    False
+    """
+    real = _swe_agent_runs(data, plant)
+    synthetic = [
+        synthetic_transcript(n, seed=seed, facts=8 if plant else 0)
+        for n, seed in SYNTHETIC_SELECTION
+    ]
+    return [*real, concatenate(real, name="swe-agent-concatenated"), *synthetic]
 
 
 def dataset_of(transcript: Transcript) -> str:
@@ -131,7 +179,9 @@ TAU_BENCH_FILE = "airline-gpt-4o-150.json"
 """The bundled tau-bench airline trajectories (150 GPT-4o runs with their tool calls)."""
 
 
-def tau_bench_transcript(sessions: int | None = None, path: str | Path | None = None) -> Transcript:
+def tau_bench_transcript(
+    sessions: int | None = None, path: str | Path | None = None, *, plant: bool = True
+) -> Transcript:
     """tau-bench airline sessions concatenated: one agent serving many customers in turn,
     the airline policy as its system prompt (the long-running form).
 
@@ -141,6 +191,12 @@ def tau_bench_transcript(sessions: int | None = None, path: str | Path | None = 
         The first this many trajectories (default: all 150 bundled).
     path : str or Path, optional
         A tau-bench trajectory file (default: the bundled one).
+    plant : bool
+        Plant :data:`TAU_BENCH_FACTS` facts in each session's tool results and customer
+        turns before they are joined (:func:`foldbench.plant.plant_parts`), at two of
+        the three ages of that session, so the facts of the whole conversation reach
+        from its first session to its last; none occurs in any session. False gives
+        the sessions as they are.
 
     Returns
     -------
@@ -150,30 +206,54 @@ def tau_bench_transcript(sessions: int | None = None, path: str | Path | None = 
     Examples
     --------
     >>> t = tau_bench_transcript(2)
-    >>> t.name, dataset_of(t), t.messages[0].participant
-    ('tau-bench-2', 'tau-bench', 'System')
+    >>> t.name, dataset_of(t), t.messages[0].participant, len(t.facts)
+    ('tau-bench-2', 'tau-bench', 'System', 4)
+    >>> [r["part"] for r in t.metadata["planted"]]
+    ['tau-0-0', 'tau-0-0', 'tau-1-0', 'tau-1-0']
+    >>> tau_bench_transcript(2, plant=False).facts
+    []
     """
     source = Path(path) if path is not None else dataset("tau-bench") / TAU_BENCH_FILE
     runs = load_tau_bench(source, limit=sessions)
+    if plant:
+        runs = plant_parts(runs, count=TAU_BENCH_FACTS)
     return concatenate(runs, name=f"tau-bench-{len(runs)}")
 
 
 QUICK_TAU_SESSIONS = 4
 """tau-bench sessions in the quick selection."""
+QUICK_SYNTHETIC_MESSAGES = 120
+"""The length of the synthetic conversation in the quick selection."""
 
 
-def quick_transcripts(data: str | Path | None = None) -> list[Transcript]:
+def quick_transcripts(data: str | Path | None = None, *, plant: bool = True) -> list[Transcript]:
     """A small selection for a first look: the shortest bundled SWE-agent run, a few
-    tau-bench sessions served in turn, and a short synthetic conversation with facts.
+    tau-bench sessions served in turn, and a short synthetic conversation, each with
+    planted facts (as in :func:`default_transcripts` and :func:`tau_bench_transcript`).
 
     Parameters
     ----------
     data : str or Path, optional
         As for :func:`default_transcripts`.
+    plant : bool
+        False: no fact planted anywhere.
+
+    Returns
+    -------
+    list of Transcript
+
+    Examples
+    --------
+    >>> [(t.name, len(t.facts)) for t in quick_transcripts()]
+    [('test-repo-i1-gpt4', 6), ('tau-bench-4', 8), ('synthetic-120-0', 8)]
     """
-    real = default_transcripts(data)[:-2]  # the runs, less their concatenation and synthetic
+    real = _swe_agent_runs(data, plant)
     shortest = min(real, key=lambda t: (len(t.call_points), t.name))
-    return [shortest, tau_bench_transcript(QUICK_TAU_SESSIONS), synthetic_transcript(120)]
+    return [
+        shortest,
+        tau_bench_transcript(QUICK_TAU_SESSIONS, plant=plant),
+        synthetic_transcript(QUICK_SYNTHETIC_MESSAGES, facts=8 if plant else 0),
+    ]
 
 
 def _transcript(name: str, messages: list[Message], metadata: dict[str, Any]) -> Transcript:
@@ -187,22 +267,54 @@ def concatenate(transcripts: Sequence[Transcript], *, name: str = "concatenated"
     ----------
     transcripts : sequence of Transcript
         Joined in order; their facts and probes are pooled (when some part has probes,
-        the facts of the others become probes too, so none is lost).
+        the facts of the others become probes too, so none is lost). Plant facts in the
+        parts (:func:`foldbench.plant.plant_parts`), not in the result, so each part
+        has its own early, middle and late ones.
     name : str
         The name of the result.
 
     Returns
     -------
     Transcript
+        ``metadata["planted"]`` pools the parts' records of planted facts, each with
+        its ``index`` and ``age`` in the joined conversation, its ``part`` and its
+        ``part_index`` and ``part_age`` there.
+
+    Examples
+    --------
+    >>> a, b = synthetic_transcript(20, facts=1), synthetic_transcript(20, seed=1, facts=1)
+    >>> joined = concatenate([a, b], name="ab")
+    >>> len(joined.messages) == len(a.messages) + len(b.messages), joined.facts == a.facts + b.facts
+    (True, True)
+    >>> [m.participant for m in joined.messages].count("System")
+    1
+    >>> r = joined.metadata["planted"][1]
+    >>> r["part"], r["index"] == len(a.messages) + r["part_index"]
+    ('synthetic-20-1', True)
     """
     messages: list[Message] = []
     facts: list[str] = []
+    planted: list[dict[str, Any]] = []
+    total = sum(len(t.messages) for t in transcripts)
     for t in transcripts:
+        offset = len(messages)
         for m in t.messages:
             if messages and m.participant == "System":
                 m = m.model_copy(update={"participant": "User"})
             messages.append(m)
         facts.extend(t.facts)
+        for record in t.metadata.get("planted", []):
+            index = offset + record["index"]
+            planted.append(
+                {
+                    **record,
+                    "index": index,
+                    "age": age_of(index, total),
+                    "part": t.name,
+                    "part_index": record["index"],
+                    "part_age": record["age"],
+                }
+            )
     probes: list[Probe] = []
     if any(t.probes for t in transcripts):  # retention reads probes first: facts join them
         probes = [
@@ -211,13 +323,19 @@ def concatenate(transcripts: Sequence[Transcript], *, name: str = "concatenated"
             for p in t.probes
             or [Probe(f"{t.name}/fact-{i}", "", (f,)) for i, f in enumerate(t.facts)]
         ]
+    metadata: dict[str, Any] = {
+        "parts": [t.name for t in transcripts],
+        "dataset": _common_dataset(transcripts),
+    }
+    if planted:
+        metadata["planted"] = planted
     return Transcript(
         name,
         messages,
         facts=facts,
         probes=probes,
         call_points=call_points(messages),
-        metadata={"parts": [t.name for t in transcripts], "dataset": _common_dataset(transcripts)},
+        metadata=metadata,
     )
 
 
@@ -233,38 +351,32 @@ def synthetic_transcript(n_messages: int, *, seed: int = 0, facts: int = 8) -> T
     n_messages : int
         At least 8; the conversation ends at the first whole turn past it.
     seed : int
-        The same seed gives the same conversation.
+        The same seed gives the same conversation and the same facts.
     facts : int
         How many facts to plant (fewer when the conversation is short).
 
-    User requests, agent turns that call tools (``bash``, ``read``), verbose
-    tool results, and, early on, ``facts`` statements of the form ``The
-    <thing> is <code>.`` whose codes are :attr:`Transcript.facts`.
+    User requests, agent turns that call tools (``bash``, ``read``) and verbose tool
+    results; then ``facts`` facts planted (:func:`foldbench.plant.plant_facts`) in its
+    user turns and tool results, spread evenly over the early, middle and late
+    thirds, named by :attr:`Transcript.facts`.
 
     Examples
     --------
-    >>> t = synthetic_transcript(60, facts=2)
+    >>> t = synthetic_transcript(60, facts=3)
     >>> len(t.messages) >= 60, len(t.facts), all(f in " ".join(m.text for m in t.messages)
     ...                                           for f in t.facts)
-    (True, 2, True)
+    (True, 3, True)
+    >>> [r["age"] for r in t.metadata["planted"]]
+    ['early', 'middle', 'late']
     """
     if n_messages < 8:
         raise ValueError(f"n_messages must be at least 8, got {n_messages}")
     rng = random.Random(seed)
     messages = [Message.text_message("System", "You are a careful software agent.")]
-    planted: list[str] = []
-    early = range(1, max(2, n_messages // 8))  # facts come in turns 1 .. n_messages / 8
-    fact_turns = set(rng.sample(early, k=min(facts, len(early))))
     call = 0
-    turn = 0
     while len(messages) < n_messages:
-        turn += 1
         topic = rng.choice(_TOPICS)
         ask = f"Please look at the {topic} module (ticket {rng.randrange(1000, 9999)})."
-        if turn in fact_turns:
-            code = f"K-{rng.randrange(10_000, 99_999)}-{rng.choice('ABCDEFGH')}"
-            planted.append(code)
-            ask += f" For later: the access code of the {topic} staging box is {code}."
         messages.append(Message.text_message("User", ask))
         for _ in range(rng.randrange(1, 4)):
             call += 1
@@ -287,13 +399,13 @@ def synthetic_transcript(n_messages: int, *, seed: int = 0, facts: int = 8) -> T
                 "Claude", f"I {rng.choice(_VERBS)} the {topic} module; the change is in place."
             )
         )
-    return Transcript(
+    transcript = Transcript(
         f"synthetic-{n_messages}-{seed}",
         messages,
-        facts=planted,
         call_points=call_points(messages),
         metadata={"seed": seed, "synthetic": True, "dataset": "synthetic"},
     )
+    return plant_facts(transcript, seed=seed, count=facts) if facts else transcript
 
 
 # ------------------------------------------------------------------ replays

@@ -159,8 +159,14 @@ def test_run_reports_every_policy_and_budget_the_same_in_parallel(tmp_path: Path
 
 def test_fact_retention_counts_what_the_final_request_still_shows() -> None:
     transcript = benchmark.synthetic_transcript(40, facts=3)
-    roomy = benchmark.replay_policy(transcript, "observation-masking", 100_000)
+    planted = transcript.metadata["planted"]  # early, middle and late; in both kinds
+    assert {r["kind"] for r in planted} == {"tool_result", "user"}
+    roomy = benchmark.replay_policy(transcript, "langchain-trim-messages", 100_000)
     assert roomy[-1].facts_retained == 3  # nothing dropped: every fact visible
+    # masking hides old observations however much room there is: the fact planted in an
+    # early tool result is lost, those in user turns are kept
+    masked = benchmark.replay_policy(transcript, "observation-masking", 100_000)
+    assert masked[-1].facts_retained == sum(r["kind"] == "user" for r in planted) < 3
     tight = benchmark.replay_policy(transcript, "observation-masking", 1200)
     assert tight[-1].facts_retained is not None and tight[-1].facts_retained < 3
 
@@ -192,7 +198,8 @@ def test_cli_demo_replay_policies_and_inspect(tmp_path: Path) -> None:
     for model in ("explicit", "automatic"):
         verdict = f"4,000 tokens, ours:kv-stable, {model} cache: swe-agent met; synthetic met; "
         assert verdict + "tau-bench met" in result.output.replace("\n", " ")
-    assert "replaying: 7/7 runs (100%)" in result.output  # not a terminal: progress lines
+    # 4 runs, their concatenation, 3 synthetic conversations, tau-bench
+    assert "replaying: 9/9 runs (100%)" in result.output  # not a terminal: progress lines
     report = (out / "report.md").read_text()
     # the budget's table, one per dataset, where the bill goes and every figure
     assert report.count("| ours:kv-stable |") == 1 + 3 + 1 + 1
@@ -266,6 +273,7 @@ def test_cli_bench_adds_the_optional_sets_and_names_what_it_skips(
     records = json.loads((out / "records.json").read_text())
     names = {r["transcript"] for r in records}
     assert {"synthetic-30-30", "synthetic-20-9", "swe-agent-concatenated"} <= names
+    assert not names & {f"synthetic-{n}-{s}" for n, s in benchmark.SYNTHETIC_SELECTION}
 
 
 def test_cli_refuses_what_it_cannot_read_without_touching_it(tmp_path: Path) -> None:
