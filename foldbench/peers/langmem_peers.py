@@ -184,15 +184,16 @@ class SummarizeMessagesPolicy:
             "max_summary_tokens": Setting(
                 sizes["max_summary_tokens"],
                 "a tenth of the window, the room LangMem keeps for the running summary "
-                "(its default is 256; half the window, as set before, left the messages "
-                "too little room and sent requests over the budget)",
+                "(its default is 256); half the window, as set before, is not a summary "
+                "a user reserves room for: it leaves the messages half the window",
             ),
             "max_tokens_before_summary": Setting(
                 sizes["max_tokens_before_summary"],
                 "the window less the summary and the system prompt (shown for "
                 f"{system_tokens} system tokens): LangMem sends the messages not yet "
                 "summarised beside both until they reach this; at its default "
-                "(max_tokens) they fill the window alone. LangMem then cuts at the first "
+                "(max_tokens), as set before, they fill the window alone and the request "
+                "goes over it by the summary. LangMem then cuts at the first "
                 "message past it where what remains fits, which can be the newest one "
                 "(library behaviour: that request lacks the newest turn)",
             ),
