@@ -29,7 +29,8 @@ from typing import Any
 
 from .pricing import EXPLICIT, MODELS
 from .records import CallRecord
-from .registry import describe, is_ours
+from .registry import describe, is_known, is_ours
+from .settings_table import settings_lines
 
 __all__ = [
     "CACHE_AWARE",
@@ -556,6 +557,9 @@ class BenchmarkReport:
                     lines += _markdown_table([s for s in per if s.budget == budget])
         lines += ["", "## The policies", ""]
         lines += [f"- `{p}`: {_about(p)}" for p in self.policies]
+        registered = [p for p in self.policies if is_known(p)]  # records may name others
+        if registered:
+            lines += ["", *settings_lines(registered, self.budgets)]
         errors = sorted({(r.policy, r.error) for r in self.records if r.error})
         if errors:
             lines += ["", "## Errors (first of each policy)", ""]
