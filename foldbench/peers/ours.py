@@ -2,7 +2,10 @@
 
 * :class:`FoldingPolicy`: a :class:`~context_manager.ContextManager` with the
   autobiographical strategy and one registered solver.
-* :class:`AssemblePolicy`: the stateless :func:`~context_manager.assembly.assemble`.
+* :class:`AssemblePolicy`: the stateless :func:`~context_manager.assembly.assemble`,
+  run as its host must run it: the summary and tail boundary of each compaction are
+  kept, and the next calls send only the tail with that summary as
+  ``previous_summary``.
 
 Both are driven by the summariser they are given (the deterministic
 :class:`~context_manager.summarizer.ExtractiveSummarizer` in the benchmark)
@@ -381,10 +384,19 @@ def to_wire(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[
     list of dict
         Wire messages (JSON-ready).
     """
+    return _wire_expansion(messages, agent=agent)[0]
+
+
+def _wire_expansion(
+    messages: Sequence[Message], *, agent: str
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """:func:`to_wire`'s messages, and for each the index of the message it came from."""
     names = {b.id: b.name for m in messages for b in m.content if isinstance(b, ToolUseBlock)}
     out: list[dict[str, Any]] = []
+    owners: list[int] = []
     for t, m in enumerate(messages):
         if m.participant == agent:
+            owners.append(t)
             out.append(
                 {
                     "role": "assistant",
@@ -399,6 +411,7 @@ def to_wire(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[
         rest: list[ContentBlock] = []
         for b in m.content:
             if isinstance(b, ToolResultBlock):
+                owners.append(t)
                 out.append(
                     {
                         "role": "function_result",
@@ -412,8 +425,9 @@ def to_wire(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[
             else:
                 rest.append(b)
         if rest or not m.content:
+            owners.append(t)
             out.append({"role": "user", "content": _wire_blocks(rest), "timestamp": t})
-    return out
+    return out, owners
 
 
 def from_wire(messages: Sequence[Any], *, agent: str = "Claude") -> list[Message]:
@@ -463,12 +477,108 @@ def from_wire(messages: Sequence[Any], *, agent: str = "Claude") -> list[Message
     return out.messages
 
 
+def _tail_boundary(
+    messages: Sequence[Message], owners: Sequence[int], wire_start: int | None
+) -> int:
+    """The first of ``messages`` to keep when ``assemble`` kept its wire messages from
+    ``wire_start`` on (None: it kept none).
+
+    ``owners[w]`` is the message wire message ``w`` came from. A boundary inside a
+    message's expansion moves back to the message's start, and back again to the
+    message holding the call of any result the kept messages would hold without it.
+
+    Examples
+    --------
+    >>> call = Message(participant="Claude", content=(ToolUseBlock(id="t", name="ls", input={}),))
+    >>> answer = Message(
+    ...     participant="User",
+    ...     content=(ToolResultBlock(tool_use_id="t", content="a"), TextBlock(text="next")),
+    ... )
+    >>> ask = Message.text_message("User", "go")
+    >>> wire, owners = _wire_expansion([ask, call, answer], agent="Claude")
+    >>> [w["role"] for w in wire], owners
+    (['user', 'assistant', 'function_result', 'user'], [0, 1, 2, 2])
+    >>> _tail_boundary([ask, call, answer], owners, 3)  # the text after the result
+    1
+    """
+    if wire_start is None or wire_start >= len(owners):
+        return len(messages)
+    return _keep_pairs(messages, owners[wire_start])
+
+
+def _keep_pairs(messages: Sequence[Message], start: int) -> int:
+    """``start``, moved back until no result in ``messages[start:]`` answers a call
+    before it."""
+    last_call: dict[str, int] = {}
+    pairs: list[tuple[int, int]] = []  # (message of a call, message of its result)
+    for i, m in enumerate(messages):
+        for b in m.content:
+            if isinstance(b, ToolResultBlock) and b.tool_use_id in last_call:
+                pairs.append((last_call[b.tool_use_id], i))
+            elif isinstance(b, ToolUseBlock):
+                last_call[b.id] = i
+    while True:
+        back = [c for c, r in pairs if c < start <= r]
+        if not back:
+            return start
+        start = min(back)
+
+
+def _turn_start(messages: Sequence[Message], start: int, floor: int, agent: str) -> int:
+    """Where the turn holding ``messages[start]`` starts: the last message before it (not
+    before ``floor``) that :func:`to_wire` turns into a plain ``user`` message, moved back
+    to its calls' messages if it holds results; ``floor`` when there is none."""
+    for j in range(start - 1, floor - 1, -1):
+        m = messages[j]
+        if m.participant != agent and (
+            not m.content or any(not isinstance(b, ToolResultBlock) for b in m.content)
+        ):
+            return _keep_pairs(messages, j)
+    return floor
+
+
 class AssemblePolicy:
-    """The stateless ``assemble``: cap, prune, then summarise the head into the system prompt.
+    """``assemble`` (cap, prune, then summarise the head into the system prompt), with
+    the compaction round trip its host keeps.
+
+    ``assemble`` is stateless: handed the whole transcript each call, it would summarise
+    the whole head again on every call once the history is over budget. The policy keeps
+    what its reference tells a host to keep, per transcript:
+
+    1. When a call's ``applied.compacted`` is true, it keeps ``applied.summary`` and the
+       tail boundary: ``applied.tail_start_index`` (an index into the wire messages it
+       sent) mapped back to a message of the transcript.
+    2. The next calls send only the transcript from that boundary on (with everything
+       appended since), and ``options.previous_summary`` set to the kept summary. The
+       system prompt ``assemble`` returns then carries the summary under its heading
+       (``render_system_prompt``), and the next compaction updates that summary (it is
+       the anchor) from the messages past the boundary, instead of starting over; its
+       ``tail_start_index`` indexes the messages of that shorter request, so the new
+       boundary is the old one plus the mapped index.
+    3. A restart (a shorter or different transcript, as :class:`~.base.HistoryFeed`
+       tells) drops the summary and the boundary.
+
+    Mapping the boundary back: :func:`to_wire` turns each tool result into a
+    ``function_result`` wire message of its own, so one message may be several wire
+    messages. ``assemble``'s tail starts at a safe cut (an ``assistant`` or plain
+    ``user`` wire message), which may still be the text after a message's tool results.
+    The boundary is then moved back to the start of that message, and further back to
+    the message holding any call whose result the kept history would hold without it,
+    so a call is never kept apart from its results. The messages moved over were
+    summarised and are also kept verbatim: nothing is lost, at the price of a little
+    repetition.
+
+    ``assemble`` keeps a tail that may start inside a turn (at an agent message), and it
+    can compact only a request with a turn start (a plain ``user`` message) in it. When
+    the kept history has none and would not fit (an ``assemble`` with ``preview_only``
+    says, without a summariser call), the call sends the history from the start of
+    that turn instead, so the turn's older part can be summarised into the anchor again
+    rather than the newest results reduced to references or the call refused.
 
     The model is given inline limits whose usable input budget is exactly the
-    call's budget; ``assemble`` measures with its byte heuristic, the audit
-    with the exact counter.
+    call's budget. ``assemble`` is given the audit's counter (its ``counter``), so the
+    budget it keeps holds by the count the audit makes; by its byte heuristic, requests
+    it keeps within budget can exceed it by the exact count.
 
     Parameters
     ----------
@@ -478,6 +588,14 @@ class AssemblePolicy:
         The exact counter of the audit.
     summarizer : Summarizer, optional
         Writes the summaries; an :class:`ExtractiveSummarizer` by default.
+
+    Attributes
+    ----------
+    summary : str or None
+        The summary of the last compaction, sent as ``previous_summary``.
+    tail_start : int
+        The index in the transcript (leading system messages included) of the first
+        message the next call sends; 0 before any compaction.
     """
 
     name = "assemble"
@@ -492,14 +610,26 @@ class AssemblePolicy:
         self.agent = agent
         self.counter = default_counter(counter)
         self.meter = MeteredSummarizer(summarizer or ExtractiveSummarizer(), self.counter)
+        self.summary: str | None = None
+        self.tail_start = 0
+        self._feed = HistoryFeed()
 
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
-        """Assemble the whole transcript for a model whose usable input is ``budget``."""
-        from context_manager.assembly import AssemblyError, assemble
+        """Assemble the transcript from the kept boundary on, with the kept summary, for a
+        model whose usable input is ``budget``; keep the summary and boundary of a
+        compaction."""
+        from context_manager.assembly import AssembleResponse, AssemblyError, assemble
 
-        system, rest = split_system(history)
-        request = {
-            "messages": to_wire(rest, agent=self.agent),
+        if self._feed.new_messages(history)[1]:
+            self.summary, self.tail_start = None, 0
+        system, _ = split_system(history)
+        floor = len(system)
+        start = max(self.tail_start, floor)
+        wire, owners = _wire_expansion(history[start:], agent=self.agent)
+        options: dict[str, Any] = {"reserved_tokens": 0}
+        if self.summary is not None:
+            options["previous_summary"] = self.summary
+        request: dict[str, Any] = {
             "model": {
                 "id": "bench",
                 "limits": {
@@ -509,12 +639,28 @@ class AssemblePolicy:
                 },
             },
             "system_prompt": system_text(system),
-            "options": {"reserved_tokens": 0},
         }
+
+        def call(wire: list[dict[str, Any]], **extra: Any) -> AssembleResponse:
+            body = {**request, "messages": wire, "options": {**options, **extra}}
+            return assemble(body, summarizer=self.meter, clock=lambda: 0, counter=self.counter)
+
         try:
-            out = assemble(request, summarizer=self.meter, clock=lambda: 0)
+            if start > floor and not any(w["role"] == "user" for w in wire):
+                preview = call(wire, preview_only=True)
+                if preview.token_count > preview.usable:
+                    # no turn starts in the kept history, so it cannot be compacted:
+                    # send it from the start of its turn
+                    start = _turn_start(history, start, floor, self.agent)
+                    wire, owners = _wire_expansion(history[start:], agent=self.agent)
+            out = call(wire)
         except AssemblyError as exc:
             return audit([], budget, self.counter, self.meter, error=f"AssemblyError: {exc}")
+        if out.applied.compacted and out.applied.summary is not None:
+            self.summary = out.applied.summary
+            self.tail_start = start + _tail_boundary(
+                history[start:], owners, out.applied.tail_start_index
+            )
         head = [Message.text_message("System", out.system_prompt)] if out.system_prompt else []
         messages = [*head, *from_wire(out.messages, agent=self.agent)]
         return audit(messages, budget, self.counter, self.meter)
@@ -544,5 +690,6 @@ class AssemblePolicy:
             "max_output_tokens": Setting(1024, "output room beside the input limit"),
             "reserved_tokens": Setting(0, "nothing reserved beyond the input limit"),
             "summarizer": Setting("extractive, metered", "the summariser every policy is given"),
+            "counter": Setting(self.counter.name, "the audit's counter: the budget holds by it"),
         }
         return PeerSettings.of(self.name, OURS, OURS, items)
