@@ -129,7 +129,8 @@ PEERS: dict[str, PolicyInfo] = {
             "ours",
             "AssemblePolicy",
             "Ours, stateless: context_manager.assembly caps, prunes, then summarises the "
-            "head into the system prompt.",
+            "head into the system prompt; the host keeps the summary and the tail boundary "
+            "and passes previous_summary on the next call, as the assembly documents.",
             ours=True,
         ),
         PolicyInfo(

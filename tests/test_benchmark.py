@@ -201,8 +201,8 @@ def test_cli_demo_replay_policies_and_inspect(tmp_path: Path) -> None:
     # 4 runs, their concatenation, 3 synthetic conversations, tau-bench
     assert "replaying: 9/9 runs (100%)" in result.output  # not a terminal: progress lines
     report = (out / "report.md").read_text()
-    # the budget's table, one per dataset, where the bill goes and every figure
-    assert report.count("| ours:kv-stable |") == 1 + 3 + 1 + 1
+    # the budget's table, one per dataset, the settings, where the bill goes, every figure
+    assert report.count("| ours:kv-stable |") == 1 + 3 + 1 + 1 + 1
     assert "## Per dataset" in report and "### tau-bench (tau-bench-2), budget 4,000" in report
     assert (out / "bill-and-kept.png").stat().st_size > 0
     assert (out / "bill-and-kept-automatic.png").stat().st_size > 0
