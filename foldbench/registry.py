@@ -53,8 +53,15 @@ SOURCE_ONLY = "+source-only"
 """Suffix of an ``ours:<solver>`` policy whose memories are each written from their chunk
 alone (``compression_source_only``): no head, recall ladder or middle before it in the
 summariser's request."""
+README_LOOP = "+readme-loop"
+"""Suffix of an ``ours:<solver>`` policy whose host runs the README's agent loop: one
+``tick()`` per model call and a plain ``compile()`` (a refusal is the request's error)."""
 VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
     FULL_HISTORY: ({"fold_window": False}, "the whole history stated on every call"),
+    README_LOOP: (
+        {"loop": "readme"},
+        "its host running the README's loop (one tick() per call, a plain compile())",
+    ),
     SOURCE_ONLY: (
         {"compression_source_only": True},
         "each memory written from its chunk alone, without the context before it",

@@ -126,6 +126,11 @@ class FoldingPolicy:
         for the memories that would spare them. A compile that still needs memories
         catches up (``compile(catch_up=True)``) instead of being refused. None: drain the
         whole queue before each compile (at most 500 ticks), so no work is ever queued.
+    loop : {"benchmark", "readme"}
+        ``"benchmark"`` runs the host as ``ticks_per_call`` says; ``"readme"`` runs the
+        README's agent loop exactly: one ``tick()`` per model call and a plain
+        ``compile()``, so a refusal (:class:`~context_manager.OverBudgetError`) is the
+        request's error.
     **options
         Strategy options overriding the budget-scaled defaults of :meth:`config_for`.
     """
@@ -138,8 +143,12 @@ class FoldingPolicy:
         counter: TokenCounter | None = None,
         summarizer: Summarizer | None = None,
         ticks_per_call: int | None = 1,
+        loop: str = "benchmark",
         **options: Any,
     ) -> None:
+        if loop not in ("benchmark", "readme"):
+            raise ValueError(f"loop must be 'benchmark' or 'readme', got {loop!r}")
+        self.loop = loop
         if ticks_per_call is not None and (
             isinstance(ticks_per_call, bool)
             or not isinstance(ticks_per_call, int)
@@ -248,7 +257,12 @@ class FoldingPolicy:
             cm.set_tool_definitions(_tool_definitions(self._tools))  # every tool seen so far
         # the request carries the system messages as they are: priced as the audit counts
         overhead = Overhead(tokens=request_tokens(system, self.counter))
-        if self.ticks_per_call is None:
+        if self.loop == "readme":
+            cm.tick()  # the README's one tick per turn
+            compiled = cm.compile(
+                max_tokens=budget, reserve_for_response=0, overhead=overhead, catch_up=False
+            )
+        elif self.ticks_per_call is None:
             cm.drain(max_ticks=500)
             while True:
                 try:
@@ -341,6 +355,10 @@ class FoldingPolicy:
             if self.ticks_per_call == 1
             else "compression work per model call (None: drained before each compile)",
         )
+        if self.loop != "benchmark":
+            items["loop"] = Setting(
+                self.loop, "the README's agent loop: one tick() per call, a plain compile()"
+            )
         return PeerSettings.of(self.name, OURS, OURS, items)
 
 
