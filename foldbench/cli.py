@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
 import solvers
@@ -334,9 +335,10 @@ def policies() -> None:
             lacking = ", ".join(registry.missing_packages(name))
             note = f"needs the bench extra ({lacking} missing): {registry.BENCH_EXTRA}"
         console.print(f"[bold]{escape(name)}[/bold]", highlight=False)
-        console.print(f"    {escape(registry.describe(name))}", highlight=False)
+        # indented as a block, so a description that wraps keeps its indent
+        console.print(Padding(escape(registry.describe(name)), (0, 0, 0, 4)), highlight=False)
         if note:
-            console.print(f"    [dim]{escape(note)}[/dim]", highlight=False)
+            console.print(Padding(f"[dim]{escape(note)}[/dim]", (0, 0, 0, 4)), highlight=False)
 
 
 class TranscriptFormat(StrEnum):

@@ -81,7 +81,9 @@ def test_the_wheel_runs_the_demo_from_a_fresh_venv(tmp_path: Path) -> None:
         cwd=work,
     )
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    assert "tau-bench-4" in demo.stdout and "4,000 tokens, ours:kv-stable:" in demo.stdout
+    assert "tau-bench-4" in demo.stdout
+    for model in ("explicit", "automatic"):
+        assert f"4,000 tokens, ours:kv-stable, {model} cache:" in demo.stdout
     report = (work / "out" / "report.md").read_text(encoding="utf-8")
     assert "## Verdict" in report and "| ours:kv-stable |" in report
     assert (work / "out" / "bill-and-kept.png").stat().st_size > 0
