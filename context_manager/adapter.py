@@ -518,6 +518,7 @@ def _diagnostics(
         "fixed_tokens": snap.fixed_tokens,
         "head_tokens": head,
         "tail_tokens": tail,
+        "newest_tokens": snap.tokens[-1] if snap.tokens else 0,
         "middle_tokens": middle,
         **({"block_tokens": memories} if offsets else {}),
         "raw_pins": raw_pins,

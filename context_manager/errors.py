@@ -43,8 +43,10 @@ class OverBudgetError(ContextManagerError):
     stage : str
         Where the compile refused (``head/tail reservation``, ``solver``, ...).
     diagnostics : dict
-        ``head_tokens``, ``tail_tokens``, ``middle_tokens``, ``raw_pins`` (each pin
-        holding raw tokens), ``floor_tokens``, ``deepest_level`` and a ``suggestion``.
+        ``head_tokens``, ``tail_tokens``, ``newest_tokens`` (the newest message as
+        sent: the turn the model answers, never folded), ``middle_tokens``,
+        ``raw_pins`` (each pin holding raw tokens), ``floor_tokens``,
+        ``deepest_level`` and a ``suggestion``.
     """
 
     def __init__(self, stage: str, budget: int, actual: int, diagnostics: dict[str, Any]) -> None:

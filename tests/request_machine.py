@@ -740,6 +740,10 @@ class RequestMachine(RuleBasedStateMachine):
         if isinstance(strategy, PassthroughStrategy):
             return  # it sends the newest messages that fit, by design
         stored = self.manager.get_window_messages()
+        if stored and isinstance(strategy, AutobiographicalStrategy):
+            newest = stored[-1].message  # the turn the model answers is never folded
+            if any(isinstance(b, TextBlock) and b.text for b in newest.content):
+                assert _marker(newest) in text, (stored[-1].id, "the newest turn is not sent")
         for i, s in enumerate(stored):
             if s.id in covered or _marker(s.message) in text:
                 continue

@@ -632,7 +632,7 @@ def test_merge_grouping_excludes_too_wide_memories(tmp_path: Path) -> None:
 def _ten_l1s_under_one_l2(tmp_path: Path) -> tuple[int, int]:
     """Ten L1 memories merged into one L2; returns the price of an L1 and of the L2 pair."""
     cm, strategy = open_cm(tmp_path, ScriptedSummarizer(), merge_threshold=10)
-    for i in range(40):
+    for i in range(41):  # ten chunks of four, and the newest message, always in the tail
         cm.add_message("User", words(20, f"m{i}"))
     cm.drain()
     by_level = sorted(strategy.summaries.values(), key=lambda s: (s.level, s.id))
@@ -695,12 +695,12 @@ def _two_l2_ladder(
 
     s = ScriptedSummarizer(script)
     cm, strategy = open_cm(tmp_path, s, merge_threshold=3, **options)
-    for i in range(24):
+    for i in range(25):  # six chunks of four, and the newest message, always in the tail
         cm.add_message("User", words(20, f"m{i}"))
     cm.drain()
     assert sorted(x.level for x in strategy.frontier_summaries()) == [2, 2]
     refusing["on"] = True
-    for i in range(24, 28):
+    for i in range(25, 29):
         cm.add_message("User", words(20, f"m{i}"))
     s.requests.clear()
     return cm, strategy, s
@@ -840,6 +840,24 @@ def test_cache_breakpoints_end_the_head_the_merged_memories_and_the_memories(
     head = [i for i, m in enumerate(messages) if m.text in head_texts]
     assert memories and merged and head == list(range(head_end)) and head_end > 1
     assert marks == sorted({head[-1], merged[-1], memories[-1], len(messages) - 1})
+    cm.close()
+
+
+@pytest.mark.parametrize("window", [0, 50])
+def test_the_newest_message_is_always_in_the_tail(window: int) -> None:
+    # the turn the model answers is never chunked, however large: a window of 0 or one
+    # smaller than the message still leaves it raw (a result that large is capped)
+    cm, strategy = open_cm(None, ScriptedSummarizer(), recent_window_tokens=window)
+    for i in range(12):
+        cm.add_message("User", words(20, f"m{i}"))
+    cm.add_message("Claude", [ToolUseBlock(id="t1", name="bash", input={"cmd": "ls"})])
+    cm.add_message("bash", [ToolResultBlock(tool_use_id="t1", content=words(400, "out"))])
+    stored = cm.get_messages()
+    tail_start = strategy.windows(cm._ctx, stored).tail_start
+    assert tail_start == len(stored) - 2  # the result, and the call it answers
+    cm.drain()
+    chunked = {i for c in strategy.chunks for i in c.source_ids}
+    assert not chunked & {s.id for s in stored[tail_start:]}
     cm.close()
 
 

@@ -66,6 +66,8 @@ def test_text_that_is_not_a_tool_result_still_refuses() -> None:
         with pytest.raises(OverBudgetError) as info:
             cm.compile(max_tokens=2_000, reserve_for_response=200)
         assert "capped_results" not in info.value.diagnostics
+        assert info.value.diagnostics["newest_tokens"] > 2_000
+        assert "the newest message alone" in info.value.diagnostics["suggestion"]
 
 
 def test_the_cap_frees_the_excess_from_the_largest_results_first() -> None:

@@ -57,7 +57,8 @@ def open_cm(
     summarizer: Any = None, **options: Any
 ) -> tuple[ContextManager, AutobiographicalStrategy]:
     """An in-memory manager whose chunks close at four messages of :func:`words` (20
-    words, about 36 tokens each), all of them in the middle and queued at once."""
+    words, about 36 tokens each), all of them but the newest (always in the tail) in the
+    middle and queued at once."""
     config = {
         "compression_model": "test-model",
         "target_chunk_tokens": 100,
@@ -161,7 +162,7 @@ def test_a_stranded_run_merges_end_to_end_with_no_memory_left_alone() -> None:
         return remembered(f"I remember part {n}.")
 
     cm, strategy = open_cm(Script(answer), merge_threshold=3)
-    add(cm, 0, 40)  # ten chunks of four
+    add(cm, 0, 41)  # ten chunks of four, and the newest message, which stays in the tail
     assert len(strategy.chunks) == 10
     cm.drain()
     assert not strategy.chunks[7].compressed
@@ -181,7 +182,7 @@ def test_threshold_two_takes_the_whole_newest_run_of_three() -> None:
     spans = {"a": (0, 1), "b": (2, 3), "c": (4, 5)}
     assert groups_of(spans, 6, merge_threshold=2) == [["a", "b", "c"]]
     cm, strategy = open_cm(Script(), merge_threshold=2)
-    add(cm, 0, 12)  # three chunks: their L1s are written before the merge
+    add(cm, 0, 13)  # three chunks (and the newest): their L1s are written before the merge
     assert len(strategy.chunks) == 3
     cm.drain()
     assert parents(strategy) == [[l1_of_chunk(strategy, k) for k in range(3)]]
@@ -198,12 +199,12 @@ def test_the_newest_run_that_would_leave_one_behind_takes_one_fewer() -> None:
     spans = {c: (2 * i, 2 * i + 1) for i, c in enumerate("abcd")}
     assert groups_of(spans, 8, merge_threshold=3) == [["a", "b"]]
     cm, strategy = open_cm(Script(), merge_threshold=3)
-    add(cm, 0, 16)  # four chunks, all compressed before the merge
+    add(cm, 0, 17)  # four chunks, all compressed before the merge
     cm.drain()
     l1 = [l1_of_chunk(strategy, k) for k in range(4)]
     assert parents(strategy) == [l1[:2]]  # two left to grow, not one
     assert strategy.merge_groups(cm._ctx) == []  # the pair waits for a third
-    add(cm, 16, 20)
+    add(cm, 17, 21)
     cm.drain()
     assert parents(strategy) == [l1[:2], [*l1[2:], l1_of_chunk(strategy, 4)]]
     cm.close()
@@ -232,7 +233,7 @@ def test_a_failed_merge_lets_exactly_one_chunk_go_then_competes_again() -> None:
 
     script = Script(answer)
     cm, strategy = open_cm(script, summary_target_tokens=20)
-    add(cm, 0, 32)  # eight chunks; the default threshold (6) never merges the newest run
+    add(cm, 0, 33)  # eight chunks; the default threshold (6) never merges the newest run
     assert len(strategy.chunks) == 8
     ticks: list[list[str]] = []
     for _ in range(11):
@@ -265,7 +266,7 @@ def test_a_failed_merge_lets_exactly_one_chunk_go_then_competes_again() -> None:
 def test_a_merge_that_frees_less_than_the_chunk_waits_for_the_chunks() -> None:
     script = Script()  # short memories: a chunk frees more than a merge of two
     cm, strategy = open_cm(script, merge_threshold=2)
-    add(cm, 0, 16)
+    add(cm, 0, 17)
     cm.drain()
     kinds = ["merge" if is_merge(r) else f"c{chunk_of(r)}" for r in script.requests]
     assert kinds == ["c0", "c1", "c2", "c3", "merge", "merge", "merge"]
@@ -282,7 +283,7 @@ def test_a_merge_a_compile_asked_for_stops_at_its_attempt_limit() -> None:
 
     script = Script(answer)
     cm, strategy = open_cm(script, merge_attempt_limit=2)
-    add(cm, 0, 16)
+    add(cm, 0, 17)
     cm.drain()  # four L1s: fewer than the threshold (6), nothing merges by itself
     with pytest.raises(OverBudgetError):  # four L1s do not fit: the solver asks for an L2
         cm.compile(max_tokens=40, reserve_for_response=0)
@@ -316,7 +317,7 @@ def test_hierarchical_false_never_merges_while_the_agent_runs_long(
     cm, strategy = open_cm(script, hierarchical=False, merge_threshold=2)
     refused = 0
     advice = ""
-    for i in range(160):
+    for i in range(161):  # forty chunks of four, and the newest message
         cm.add_message("User" if i % 2 else "Claude", words(20, f"m{i}"))
         cm.drain()
         try:  # forty L1s do not fit: a single level stops fitting and is refused

@@ -270,7 +270,9 @@ def test_a_sized_strategy_gives_the_compile_its_window_and_reserve() -> None:
             cm.compile()
         assert info.value.budget == 8_000 - config.reserve_for_response_tokens
         suggestion = info.value.diagnostics["suggestion"]
-        assert "compile(catch_up=True)" in suggestion  # the message is not in a memory yet
+        # the one message is the turn the model answers: never folded, so no option helps
+        assert "the newest message alone" in suggestion and "shorten it" in suggestion
+        assert "recent_window_tokens" not in suggestion and "catch_up" not in suggestion
         assert "AutobiographicalConfig.for_window(8000)" in suggestion
 
 

@@ -115,9 +115,10 @@ class AutobiographicalConfig(BaseModel):
     recent_window_tokens: int = Field(
         default=30_000,
         ge=0,
-        description="The raw tail: the newest messages up to this many tokens are never folded "
-        "and always sent verbatim (the boundary never falls between a tool call and its "
-        "answer). It must fit the input budget with room to spare: lower it for small windows.",
+        description="The raw tail: the newest messages up to this many tokens, and always the "
+        "newest message, are never folded and always sent verbatim (the boundary never falls "
+        "between a tool call and its answer). It must fit the input budget with room to "
+        "spare: lower it for small windows.",
     )
     head_window_tokens: int = Field(
         default=0,

@@ -161,7 +161,14 @@ def _suggestion(st: State, error: OverBudgetError, window: int) -> str:
     d = error.diagnostics
     cfg = st.config
     parts = []
-    if d.get("tail_tokens", 0) or d.get("head_tokens", 0):
+    newest = d.get("newest_tokens", 0)
+    if newest + d.get("fixed_tokens", 0) > error.budget:
+        parts.append(
+            f"the newest message alone ({newest} tokens as sent) does not fit: it is the "
+            "turn the model answers and is never folded, so shorten it (a tool result "
+            "is capped in the copy sent; other text is not)"
+        )
+    if d.get("tail_tokens", 0) > newest or d.get("head_tokens", 0):
         parts.append(
             f"lower recent_window_tokens ({cfg.recent_window_tokens}, "
             f"{d.get('tail_tokens', 0)} tokens shown raw now) or head_window_tokens "

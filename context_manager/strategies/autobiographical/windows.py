@@ -2,8 +2,9 @@
 
 The head is the oldest messages up to ``head_window_tokens`` (from the latest topic
 transition on, once :meth:`~context_manager.ContextManager.reset_head_window` wrote
-one), the tail the newest up to ``recent_window_tokens``; neither boundary falls
-between a tool call and its answer. Everything else is the middle, where chunks
+one), the tail the newest up to ``recent_window_tokens`` and always the newest
+message, the turn the model answers; neither boundary falls between a tool call
+and its answer. Everything else is the middle, where chunks
 close: the messages before a moved head are middle again.
 """
 
@@ -71,7 +72,11 @@ def _windows(
             head_end -= 1  # never end the head between a call and its answer
     tail_start = n
     total = 0
-    while tail_start > head_end and total + tokens[tail_start - 1] <= cfg.recent_window_tokens:
+    # the newest message is the turn the model answers: it is always in the tail (a tool
+    # result too large is capped in the copy sent; other text that cannot fit refuses)
+    while tail_start > head_end and (
+        tail_start == n or total + tokens[tail_start - 1] <= cfg.recent_window_tokens
+    ):
         tail_start -= 1
         total += tokens[tail_start]
     while head_end < tail_start < n and tied[tail_start - 1]:
