@@ -1887,7 +1887,7 @@ class ContextManager:
         injections: Iterable[Injection] = (),
         overhead: Overhead | None = None,
         dry_run: bool = False,
-        catch_up: bool | float = False,
+        catch_up: bool | float = True,
         thinking_binding: ThinkingBinding | None = None,
         identity: RequestIdentity | str | None = None,
     ) -> CompileResult:
@@ -1911,12 +1911,15 @@ class ContextManager:
             :meth:`set_tool_definitions`; ``Overhead()`` prices none.
         dry_run : bool
             Compute without committing anything (no persisted frontier, no queued work).
-        catch_up : bool or float
+        catch_up : bool or float, default True
             Before refusing, run the compression a fit needs: tick and compile again
-            until the context fits, no work is left, or (a number) that many seconds of
-            the manager's clock have passed. The ticks write memories as :meth:`tick`
-            does. Without it, the loop is the caller's: catch :class:`OverBudgetError`,
-            :meth:`drain` (or tick), compile again.
+            until the context fits, no work is left, or (a number: the deadline) that
+            many seconds of the manager's clock have passed. The ticks write memories as
+            :meth:`tick` does, so a call that writing memories would make fit is never
+            refused; a context that fits compiles once and ticks nothing. ``False``
+            refuses at once and leaves the loop to the caller: catch
+            :class:`OverBudgetError`, :meth:`drain` (or tick), compile again. A dry run
+            never ticks.
         thinking_binding : ThinkingBinding, optional
             For a model that binds signed thinking to the request chain it was minted in
             (:mod:`context_manager.thinking`): the compile leaves out of the copy it
@@ -1937,7 +1940,8 @@ class ContextManager:
             When even the most folded context exceeds the budget (never on a dry run),
             or when the overhead and injections alone do (stage ``request overhead``).
             After a catch-up, ``diagnostics["catch_up"]`` says how many ticks ran and
-            why it stopped.
+            why it stopped (a request that fitted after ticks says how many in
+            ``render_stats["catch_up"]``).
         ConstraintConflictError
             When pins, locks, holds and zones leave some message no level to be shown at.
         ConfigError
@@ -2002,7 +2006,7 @@ class ContextManager:
         ticks = 0
         while True:
             try:
-                return self._compile(
+                result = self._compile(
                     max_tokens, reserve_for_response, wanted, overhead, False, thinking
                 )
             except OverBudgetError as exc:
@@ -2019,6 +2023,10 @@ class ContextManager:
                     exc.diagnostics["catch_up"] = {"ticks": ticks, "stopped": why}
                     raise
                 ticks += 1
+                continue
+            if ticks:  # the host may want to know the call waited for memories
+                result.render_stats["catch_up"] = {"ticks": ticks}
+            return result
 
     def _compile(
         self,

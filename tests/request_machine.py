@@ -129,6 +129,7 @@ COMPILE_ARGS = {
     "explicit": st.one_of(st.none(), st.integers(0, 300)),
     "dry_run": st.booleans(),
     "bound": st.sampled_from([None, None, "model-a", "model-a", "model-b"]),
+    "catch_up": st.booleans(),  # the default ticks before a refusal; False refuses at once
 }
 
 
@@ -521,6 +522,7 @@ class RequestMachine(RuleBasedStateMachine):
         explicit: int | None,
         dry_run: bool,
         bound: str | None = None,
+        catch_up: bool = False,
     ) -> None:
         notes = [
             Injection.text(f"n{j}", pos, " ".join(f"i{j}x{i}" for i in range(size)))
@@ -533,6 +535,7 @@ class RequestMachine(RuleBasedStateMachine):
             "reserve_for_response": reserve,
             "injections": notes,
             "overhead": overhead,
+            "catch_up": catch_up,
         }
         if bound is not None:
             kwargs |= {"thinking_binding": BINDING, "identity": bound}

@@ -1,4 +1,5 @@
-"""Catch up instead of failing: ``compile(catch_up=...)`` and ``pending_work()``."""
+"""Catch up instead of failing: ``compile()`` writes the memories a fit needs (by
+default; ``catch_up=False`` refuses at once) and ``pending_work()``."""
 
 from __future__ import annotations
 
@@ -38,11 +39,30 @@ def test_a_compile_that_needs_compression_catches_up() -> None:
     with _manager() as cm:
         _backlog(cm)
         with pytest.raises(OverBudgetError):
-            cm.compile(max_tokens=1_500, reserve_for_response=300)
+            cm.compile(max_tokens=1_500, reserve_for_response=300, catch_up=False)
         assert cm.pending_work()  # the refused compile asked for memories
-        request = cm.compile(max_tokens=1_500, reserve_for_response=300, catch_up=True)
+        request = cm.compile(max_tokens=1_500, reserve_for_response=300)  # catches up
         assert request.render_stats["tokens"] <= 1_200
         assert request.render_stats["summaries"]  # memories written on the way
+        assert request.render_stats["catch_up"]["ticks"] > 0
+
+
+def test_a_compile_that_fits_ticks_nothing() -> None:
+    with _manager() as cm:
+        _backlog(cm, 6)
+        before = cm.pending_work()
+        request = cm.compile(max_tokens=8_000, reserve_for_response=300)
+        assert "catch_up" not in request.render_stats
+        assert cm.pending_work() == before  # no memory written to send a context that fits
+
+
+def test_a_dry_run_never_catches_up() -> None:
+    with _manager() as cm:
+        _backlog(cm)
+        plan = cm.compile(max_tokens=1_500, reserve_for_response=300, dry_run=True)
+        assert plan.render_stats["fits"] is False  # it says so rather than tick
+        assert not plan.render_stats.get("summaries")
+        assert cm.compile(max_tokens=1_500, reserve_for_response=300).render_stats["summaries"]
 
 
 def test_catch_up_stops_when_no_work_is_left_and_says_so() -> None:
@@ -77,7 +97,7 @@ def test_pending_work_names_what_tick_does_next() -> None:
     with _manager() as cm:
         _backlog(cm)
         with pytest.raises(OverBudgetError):
-            cm.compile(max_tokens=1_500, reserve_for_response=300)
+            cm.compile(max_tokens=1_500, reserve_for_response=300, catch_up=False)
         work = cm.pending_work()
         assert work[0].startswith("compress ")
         cm.drain()

@@ -286,7 +286,7 @@ def test_a_merge_a_compile_asked_for_stops_at_its_attempt_limit() -> None:
     add(cm, 0, 17)
     cm.drain()  # four L1s: fewer than the threshold (6), nothing merges by itself
     with pytest.raises(OverBudgetError):  # four L1s do not fit: the solver asks for an L2
-        cm.compile(max_tokens=40, reserve_for_response=0)
+        cm.compile(max_tokens=40, reserve_for_response=0, catch_up=False)
     l1 = [l1_of_chunk(strategy, k) for k in range(4)]
     assert strategy.state.demanded_merges == [l1]
     assert cm.drain(max_ticks=50) == 2  # refused twice, then given up on

@@ -42,10 +42,12 @@ def _manager(summarizer: Numbered, **options: Any) -> ContextManager:
 
 
 def _talk(cm: ContextManager, n: int) -> list[str]:
-    """``n`` messages of 20 distinct words each (four make a chunk of 100 tokens)."""
+    """``n`` messages of 20 distinct words each (four make a chunk of 100 tokens), then
+    the newest message, which stays in the tail."""
     texts = [" ".join(f"m{i}w{j}" for j in range(20)) for i in range(n)]
     for text in texts:
         cm.add_message("User", text)
+    cm.add_message("User", "and now?")
     cm.drain()
     return texts
 

@@ -129,8 +129,8 @@ class FoldingPolicy:
     loop : {"benchmark", "readme"}
         ``"benchmark"`` runs the host as ``ticks_per_call`` says; ``"readme"`` runs the
         README's agent loop exactly: one ``tick()`` per model call and a plain
-        ``compile()``, so a refusal (:class:`~context_manager.OverBudgetError`) is the
-        request's error.
+        ``compile()`` (which catches up by default), so a refusal
+        (:class:`~context_manager.OverBudgetError`) is the request's error.
     **options
         Strategy options overriding the budget-scaled defaults of :meth:`config_for`.
     """
@@ -259,9 +259,7 @@ class FoldingPolicy:
         overhead = Overhead(tokens=request_tokens(system, self.counter))
         if self.loop == "readme":
             cm.tick()  # the README's one tick per turn
-            compiled = cm.compile(
-                max_tokens=budget, reserve_for_response=0, overhead=overhead, catch_up=False
-            )
+            compiled = cm.compile(max_tokens=budget, reserve_for_response=0, overhead=overhead)
         elif self.ticks_per_call is None:
             cm.drain(max_ticks=500)
             while True:
