@@ -1,6 +1,33 @@
 """``kv-stable``: receding-horizon control of the frontier with a KV-cache trust region.
 
-Each call:
+By default (``fold="append"``) the frontier is a log: the memories shown, then the
+raw history. While the carried frontier fits the wall it is held (a pure append,
+whatever its fill: the budget is a cap, not a target). When it no longer fits,
+the raw history after the last memory shown is folded into its level-1
+memories, oldest first and as far as they reach (:func:`append_cut`): the front,
+up to the first new memory, is byte for byte the previous request's, so the
+provider re-reads only the new memories and the raw tail after them. The band,
+the ideal cut and the trust region below run only when that cannot reach the
+target (the memories shown must merge), at the first call, and under
+``fold="ideal"``.
+
+Why deep and late. Under a prompt cache that reads a cached token at ``r`` and
+writes a new one at ``w`` (per uncached input token: ``r = 0.1``, ``w = 1.25``
+for explicit breakpoints, ``r = 0.25``, ``w = 1`` for automatic prefix caching),
+let the memory log hold ``P`` tokens, a fold leave the request at ``T`` and ``a``
+tokens arrive per call. A cycle from one fold to the next lasts
+``L = (W - T) / a`` calls and costs ``w (T - P)`` for the fold plus, per call,
+``r`` times what is read and ``w a`` for what is appended, so per call
+
+    ``c(T) = w a (T - P) / (W - T) + r (T + W - a) / 2 + w a``,
+
+and ``c'(T) = w a (W - P) / (W - T)^2 + r / 2 > 0``: for any prices and any
+arrival rate, folding to a lower ``T`` is cheaper, and a fold is cheapest when
+it is forced. The floor of ``T`` is what the host keeps raw (the strategy's
+recent window, pins, the head): what is worth its tokens to the agent is a
+retention choice, not a price one, and appending folds down to it.
+
+With ``fold="ideal"``, each call:
 
 1. **Hold.** If the carried frontier is valid, sits in the band
    ``[target, W]`` and is not misallocated (its fidelity loss is within
@@ -25,7 +52,7 @@ When even the fully folded ideal exceeds the wall the result is
 from __future__ import annotations
 
 import heapq
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +90,12 @@ class KvStableConfig(SolverConfig):
     """Hold only while the carried fidelity loss <= (1 + gap) x the ideal's."""
     alpha: float = Field(default=0.7, ge=0.0, allow_inf_nan=False)
     """Age exponent of the fidelity loss used by the quality test."""
+    fold: Literal["append", "ideal"] = "append"
+    """How a change is made. ``"append"``: hold the carried frontier while it fits and,
+    when it must change, fold the raw history after the memories already shown into
+    their memories, oldest first and as deep as they reach, leaving the front as it was
+    (the ideal cut only when that cannot reach the target: the shown memories must
+    merge). ``"ideal"``: the band, the ideal cut and the trust region alone."""
 
 
 class Cut(NamedTuple):
@@ -270,6 +303,36 @@ def ideal_cut(
     return Cut(levels, total, short)
 
 
+def append_cut(problem: FoldProblem, forest: Forest, carried: IntArray, target: int) -> Cut:
+    """The carried frontier with the oldest raw history after its memories folded.
+
+    Every leaf up to the last one the carried frontier shows folded keeps its level, so
+    the request keeps its front; after it, the level-1 summaries over raw, unprotected
+    leaves are shown oldest first, each while the tokens are above ``target`` and it
+    saves tokens, stopping at the first raw leaf no such summary covers (the memories
+    stay one log, in order). The cut is valid whenever ``carried`` is.
+    """
+    idx = problem.index
+    free = ~idx.protected
+    folded = np.flatnonzero((carried > 0) & free)
+    boundary = int(folded[-1]) + 1 if folded.size else 0
+    state = FrontierState(forest, carried)
+    level, first, last = forest.level, forest.first, forest.last
+    after = np.flatnonzero((level == 1) & forest.eligible & (first >= boundary))
+    for j in after[np.argsort(first[after], kind="stable")].tolist():
+        if state.tokens <= target:
+            break
+        a, b = int(first[j]), int(last[j]) + 1
+        if free[boundary:a].any():
+            break  # a raw leaf no memory covers: later memories would not be in order
+        step = state.raise_delta(j)
+        if step is None or step[0] >= 0:
+            break
+        state.apply_raise(j, step[0])
+        boundary = b
+    return Cut(state.levels, state.tokens)
+
+
 def _seams(problem: FoldProblem, levels: IntArray) -> npt.NDArray[np.bool_]:
     """``ok[b]``: no shown summary spans across the boundary before leaf ``b``."""
     from folding.render import resolve_units
@@ -307,6 +370,19 @@ class KvStable(Solver):
         if carried is not None:
             carried_tokens = render_levels(problem, carried).total
             diag["carried_tokens"] = carried_tokens
+        if cfg.fold == "append" and carried is not None and carried_tokens is not None:
+            if carried_tokens <= wall:  # it fits: a pure append
+                diag["decision"] = "hold"
+                quick = {"planned_tokens": carried_tokens, "time_limit_hit": False}
+                return Plan(carried, Status.FEASIBLE, diagnostics=diag, stats=quick)
+            # fold deep: everything raw after the memories that a memory covers, so the
+            # next fold is as far away as the raw tail allows
+            appended = append_cut(problem, forest, carried, 0)
+            diag["append_tokens"] = appended.tokens
+            if appended.tokens <= target:
+                diag["decision"] = "append"
+                quick = {"planned_tokens": appended.tokens, "time_limit_hit": False}
+                return Plan(appended.levels, Status.FEASIBLE, diagnostics=diag, stats=quick)
         ideal = ideal_cut(problem, forest, cfg.alpha, deadline=deadline)
         ideal_levels = ideal.levels
         ideal_tokens = render_levels(problem, ideal_levels).total

@@ -160,17 +160,76 @@ def test_kv_stable_holds_a_well_allocated_frontier_in_the_band() -> None:
     assert held.kv_cost == 0 and held.frontier == first.frontier
 
 
-def test_kv_stable_is_bidirectional_and_rests_in_the_band() -> None:
+def test_kv_stable_in_the_band_is_bidirectional_and_rests_in_it() -> None:
     p = chronicle(90, leaf_tokens=1000, chunk=6, recall_tokens=200, total=20_000)
-    tight = solvers.solve(p, method="kv-stable")
+    tight = solvers.solve(p, method="kv-stable", fold="ideal")
     roomy = with_(p, previous=tight.frontier, budget={"total": 50_000})
-    grown = solvers.solve(roomy, method="kv-stable")
+    grown = solvers.solve(roomy, method="kv-stable", fold="ideal")
     assert tight.tokens is not None and grown.tokens is not None
     assert tight.tokens < grown.tokens <= 50_000
     lv_tight, lv_grown = levels(p, tight.frontier), levels(p, grown.frontier)
     assert all(a <= b for a, b in zip(lv_grown, lv_tight, strict=True))  # un-folded only
-    again = solvers.solve(with_(roomy, previous=grown.frontier), method="kv-stable")
+    again = solvers.solve(with_(roomy, previous=grown.frontier), method="kv-stable", fold="ideal")
     assert again.kv_cost == 0 and again.frontier == grown.frontier
+    # appending holds what fits: the grown budget is room for what comes, nothing unfolds
+    held = solvers.solve(roomy, method="kv-stable")
+    assert held.decision == "hold" and held.frontier == tight.frontier and held.kv_cost == 0
+
+
+def test_kv_stable_appends_memories_after_the_ones_shown_when_it_overflows() -> None:
+    # 40 leaves of 100 tokens, an L1 (20 tokens) per 5; the oldest 10 already folded
+    p = chronicle(40, leaf_tokens=100, chunk=5, recall_tokens=20, total=2_500, target=2_000)
+    carried = {f"m{i}": 1 for i in range(10)}
+    q = with_(p, previous=carried)
+    result = solvers.solve(q, method="kv-stable")
+    assert result.decision == "append"
+    lv = levels(q, result.frontier)
+    assert lv[:10] == [1] * 10  # the memories shown stay as they were: the front holds
+    # folded as deep as the memories reach: 2 + 6 L1s and 5 raw leaves (the last chunk
+    # is not taken once the tokens are under the target: 8 x 20 + 10 x 100 = 1,160)
+    folded = [i for i, level in enumerate(lv) if level]
+    assert folded == list(range(folded[-1] + 1)) and lv[folded[-1] + 1 :] == [0] * (
+        40 - len(folded)
+    )
+    assert result.tokens is not None and result.tokens <= 2_000
+    # the provider re-reads only from the first new memory on
+    assert result.kv_cost == result.tokens - 2 * 20
+
+
+def test_kv_stable_holds_whatever_fits_and_refolds_only_on_overflow() -> None:
+    p = chronicle(40, leaf_tokens=100, chunk=5, recall_tokens=20, total=2_500, target=2_000)
+    carried = {f"m{i}": 1 for i in range(25)}  # 5 memories and 15 raw: 1,600 tokens
+    held = solvers.solve(with_(p, previous=carried), method="kv-stable")
+    assert held.decision == "hold" and held.kv_cost == 0 and held.frontier == carried
+    band = solvers.solve(with_(p, previous=carried), method="kv-stable", fold="ideal")
+    assert band.decision != "hold"  # below the band: the band refills it
+
+
+def test_kv_stable_merges_when_appending_cannot_reach_the_target() -> None:
+    # every memory shown and still over the target: only a merge (an L2) can help
+    p = chronicle(60, leaf_tokens=100, chunk=2, merge=5, recall_tokens=60, total=1_900)
+    carried = {f"m{i}": 1 for i in range(58)}  # 29 memories: 1,740 tokens, over 1,710
+    q = with_(p, previous=carried, budget={"total": 1_900, "target": 1_500})
+    result = solvers.solve(q, method="kv-stable")
+    assert result.decision != "append"
+    assert result.tokens is not None and result.tokens <= 1_900
+    assert max(result.frontier.values()) == 2
+
+
+@pytest.mark.parametrize("budget", [24_000, 30_000])
+def test_kv_stable_appending_rewrites_less_than_the_band(budget: int) -> None:
+    # (with chunks of 6,000 tokens, half of a 12k window, appending refolds more often
+    # than the band: one memory more leaves too little room to append the next)
+    history = chronicle(90, leaf_tokens=1000, chunk=6, recall_tokens=200)
+    schedule = growth_schedule(90, budget)
+    append = replay(history, schedule, method="kv-stable", tail_tokens=5_000)
+    band = replay(
+        history, schedule, method="kv-stable", tail_tokens=5_000, options={"fold": "ideal"}
+    )
+    a, b = append.summary(), band.summary()
+    assert a["over_budget_steps"] == b["over_budget_steps"] == 0
+    assert a["written"] < 0.6 * b["written"] and a["billed"] < 0.7 * b["billed"]
+    assert a["total_perturbation"] < 0.5 * b["total_perturbation"]
 
 
 def test_kv_stable_repairs_an_inverted_profile() -> None:
@@ -178,11 +237,11 @@ def test_kv_stable_repairs_an_inverted_profile() -> None:
     # newest middle at L2, oldest raw: in the band but badly misallocated
     inverted = {f"m{i}": 2 for i in range(36, 72)}
     q = with_(p, previous=inverted)
-    result = solvers.solve(q, method="kv-stable")
+    result = solvers.solve(q, method="kv-stable", fold="ideal")
     assert result.decision != "hold"
     assert age_monotone(q, result.frontier)
     assert fidelity_loss(q, result.frontier) < fidelity_loss(q, inverted)
-    small = solvers.solve(q, method="kv-stable", reach_tokens=1_000)
+    small = solvers.solve(q, method="kv-stable", reach_tokens=1_000, fold="ideal")
     assert small.decision in {"suffix", "override"}
     assert small.tokens is not None and small.tokens <= 60_000
 
@@ -254,7 +313,8 @@ def test_kv_stable_churns_no_more_than_flat_profile(budget: int) -> None:
     history = chronicle(90, leaf_tokens=1000, chunk=6, recall_tokens=200)
     schedule = growth_schedule(90, budget)
     flat = replay(history, schedule, method="flat-profile", tail_tokens=5_000)
-    stable = replay(history, schedule, method="kv-stable", tail_tokens=5_000)
+    band = {"fold": "ideal"}
+    stable = replay(history, schedule, method="kv-stable", tail_tokens=5_000, options=band)
 
     def relative(report: Any) -> float:
         churn = [s.perturbation / s.tokens for s in report.steps if s.perturbation]
@@ -269,7 +329,7 @@ def test_flat_profile_never_unfolds_when_the_budget_grows() -> None:
     history = chronicle(90, leaf_tokens=1000, chunk=6, recall_tokens=200)
     schedule = [*growth_schedule(90, 30_000), (90, 80_000), (90, 80_000)]
     flat = replay(history, schedule, method="flat-profile")
-    stable = replay(history, schedule, method="kv-stable")
+    stable = replay(history, schedule, method="kv-stable", options={"fold": "ideal"})
     assert flat.steps[-1].tokens == flat.steps[89].tokens  # the documented weakness
     assert stable.steps[-1].tokens > 0.85 * 80_000
 
