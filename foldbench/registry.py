@@ -49,10 +49,10 @@ __all__ = [
 FULL_HISTORY = "+full"
 """Suffix of an ``ours:<solver>`` policy that states the whole history on every call
 (``fold_window=False``): the reference the windowed compile is measured against."""
-SOURCE_ONLY = "+source-only"
-"""Suffix of an ``ours:<solver>`` policy whose memories are each written from their chunk
-alone (``compression_source_only``): no head, recall ladder or middle before it in the
-summariser's request."""
+WITH_CONTEXT = "+with-context"
+"""Suffix of an ``ours:<solver>`` policy whose memories are each written with the context
+before their chunk (``compression_source_only=False``): the head, recall ladder and
+unremembered middle in the summariser's request, as the strategy does by default."""
 README_LOOP = "+readme-loop"
 """Suffix of an ``ours:<solver>`` policy whose host runs the README's agent loop: one
 ``tick()`` per model call and a plain ``compile()`` (a refusal is the request's error)."""
@@ -62,9 +62,9 @@ VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
         {"loop": "readme"},
         "its host running the README's loop (one tick() per call, a plain compile())",
     ),
-    SOURCE_ONLY: (
-        {"compression_source_only": True},
-        "each memory written from its chunk alone, without the context before it",
+    WITH_CONTEXT: (
+        {"compression_source_only": False},
+        "each memory written with the context before its chunk (head, recall, middle)",
     ),
 }
 """The suffixes an ``ours:<solver>`` name may end with (in any order): the strategy

@@ -41,7 +41,7 @@ __all__ = [
 
 CACHE_AWARE = ("ours:kv-stable", "ours:kv-unified")
 """Our solvers that weigh the provider's prompt cache; the verdict judges them, and each
-of their variants that ran (``ours:kv-stable+source-only``, ...)."""
+of their variants that ran (``ours:kv-stable+with-context``, ...)."""
 TABLE_WIDTH = 110
 """The widest a report table is."""
 

@@ -469,21 +469,22 @@ def test_the_verdict_judges_its_two_clauses_under_each_provider_model() -> None:
 def test_a_variant_of_a_cache_aware_solver_is_judged_and_described() -> None:
     from foldbench.registry import describe, make_policy
 
-    runs = {**BASE_RUNS, "ours:kv-stable+source-only": (2300.0, 2, 5)}
+    runs = {**BASE_RUNS, "ours:kv-stable+with-context": (2300.0, 2, 5)}
     verdicts = _report(runs).verdicts()
     assert [v.policy for v in verdicts] == ["ours:kv-stable"] * 2 + [
-        "ours:kv-stable+source-only"
+        "ours:kv-stable+with-context"
     ] * 2
     variant = verdicts[2]
     assert variant.cost == 2300 and variant.meets_bar is True
-    assert describe("ours:kv-stable+source-only").endswith(
-        "kv-stable solver, each memory written from its chunk alone, without the context before it."
+    assert describe("ours:kv-stable+with-context").endswith(
+        "kv-stable solver, each memory written with the context before its chunk (head, recall, "
+        "middle)."
     )
-    policy = make_policy("ours:kv-unified+full+source-only")
+    policy = make_policy("ours:kv-unified+full+with-context")
     assert policy.method == "kv-unified"  # type: ignore[attr-defined]
     assert policy.options == {  # type: ignore[attr-defined]
         "fold_window": False,
-        "compression_source_only": True,
+        "compression_source_only": False,
     }
 
 

@@ -62,8 +62,9 @@ _OPTION_REASONS = {
     "solver_options": "the solver's options sized to the budget, its comfort band topped "
     "at the strategy's headroom (1 - compression_slack_ratio)",
     "fold_window": "set by the name's +full suffix: the whole history on every call",
-    "compression_source_only": "set by the name's +source-only suffix: each memory from "
-    "its chunk alone",
+    "compression_source_only": "each memory from its chunk alone: an extractive memory "
+    "is the same with or without the context before it, which every request would read "
+    "again (the name's +with-context suffix sends it)",
 }
 """Why :meth:`FoldingPolicy.config_for` and the name's suffixes set each strategy option."""
 
@@ -173,7 +174,8 @@ class FoldingPolicy:
     def config_for(budget: int, method: str, *, slack: float | None = None) -> dict[str, Any]:
         """Strategy options scaled to a budget: chunks of ~1/12 of it, memories of ~1/60,
         a recent window of a quarter, merges written from the memories they merge (an L2
-        from its L1s, not from their messages a second time); ``kv-unified`` runs its
+        from its L1s, not from their messages a second time), each L1 from its chunk
+        alone (``compression_source_only``); ``kv-unified`` runs its
         ``cache-first`` preset with its token scales set to the budget and the top of its
         comfort band at the strategy's headroom (``1 - compression_slack_ratio``), the
         level every other solver folds down to.
@@ -194,6 +196,9 @@ class FoldingPolicy:
             "recall_budget_tokens": max(1000, budget // 2),
             # a merge reads the memories it merges, not the messages again
             "merge_from": "memories",
+            # a memory is written from its chunk alone: what the head and recall before it
+            # would change in an extractive memory is nothing, and they are read each time
+            "compression_source_only": True,
             "folding_strategy": method,
         }
         import solvers
