@@ -22,10 +22,12 @@ tokens arrive per call. A cycle from one fold to the next lasts
     ``c(T) = w a (T - P) / (W - T) + r (T + W - a) / 2 + w a``,
 
 and ``c'(T) = w a (W - P) / (W - T)^2 + r / 2 > 0``: for any prices and any
-arrival rate, folding to a lower ``T`` is cheaper, and a fold is cheapest when
-it is forced. The floor of ``T`` is what the host keeps raw (the strategy's
-recent window, pins, the head): what is worth its tokens to the agent is a
-retention choice, not a price one, and appending folds down to it.
+arrival rate, folding to a lower ``T`` is cheaper. The floor of ``T`` is what the
+host keeps raw (the strategy's recent window, pins, the head): what is worth its
+tokens to the agent is a retention choice, not a price one, and appending folds
+down to it. Folding only when forced is within a stated factor of the cheapest
+schedule for any known arrival sequence: :mod:`solvers.schedule` states the
+model, proves the bound and searches the cheapest schedule exactly.
 
 With ``fold="ideal"``, each call:
 
