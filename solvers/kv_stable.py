@@ -4,7 +4,9 @@ By default (``fold="append"``) the frontier is a log: the memories shown, then t
 raw history. While the carried frontier fits the wall it is held (a pure append,
 whatever its fill: the budget is a cap, not a target). When it no longer fits,
 the raw history after the last memory shown is folded into its level-1
-memories, oldest first and as far as they reach (:func:`append_cut`): the front,
+memories, oldest first and as far as they reach (:func:`append_cut`; once a held
+request passes the target the plan asks for the memories that fold will need,
+so a host that writes memories only on demand has them in time): the front,
 up to the first new memory, is byte for byte the previous request's, so the
 provider re-reads only the new memories and the raw tail after them. The band,
 the ideal cut and the trust region below run only when that cannot reach the
@@ -76,6 +78,7 @@ from ._common import (
     finest_levels,
     finish_greedy,
     is_valid_levels,
+    produce_requests,
 )
 from ._forest import Forest, FrontierState
 from ._plan import Deadline
@@ -376,7 +379,13 @@ class KvStable(Solver):
             if carried_tokens <= wall:  # it fits: a pure append
                 diag["decision"] = "hold"
                 quick = {"planned_tokens": carried_tokens, "time_limit_hit": False}
-                return Plan(carried, Status.FEASIBLE, diagnostics=diag, stats=quick)
+                # past the target the next fold is near: ask for the memories it will
+                # fold (the L1s of the raw history no memory covers yet), so they are
+                # written before it, not at it
+                soon = carried_tokens > target
+                ahead = [r for r in produce_requests(problem, carried) if r.level == 1]
+                produce = ahead if soon else []
+                return Plan(carried, Status.FEASIBLE, produce, diag, quick)
             # fold deep: everything raw after the memories that a memory covers, so the
             # next fold is as far away as the raw tail allows
             appended = append_cut(problem, forest, carried, 0)

@@ -205,6 +205,16 @@ def test_kv_stable_holds_whatever_fits_and_refolds_only_on_overflow() -> None:
     assert band.decision != "hold"  # below the band: the band refills it
 
 
+def test_kv_stable_asks_for_the_memories_of_the_next_fold_once_past_the_target() -> None:
+    # 42 raw leaves of 100 tokens: L1s over m0..m39, none yet over m40 and m41
+    p = chronicle(42, leaf_tokens=100, chunk=5, recall_tokens=20, total=4_300, target=3_000)
+    held = solvers.solve(with_(p, previous={}), method="kv-stable")
+    assert held.decision == "hold" and held.frontier == {}
+    assert [(r.level, r.first, r.last) for r in held.produce] == [(1, "m40", "m41")]
+    roomy = with_(p, previous={}, budget={"total": 4_300, "target": 4_250})
+    assert solvers.solve(roomy, method="kv-stable").produce == []  # not near a fold yet
+
+
 def test_kv_stable_merges_when_appending_cannot_reach_the_target() -> None:
     # every memory shown and still over the target: only a merge (an L2) can help
     p = chronicle(60, leaf_tokens=100, chunk=2, merge=5, recall_tokens=60, total=1_900)
