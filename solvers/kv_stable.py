@@ -409,7 +409,10 @@ class KvStable(Solver):
             )
         if carried is None or carried_tokens is None:
             diag["decision"] = "bootstrap"
-            return Plan(ideal_levels, Status.FEASIBLE, diagnostics=diag, stats=stats)
+            ahead = []
+            if ideal_tokens > target:  # the memories that would reach the target
+                ahead = [r for r in produce_requests(problem, ideal_levels) if r.level == 1]
+            return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)
         weights = fidelity_weights(problem, cfg.alpha)
 
         def loss(levels: IntArray) -> float:  # folding.fidelity_loss on a level array

@@ -132,6 +132,14 @@ class AutobiographicalConfig(BaseModel):
         description="The newest closed chunks left uncompressed until more close (unless a "
         "compile asks for their memories): recent history stays raw a little longer.",
     )
+    memory_schedule: Literal["eager", "forecast"] = Field(
+        default="eager",
+        description="When a chunk's memory is written. 'eager': once the chunk closes and "
+        "leaves the holdback. 'forecast': only once a compile asks for it, because its "
+        "plan will fold the chunk soon (kv-stable asks once a held request passes the "
+        "target) or because the request does not fit without it (a compile then catches "
+        "up): history that is never folded is never summarised.",
+    )
     min_chunk_chars_for_llm: int = Field(
         default=200,
         ge=0,

@@ -49,7 +49,8 @@ _told_undeclared: weakref.WeakSet[BoundedCaller] = weakref.WeakSet()
 
 # ------------------------------------------------------------------ the queue
 def queued_chunks(st: State, ctx: StrategyContext) -> list[ChunkRecord]:
-    """Closed, uncompressed chunks ready for compression (holdback applied)."""
+    """Closed, uncompressed chunks ready for compression: past the holdback, or asked
+    for by a compile (only those under ``memory_schedule="forecast"``)."""
     if orphaned(st, ctx):
         return []
     records = st.records
@@ -57,8 +58,11 @@ def queued_chunks(st: State, ctx: StrategyContext) -> list[ChunkRecord]:
     held = ctx.held_ids()
     closed = [c for c in st.open_chunks(ctx) if all(i in live for i in c.source_ids)]
     hold_back = st.config.l1_holdback_chunks
-    ready = closed[: len(closed) - hold_back] if hold_back else closed
-    ready += [c for c in closed[len(ready) :] if c.id in st.demanded_chunks]
+    if st.config.memory_schedule == "forecast":  # only what a compile asked for
+        ready = [c for c in closed if c.id in st.demanded_chunks]
+    else:
+        ready = closed[: len(closed) - hold_back] if hold_back else closed
+        ready += [c for c in closed[len(ready) :] if c.id in st.demanded_chunks]
     limit = st.config.chunk_attempt_limit
     return [
         c
