@@ -18,6 +18,9 @@ __all__ = ["AutobiographicalConfig", "ToolProseFallback"]
 
 _MIN_WINDOW = 1024
 """The smallest window :meth:`AutobiographicalConfig.for_window` sizes for."""
+_VALUES_SHARE = 4
+"""By default a memory's exact values take up to this fraction (1 / share) of
+``summary_target_tokens``."""
 
 
 class ToolProseFallback(BaseModel):
@@ -263,6 +266,16 @@ class AutobiographicalConfig(BaseModel):
         description="The length each memory is asked to have (the summariser's output cap is "
         "the larger of 16,000 and 1.5x this). A memory shown in a context costs about this "
         "much, so it must be well below the input budget.",
+    )
+    memory_values_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="The tokens of exact values (identifiers, codes, paths, hashes, URLs, "
+        "amounts, dates, tool-call arguments: ``context_manager.exact_values``) each memory "
+        "carries beside its prose, shown after it on one line (``Exact values: ...``) and "
+        "priced with it. The cap is the same at every level: a merge keeps the best of its "
+        "children's values within it. A memory's values also cost at most a quarter of "
+        "its messages raw. None: a quarter of ``summary_target_tokens``; 0 keeps no values.",
     )
     summary_participant: str = Field(
         default="Claude",
@@ -517,6 +530,27 @@ class AutobiographicalConfig(BaseModel):
                 if options:
                     sized["solver_options"] = options
         return cls(**{**sized, **overrides})
+
+    def values_tokens(self, level: int = 1) -> int:
+        """The tokens of exact values a memory of ``level`` carries
+        (``memory_values_tokens``, by default a quarter of ``summary_target_tokens``).
+
+        Every level has the same allowance: a merge keeps the best of its children's
+        values within it, so a memory costs no more for standing higher, and folding a
+        region one level deeper still frees room.
+
+        Examples
+        --------
+        >>> config = AutobiographicalConfig(summary_target_tokens=400)
+        >>> config.values_tokens(1), config.values_tokens(3)
+        (100, 100)
+        >>> AutobiographicalConfig(memory_values_tokens=0).values_tokens(2)
+        0
+        """
+        if level < 1:
+            raise ValueError(f"level={level}: memories have levels from 1")
+        base = self.memory_values_tokens
+        return self.summary_target_tokens // _VALUES_SHARE if base is None else base
 
     @property
     def solver(self) -> tuple[str, dict[str, Any]]:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...exact_values import with_values
+
 if TYPE_CHECKING:
     from ...store import Store
 
@@ -68,6 +70,27 @@ class SummaryEntry:
     stitched: bool = False
     """An L1 stitched from the memories of its chunk's parts (the split rung after a
     refusal: ``compression_split_fallback``)."""
+    values: tuple[str, ...] = ()
+    """The exact values kept beside the prose, best first
+    (:mod:`context_manager.exact_values`); a context shows them after it, on one line.
+    Memories stored before values were kept have none."""
+
+    def __post_init__(self) -> None:
+        self.values = tuple(self.values)  # a list, as read back from the store
+
+    @property
+    def shown(self) -> str:
+        """The memory's text as a context shows it: the prose, then its values' line.
+
+        Examples
+        --------
+        >>> entry = SummaryEntry("", "L1-0", 1, "Booked a flight.", 4, ["m1"], "m1", "m1",
+        ...                      values=("HAT123", "2024-05-20"))
+        >>> print(entry.shown)
+        Booked a flight.
+        Exact values: HAT123; 2024-05-20
+        """
+        return with_values(self.content, self.values)
 
     def body(self) -> dict[str, Any]:
         return {
@@ -82,6 +105,7 @@ class SummaryEntry:
             "created": self.created,
             "stub": self.stub,
             **({"stitched": True} if self.stitched else {}),
+            **({"values": list(self.values)} if self.values else {}),
         }
 
 
@@ -354,8 +378,10 @@ class Records:
         tokens: int = 0,
         stub: bool = False,
         stitched: bool = False,
+        values: Sequence[str] = (),
     ) -> SummaryEntry:
-        """The memory of ``chunk``, stored with the chunk marked compressed."""
+        """The memory of ``chunk``, stored with the chunk marked compressed (with its
+        exact ``values``)."""
         store = self._store()
         with store.transaction():
             summary = SummaryEntry(
@@ -369,6 +395,7 @@ class Records:
                 last=chunk.source_ids[-1],
                 stub=stub,
                 stitched=stitched,
+                values=tuple(values),
             )
             summary.item = store.append(self.slot(_SUMMARIES), summary.body()).id
             body = {**chunk.body(), "compressed": True, "summary_id": summary.id}
@@ -378,10 +405,15 @@ class Records:
         return summary
 
     def add_parent(
-        self, sources: Sequence[SummaryEntry], content: str, tokens: int
+        self,
+        sources: Sequence[SummaryEntry],
+        content: str,
+        tokens: int,
+        *,
+        values: Sequence[str] = (),
     ) -> SummaryEntry:
         """The memory one level above ``sources`` (contiguous, parentless, one level),
-        stored with their parent pointers."""
+        stored with their parent pointers (and its exact ``values``)."""
         store = self._store()
         level = sources[0].level + 1
         with store.transaction():
@@ -394,6 +426,7 @@ class Records:
                 source_ids=[s.id for s in sources],
                 first=sources[0].first,
                 last=sources[-1].last,
+                values=tuple(values),
             )
             parent.item = store.append(self.slot(_SUMMARIES), parent.body()).id
             for s in sources:

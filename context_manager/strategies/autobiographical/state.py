@@ -270,13 +270,15 @@ class State:
         self, summary: SummaryEntry, ctx: StrategyContext | None = None
     ) -> tuple[Entry, Entry]:
         """The question and answer that show ``summary`` in a context (cached per content
-        and question). Give ``ctx`` when the question may name the span's tools."""
+        and question): the answer is the memory's prose, then the line of its exact
+        values (:attr:`~.records.SummaryEntry.shown`). Give ``ctx`` when the question
+        may name the span's tools."""
         header = self.recall_header(summary, ctx)
-        key = ("recall", summary.id, summary.content, header)
+        key = ("recall", summary.id, summary.content, summary.values, header)
         cached = self.cache.get(key)
         if cached is None:
             label = (TextBlock(text=header),)
-            body = (TextBlock(text=summary.content),)
+            body = (TextBlock(text=summary.shown),)
             question = Entry(
                 CONTEXT_MANAGER,
                 label,
@@ -295,8 +297,10 @@ class State:
         return cached
 
     def recall_tokens(self, ctx: StrategyContext, summary: SummaryEntry) -> int:
-        """The one price of a recall pair: used by the solver and the renderer alike."""
-        key = ("recall-tokens", summary.id, summary.content, self.recall_header(summary, ctx))
+        """The one price of a recall pair (its values' line included): used by the solver
+        and the renderer alike."""
+        header = self.recall_header(summary, ctx)
+        key = ("recall-tokens", summary.id, summary.content, summary.values, header)
         tokens = self.cache.get(key)
         if tokens is None:
             q, a = self.recall_pair(summary, ctx)

@@ -35,6 +35,7 @@ from .requests import (
     variants,
 )
 from .state import State
+from .values import l1_values, parent_values
 
 __all__ = ["demand", "merge_groups", "merge_sizes", "pending_work", "queued_chunks", "tick"]
 
@@ -159,7 +160,8 @@ def merge_sizes(length: int, threshold: int, *, newest: bool) -> list[int]:
 
 def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
     """Groups of contiguous parentless siblings ready to merge, oldest first: those a
-    compile asked for, then each run's groups by :func:`merge_sizes`. None when the
+    compile asked for, then (unless ``memory_schedule="forecast"``) each run's groups
+    by :func:`merge_sizes`. None when the
     strategy is not ``hierarchical``. A group given up on (``merge_attempt_limit``
     answers that were not memory, until ``retry_given_up``), backing off after a failed
     call or over a held message is left out; after a backoff or a hold it comes back in
@@ -182,6 +184,8 @@ def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
         return not st.waiting(ctx, "+".join(ids))
 
     groups = [g for g in st.demanded_merges if _mergeable(st, g, index) and ready(g)]
+    if cfg.memory_schedule == "forecast":
+        return groups  # only what a compile asked for
     by_level: dict[int, list[SummaryEntry]] = {}
     base = cfg.merge_max_source_span_messages
     for s in st.frontier_summaries():
@@ -348,7 +352,7 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     text = "".join(m.text for m in messages)
     if not has_tools and len("".join(text.split())) < cfg.min_chunk_chars_for_llm:
         content = f"A quiet stretch of {len(messages)} routine messages."
-        records.add_l1(chunk, content, stub=True)
+        records.add_l1(chunk, content, stub=True, values=l1_values(st, ctx, messages, content))
         st.demanded_chunks.discard(chunk.id)
         return True
     if has_tools and not ctx.tools() and needs_tool_definitions(ctx.summarizer):
@@ -362,7 +366,13 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         if isinstance(after, list):  # the split rung's parts, in order
             text = "\n\n".join(part.text for part in after)
             tokens = [part.usage.output_tokens for part in after]
-            records.add_l1(chunk, text, tokens=sum(tokens) if all(tokens) else 0, stitched=True)
+            records.add_l1(
+                chunk,
+                text,
+                tokens=sum(tokens) if all(tokens) else 0,
+                stitched=True,
+                values=l1_values(st, ctx, messages, text),
+            )
             st.demanded_chunks.discard(chunk.id)
             return True
         completion = after
@@ -375,7 +385,12 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     if not completion.acceptable:  # never memory; after the limit the chunk stays raw
         records.count_chunk_attempt(chunk)
         return False
-    records.add_l1(chunk, completion.text, tokens=completion.usage.output_tokens)
+    records.add_l1(
+        chunk,
+        completion.text,
+        tokens=completion.usage.output_tokens,
+        values=l1_values(st, ctx, messages, completion.text),
+    )
     st.demanded_chunks.discard(chunk.id)
     return True
 
@@ -584,6 +599,7 @@ def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
         st.merge_failed(key)
         return False
     st.yielding.discard(key)
-    st.records.add_parent(sources, answer.text, answer.usage.output_tokens)
+    values = parent_values(st, ctx, sources, answer.text)
+    st.records.add_parent(sources, answer.text, answer.usage.output_tokens, values=values)
     st.demanded_merges = [g for g in st.demanded_merges if g != ids]
     return True
