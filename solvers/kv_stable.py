@@ -64,6 +64,7 @@ from pydantic import Field
 
 from folding import (
     FoldProblem,
+    ProduceRequest,
     Status,
     fidelity_weights,
     kv_cost,
@@ -362,6 +363,19 @@ class KvStable(Solver):
     Config = KvStableConfig
     capabilities = Capabilities(uses_time_limit=True, windowed=True)
 
+    @staticmethod
+    def _ahead(problem: FoldProblem, forest: Forest, levels: IntArray) -> list[ProduceRequest]:
+        """The memories the next fold will need, once a request of ``levels`` is past the
+        target: the L1s of the raw history no memory covers yet and, when folding all of
+        it still would not reach the target, the merges of the memories shown."""
+        if render_levels(problem, levels).total <= problem.budget.target:
+            return []
+        wanted = produce_requests(problem, levels)
+        ahead = [r for r in wanted if r.level == 1]
+        if append_cut(problem, forest, levels, 0).tokens > problem.budget.target:
+            ahead += [r for r in wanted if r.level > 1]
+        return ahead
+
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         cfg = self.config
         assert isinstance(cfg, KvStableConfig)
@@ -382,10 +396,8 @@ class KvStable(Solver):
                 # past the target the next fold is near: ask for the memories it will
                 # fold (the L1s of the raw history no memory covers yet), so they are
                 # written before it, not at it
-                soon = carried_tokens > target
-                ahead = [r for r in produce_requests(problem, carried) if r.level == 1]
-                produce = ahead if soon else []
-                return Plan(carried, Status.FEASIBLE, produce, diag, quick)
+                ahead = self._ahead(problem, forest, carried)
+                return Plan(carried, Status.FEASIBLE, ahead, diag, quick)
             # fold deep: everything raw after the memories that a memory covers, so the
             # next fold is as far away as the raw tail allows
             appended = append_cut(problem, forest, carried, 0)
@@ -409,9 +421,7 @@ class KvStable(Solver):
             )
         if carried is None or carried_tokens is None:
             diag["decision"] = "bootstrap"
-            ahead = []
-            if ideal_tokens > target:  # the memories that would reach the target
-                ahead = [r for r in produce_requests(problem, ideal_levels) if r.level == 1]
+            ahead = self._ahead(problem, forest, ideal_levels)
             return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)
         weights = fidelity_weights(problem, cfg.alpha)
 
@@ -432,7 +442,8 @@ class KvStable(Solver):
         diag["ideal_kv"] = ideal_kv
         if ideal_kv <= reach:
             diag["decision"] = "adopt"
-            return Plan(ideal_levels, Status.FEASIBLE, diagnostics=diag, stats=stats)
+            ahead = self._ahead(problem, forest, ideal_levels)
+            return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)
         seams = np.flatnonzero(_seams(problem, carried) & _seams(problem, ideal_levels))
         differ = np.flatnonzero(carried != ideal_levels)
         seams = seams[seams <= (differ.max() if differ.size else 0)]
@@ -455,7 +466,8 @@ class KvStable(Solver):
                 lo = mid + 1
         if best is not None and is_valid_levels(problem, best):
             diag["decision"] = "suffix"
-            return Plan(best, Status.FEASIBLE, diagnostics=diag, stats=stats)
+            return Plan(best, Status.FEASIBLE, self._ahead(problem, forest, best), diag, stats)
         diag["decision"] = "override"
         diag["override"] = "infeasible" if carried_tokens > wall else "reach"
-        return Plan(ideal_levels, Status.FEASIBLE, diagnostics=diag, stats=stats)
+        ahead = self._ahead(problem, forest, ideal_levels)
+        return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)

@@ -215,6 +215,20 @@ def test_kv_stable_asks_for_the_memories_of_the_next_fold_once_past_the_target()
     assert solvers.solve(roomy, method="kv-stable").produce == []  # not near a fold yet
 
 
+def test_kv_stable_asks_for_a_merge_when_appending_will_not_reach_the_target() -> None:
+    # 29 memories of 60 tokens and two raw leaves (1,940 tokens) under a 2,000 wall: held,
+    # and folding the raw leaves too would leave 1,800, over the target of 1,500
+    p = chronicle(60, leaf_tokens=100, chunk=2, merge=100, recall_tokens=60, total=2_000)
+    carried = {f"m{i}": 1 for i in range(58)}
+    q = with_(p, previous=carried, budget={"total": 2_000, "target": 1_500})
+    held = solvers.solve(q, method="kv-stable")
+    assert held.decision == "hold" and held.tokens == 1_940
+    assert [(r.level, r.first, r.last) for r in held.produce] == [(2, "m0", "m57")]
+    # with a target appending reaches, nothing is asked for
+    roomy = with_(p, previous=carried, budget={"total": 2_000, "target": 1_900})
+    assert solvers.solve(roomy, method="kv-stable").produce == []
+
+
 def test_kv_stable_merges_when_appending_cannot_reach_the_target() -> None:
     # every memory shown and still over the target: only a merge (an L2) can help
     p = chronicle(60, leaf_tokens=100, chunk=2, merge=5, recall_tokens=60, total=1_900)
