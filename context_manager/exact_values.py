@@ -230,33 +230,31 @@ class _Source:
     their tool calls' arguments and of their user turns, and the candidates found, in
     order."""
 
-    def __init__(self, messages: Sequence[Message], user: str) -> None:
+    def __init__(self, messages: Sequence[Message], user: str, *, find: bool = True) -> None:
         corpus: list[str] = []
         calls: list[str] = []
         users: list[str] = []
         self.arguments: set[str] = set()
         self.candidates: dict[str, None] = {}
+        self.find = find
         for m in messages:
             for block in m.content:
                 if isinstance(block, TextBlock):
                     corpus.append(block.text)
                     if m.participant == user:
                         users.append(block.text)
-                        self._add(text_values(block.text))
-                    else:
-                        self._add(text_values(block.text))
+                    self._scan(block.text)
                 elif isinstance(block, ThinkingBlock):
                     corpus.append(block.thinking)
-                    self._add(text_values(block.thinking))
+                    self._scan(block.thinking)
                 elif isinstance(block, ToolUseBlock):
-                    dumped = json.dumps(block.input, sort_keys=True, ensure_ascii=False)
-                    corpus.append(dumped)
+                    corpus.append(json.dumps(block.input, sort_keys=True, ensure_ascii=False))
                     calls.extend(_strings(block.input))
                     for value in _arguments(block.input):
                         self.arguments.add(value)
-                        self._add([value])
+                        self._add(value)
                     for text in _strings(block.input):
-                        self._add(text_values(text, min_digits=3))
+                        self._scan(text, min_digits=3)
                 elif isinstance(block, ToolResultBlock):
                     content = block.content
                     texts = (
@@ -266,15 +264,21 @@ class _Source:
                     )
                     for text in texts:
                         corpus.append(text)
-                        for part in _result_texts(text):
-                            self._add(text_values(part))
+                        if find:
+                            for part in _result_texts(text):
+                                self._scan(part)
         self.corpus = "\n".join(corpus)
         self.calls = "\n".join(calls)
         self.users = "\n".join(users)
 
-    def _add(self, values: Iterable[str]) -> None:
-        for v in values:
-            self.candidates.setdefault(v, None)
+    def _scan(self, text: str, min_digits: int = 5) -> None:
+        if self.find:
+            for v in text_values(text, min_digits=min_digits):
+                self.candidates.setdefault(v, None)
+
+    def _add(self, value: str) -> None:
+        if self.find:
+            self.candidates.setdefault(value, None)
 
 
 def _arguments(value: Any) -> Iterator[str]:
@@ -442,7 +446,7 @@ def rank_values(
     >>> rank_values(["/var/log/a.log", "/etc/app/b.conf", "/srv/x/gone.txt"], [log, ask])
     ['/etc/app/b.conf', '/srv/x/gone.txt', '/var/log/a.log']
     """
-    return _rank(_Source(messages, user), values, prose)
+    return _rank(_Source(messages, user, find=False), values, prose)
 
 
 def merge_values(

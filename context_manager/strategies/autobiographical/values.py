@@ -48,24 +48,13 @@ def parent_values(
 ) -> tuple[str, ...]:
     """The values of the memory with text ``prose`` merged from ``sources``: the union of
     theirs, re-ranked over the live messages they cover, within the allowance of the
-    merge's level."""
+    merge's level. (Their line costs no more than their children's lines together, each
+    within a quarter of its messages raw, so the merge is within a quarter of its own.)"""
     allowance = st.config.values_tokens(sources[0].level + 1)
     if allowance <= 0 or not any(s.values for s in sources):
         return ()
     stored = ctx.messages()
     index = st.positions(ctx, stored)
     covered = [stored[index[i]].message for s in sources for i in st.leaves_of(s) if i in index]
-    allowance = _within(ctx, allowance, covered)
-    if allowance <= 0:
-        return ()
     ranked = merge_values([s.values for s in sources], covered, prose=prose)
     return cap_values(ranked, allowance, ctx.counter.count_text)
-
-
-def _within(ctx: StrategyContext, allowance: int, messages: Sequence[Message]) -> int:
-    """``allowance``, at most a quarter of what ``messages`` cost raw: the values of a
-    memory never make it dear beside what it stands for."""
-    if allowance <= 0:
-        return 0
-    raw = sum(ctx.counter.count_message(m) for m in messages)
-    return min(allowance, raw // RAW_SHARE)
