@@ -43,6 +43,17 @@ from .messages import (
     to_openai,
 )
 from .pairing import SendForm, send_form, tool_pair_problems
+from .recall import (
+    DEFAULT_MAX_CHARS,
+    RECALL_TOOL_NAME,
+    RecallInputError,
+    RecallTool,
+    check_recall_input,
+    expand_memory,
+    grep_messages,
+    matching_memories,
+    recall_definition,
+)
 from .store import Branch, Store, StoreError
 from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
 from .strategies.passthrough import PassthroughStrategy
@@ -2765,6 +2776,215 @@ class ContextManager:
     def get_summary(self, summary_id: str) -> Any:
         """One summary, or None."""
         return getattr(self._strategy, "summaries", {}).get(summary_id)
+
+    # ------------------------------------------------------------------ recall
+    @_operation()
+    def search_memories(
+        self, query: str, *, limit: int = 20, include_merged: bool = True
+    ) -> list[Any]:
+        """The memories whose prose or exact values hold ``query``.
+
+        The query is compared case-insensitively as a substring (a whole word matches
+        too). A memory with a value equal to the query ranks first, then one with a
+        value holding it, then one whose prose holds it; in each, finer levels first,
+        then the newest (:func:`~context_manager.recall.matching_memories`). A strategy
+        that keeps no memories (``PassthroughStrategy``) finds none: the result is empty.
+
+        Parameters
+        ----------
+        query : str
+            The text to look for (not empty).
+        limit : int
+            Memories to return at most.
+        include_merged : bool
+            Include memories that a merge has folded into a higher one.
+
+        Returns
+        -------
+        list of SummaryEntry
+
+        Raises
+        ------
+        ConfigError
+            For an empty query or a limit that is not a positive whole number.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer
+        >>> from context_manager.strategies.autobiographical import AutobiographicalStrategy
+        >>> cm = ContextManager.open(
+        ...     path=":memory:",
+        ...     strategy=AutobiographicalStrategy(
+        ...         compression_model="extractive", target_chunk_tokens=20,
+        ...         min_chunk_messages=2, summary_target_tokens=12, memory_values_tokens=20,
+        ...         recent_window_tokens=0, l1_holdback_chunks=0, min_chunk_chars_for_llm=0),
+        ...     summarizer=ExtractiveSummarizer(),
+        ...     counter=CharsCounter(),
+        ... )
+        >>> _ = cm.add_message("User", "Please cancel my booking, reservation ZFA04Y.")
+        >>> _ = cm.add_message("Claude", "Cancelled. Your refund of $1,250 goes back to "
+        ...                    "card 4421486 within 5 days.")
+        >>> _ = cm.add_message("User", "Thanks.")
+        >>> _ = cm.drain()
+        >>> [(m.id, m.content, m.values) for m in cm.search_memories("$1,250")]
+        [('L1-0', 'Please cancel my booking, reservation ZFA04Y.', ('$1,250', '5 days'))]
+        >>> [m.id for m in cm.search_memories("zfa04y")], cm.search_memories("HAT123")
+        (['L1-0'], [])
+        >>> cm.close()
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ConfigError(f"query must be a non-empty text, got {query!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise ConfigError(f"limit must be a positive whole number, got {limit!r}")
+        summaries = getattr(self._strategy, "summaries", None)
+        if not summaries:
+            return []
+        return matching_memories(
+            query.strip(), list(summaries.values()), limit=limit, include_merged=include_merged
+        )
+
+    def recall_tool(
+        self, *, name: str = RECALL_TOOL_NAME, max_chars: int = DEFAULT_MAX_CHARS
+    ) -> RecallTool:
+        """The ``recall`` tool for the agent: declare its ``definition`` with the agent's
+        tools, and answer each call of it with the tool (:meth:`handle_recall`).
+
+        Parameters
+        ----------
+        name : str
+            The tool's name.
+        max_chars : int
+            Characters each answer has at most.
+
+        Returns
+        -------
+        RecallTool
+            ``.definition`` (``name``, ``description``, ``input_schema``), ``.name``, and
+            calling it with a ``tool_use`` input returns the answer's text.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager
+        >>> cm = ContextManager.open(path=":memory:", counter=CharsCounter())
+        >>> _ = cm.add_message("User", "The ticket is T-48213-C.")
+        >>> tool = cm.recall_tool()
+        >>> tool.name, tool.definition["input_schema"]["type"]
+        ('recall', 'object')
+        >>> print(tool({"grep": "t-48213"}))
+        1 of 1 stored messages match 't-48213':
+        [1] User:
+          The ticket is T-48213-C.
+        >>> cm.close()
+        """
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"name must be a non-empty text, got {name!r}")
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 300:
+            raise ConfigError(f"max_chars must be a whole number from 300, got {max_chars!r}")
+        return RecallTool(
+            recall_definition(name),
+            functools.partial(self.handle_recall, max_chars=max_chars),
+        )
+
+    @_operation()
+    def handle_recall(
+        self, tool_input: Mapping[str, Any], *, max_chars: int = DEFAULT_MAX_CHARS
+    ) -> str:
+        """Answer one call of the ``recall`` tool (:meth:`recall_tool`).
+
+        With ``memory_id``: the messages the memory stands for, in full, one per line
+        (``[id] participant: text``), from character ``offset``
+        (:func:`~context_manager.recall.expand_memory`). With ``grep``: the stored
+        messages of this branch (folded or not) that hold the text, case-insensitively
+        (a regular expression with ``regex``), oldest first, each with the memory that
+        covers it and its matching lines, at most ``limit``
+        (:func:`~context_manager.recall.grep_messages`). Every answer has at most
+        ``max_chars`` characters and says when it was cut and how to read on. ``grep``
+        works under any strategy; ``memory_id`` needs one that keeps memories.
+
+        Raises
+        ------
+        RecallInputError
+            Naming the offending field (:func:`~context_manager.recall.check_recall_input`),
+            an unknown memory id (``"memory_id"``), or ``memory_id`` under a strategy that
+            keeps no memories. The host sends its message back as the tool's error result.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer
+        >>> from context_manager.recall import RecallInputError
+        >>> from context_manager.strategies.autobiographical import AutobiographicalStrategy
+        >>> cm = ContextManager.open(
+        ...     path=":memory:",
+        ...     strategy=AutobiographicalStrategy(
+        ...         compression_model="extractive", target_chunk_tokens=20,
+        ...         min_chunk_messages=2, summary_target_tokens=12, memory_values_tokens=20,
+        ...         recent_window_tokens=0, l1_holdback_chunks=0, min_chunk_chars_for_llm=0),
+        ...     summarizer=ExtractiveSummarizer(),
+        ...     counter=CharsCounter(),
+        ... )
+        >>> _ = cm.add_message("User", "Please cancel my booking, reservation ZFA04Y.")
+        >>> _ = cm.add_message("Claude", "Cancelled. Your refund of $1,250 goes back to "
+        ...                    "card 4421486 within 5 days.")
+        >>> _ = cm.add_message("User", "Thanks.")
+        >>> _ = cm.drain()
+        >>> print(cm.handle_recall({"grep": "4421486"}))
+        1 of 3 stored messages match '4421486':
+        [2] Claude (in memory L1-0):
+          Cancelled. Your refund of $1,250 goes back to card 4421486 within 5 days.
+        >>> print(cm.handle_recall({"memory_id": "L1-0"}))
+        Memory L1-0 (level 1) stands for 2 messages, 1 to 2:
+        [1] User: Please cancel my booking, reservation ZFA04Y.
+        [2] Claude: Cancelled. Your refund of $1,250 goes back to card 4421486 within 5 days.
+        >>> try:
+        ...     cm.handle_recall({"memory_id": "L9-9"})
+        ... except RecallInputError as exc:
+        ...     exc.field
+        'memory_id'
+        >>> cm.close()
+        """
+        request = check_recall_input(tool_input)
+        stored = self._messages()
+        summaries = getattr(self._strategy, "summaries", None)
+        leaves_of = getattr(self._strategy, "leaves_of", None)
+        if "memory_id" in request:
+            memory_id = request["memory_id"]
+            if summaries is None or leaves_of is None:
+                raise RecallInputError(
+                    f"the {self._strategy.name} strategy keeps no memories, so there is no "
+                    f"memory {memory_id!r}: use grep to search the stored messages",
+                    field="memory_id",
+                )
+            memory = summaries.get(memory_id)
+            if memory is None:
+                raise RecallInputError(
+                    f"no memory with id {memory_id!r} on branch {self.current_branch!r}: "
+                    "grep names the memory that covers each match",
+                    field="memory_id",
+                )
+            covered = list(leaves_of(memory))
+            wanted = set(covered)
+            by_id = {m.id: m.message for m in stored if m.id in wanted}
+            return expand_memory(
+                memory_id,
+                memory.level,
+                covered,
+                by_id,
+                offset=request["offset"],
+                max_chars=max_chars,
+            )
+        memory_of: dict[str, str] = {}
+        for memory in (summaries or {}).values():
+            if memory.level == 1:
+                for message_id in memory.source_ids:
+                    memory_of.setdefault(message_id, memory.id)
+        return grep_messages(
+            request["grep"],
+            [(m.id, m.message) for m in stored],
+            regex=request["regex"],
+            limit=request["limit"],
+            memory_of=memory_of,
+            max_chars=max_chars,
+        )
 
     # ------------------------------------------------------------------ windows
     # One record, a window per agent: until a host presents (present_rows, or a
