@@ -145,7 +145,7 @@ _VALUE = re.compile(
 )
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}$")
 _ORDINAL = re.compile(r"^\d+(?:st|nd|rd|th)$", re.IGNORECASE)
-_TRAILING = ".,:!?)]}'\""
+_TRAILING = ".,:;!?)]}'\""
 
 
 def text_values(text: str, *, min_digits: int = 5) -> list[str]:
@@ -248,8 +248,9 @@ class _Source:
                     corpus.append(block.thinking)
                     self._scan(block.thinking)
                 elif isinstance(block, ToolUseBlock):
-                    corpus.append(json.dumps(block.input, sort_keys=True, ensure_ascii=False))
-                    calls.extend(_strings(block.input))
+                    scalars = list(_scalars(block.input))
+                    corpus.extend(scalars)
+                    calls.extend(scalars)
                     for value in _arguments(block.input):
                         self.arguments.add(value)
                         self._add(value)
@@ -316,6 +317,21 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
+def _scalars(value: Any) -> Iterator[str]:
+    """Every string and number in a tool call's arguments as written (numbers as
+    :func:`_arguments` writes them), in order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield repr(value) if isinstance(value, float) else str(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _scalars(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _scalars(v)
+
+
 def _result_texts(text: str) -> list[str]:
     """The texts of a tool result to read values from: the strings and numbers of a
     JSON result (not its keys), else the text itself."""
@@ -360,6 +376,7 @@ _IDENTIFYING = frozenset(
     ("url", "email", "uuid", "winpath", "abspath", "relpath", "file", "hash", "dotted", "code")
 )
 _QUANTITIES = frozenset(("iso", "slashdate", "monthdate", "money", "measure"))
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
 def _weight(value: str) -> int:
@@ -368,6 +385,8 @@ def _weight(value: str) -> int:
     times and bare numbers."""
     match = _VALUE.fullmatch(value)
     kind = None if match is None else match.lastgroup
+    if kind is None and _NUMBER.fullmatch(value):
+        return 0  # a number argument (12.5, -3e-05)
     if kind is None or kind in _IDENTIFYING:
         return 2
     return 1 if kind in _QUANTITIES else 0
@@ -390,7 +409,7 @@ def _rank(source: _Source, values: Iterable[str], prose: str) -> list[str]:
         first = corpus.find(value)
         at = first if first >= 0 else end + order
         specific = (-_weight(value), -min(len(value), _SPECIFIC))
-        keyed.append(((tier, _rarity(count), *specific, at, order), value))
+        keyed.append(((tier, first < 0, _rarity(count), *specific, at, order), value))
     keyed.sort(key=lambda kv: kv[0])
     return [v for _, v in keyed]
 
