@@ -41,6 +41,9 @@ How they rank
 3. longer (more specific) before shorter, up to 40 characters;
 4. first occurrence first.
 
+(:func:`rank_values`, which ranks given values over messages, puts those the messages
+no longer hold after the others of their tier.)
+
 Values already in the memory's prose (as a whole word) are dropped: the prose keeps
 them. The same messages and prose always give the same values in the same order.
 """
@@ -463,7 +466,7 @@ def rank_values(
     >>> log = Message.text_message("Tool", "ok /var/log/a.log\\nok /var/log/a.log\\n" * 2)
     >>> ask = Message.text_message("User", "Where is /etc/app/b.conf?")
     >>> rank_values(["/var/log/a.log", "/etc/app/b.conf", "/srv/x/gone.txt"], [log, ask])
-    ['/etc/app/b.conf', '/srv/x/gone.txt', '/var/log/a.log']
+    ['/etc/app/b.conf', '/var/log/a.log', '/srv/x/gone.txt']
     """
     return _rank(_Source(messages, user, find=False), values, prose)
 
