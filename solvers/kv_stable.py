@@ -364,17 +364,14 @@ class KvStable(Solver):
     capabilities = Capabilities(uses_time_limit=True, windowed=True)
 
     @staticmethod
-    def _ahead(problem: FoldProblem, forest: Forest, levels: IntArray) -> list[ProduceRequest]:
+    def _ahead(problem: FoldProblem, levels: IntArray) -> list[ProduceRequest]:
         """The memories the next fold will need, once a request of ``levels`` is past the
-        target: the L1s of the raw history no memory covers yet and, when folding all of
-        it still would not reach the target, the merges of the memories shown."""
+        target: the L1s of the raw history no memory covers yet. (Merges are asked for
+        only by a request that does not fit: asked ahead, they cost more on the bundled
+        replays than the refolds they spare.)"""
         if render_levels(problem, levels).total <= problem.budget.target:
             return []
-        wanted = produce_requests(problem, levels)
-        ahead = [r for r in wanted if r.level == 1]
-        if append_cut(problem, forest, levels, 0).tokens > problem.budget.target:
-            ahead += [r for r in wanted if r.level > 1]
-        return ahead
+        return [r for r in produce_requests(problem, levels) if r.level == 1]
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         cfg = self.config
@@ -396,7 +393,7 @@ class KvStable(Solver):
                 # past the target the next fold is near: ask for the memories it will
                 # fold (the L1s of the raw history no memory covers yet), so they are
                 # written before it, not at it
-                ahead = self._ahead(problem, forest, carried)
+                ahead = self._ahead(problem, carried)
                 return Plan(carried, Status.FEASIBLE, ahead, diag, quick)
             # fold deep: everything raw after the memories that a memory covers, so the
             # next fold is as far away as the raw tail allows
@@ -421,7 +418,7 @@ class KvStable(Solver):
             )
         if carried is None or carried_tokens is None:
             diag["decision"] = "bootstrap"
-            ahead = self._ahead(problem, forest, ideal_levels)
+            ahead = self._ahead(problem, ideal_levels)
             return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)
         weights = fidelity_weights(problem, cfg.alpha)
 
@@ -442,7 +439,7 @@ class KvStable(Solver):
         diag["ideal_kv"] = ideal_kv
         if ideal_kv <= reach:
             diag["decision"] = "adopt"
-            ahead = self._ahead(problem, forest, ideal_levels)
+            ahead = self._ahead(problem, ideal_levels)
             return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)
         seams = np.flatnonzero(_seams(problem, carried) & _seams(problem, ideal_levels))
         differ = np.flatnonzero(carried != ideal_levels)
@@ -466,8 +463,8 @@ class KvStable(Solver):
                 lo = mid + 1
         if best is not None and is_valid_levels(problem, best):
             diag["decision"] = "suffix"
-            return Plan(best, Status.FEASIBLE, self._ahead(problem, forest, best), diag, stats)
+            return Plan(best, Status.FEASIBLE, self._ahead(problem, best), diag, stats)
         diag["decision"] = "override"
         diag["override"] = "infeasible" if carried_tokens > wall else "reach"
-        ahead = self._ahead(problem, forest, ideal_levels)
+        ahead = self._ahead(problem, ideal_levels)
         return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)

@@ -215,18 +215,19 @@ def test_kv_stable_asks_for_the_memories_of_the_next_fold_once_past_the_target()
     assert solvers.solve(roomy, method="kv-stable").produce == []  # not near a fold yet
 
 
-def test_kv_stable_asks_for_a_merge_when_appending_will_not_reach_the_target() -> None:
-    # 29 memories of 60 tokens and two raw leaves (1,940 tokens) under a 2,000 wall: held,
-    # and folding the raw leaves too would leave 1,800, over the target of 1,500
+def test_kv_stable_asks_ahead_for_memories_not_for_merges() -> None:
+    # 29 memories of 60 tokens and two raw leaves (1,940 tokens) under a 2,000 wall, past
+    # the target of 1,500: held; every leaf has its memory, and merges are asked for only
+    # by a request that does not fit
     p = chronicle(60, leaf_tokens=100, chunk=2, merge=100, recall_tokens=60, total=2_000)
     carried = {f"m{i}": 1 for i in range(58)}
     q = with_(p, previous=carried, budget={"total": 2_000, "target": 1_500})
     held = solvers.solve(q, method="kv-stable")
-    assert held.decision == "hold" and held.tokens == 1_940
-    assert [(r.level, r.first, r.last) for r in held.produce] == [(2, "m0", "m57")]
-    # with a target appending reaches, nothing is asked for
-    roomy = with_(p, previous=carried, budget={"total": 2_000, "target": 1_900})
-    assert solvers.solve(roomy, method="kv-stable").produce == []
+    assert held.decision == "hold" and held.tokens == 1_940 and held.produce == []
+    # 30 memories (1,800) over a wall of 1,700: refused, asking for the merge
+    over = solvers.solve(with_(q, budget={"total": 1_700, "target": 1_500}), method="kv-stable")
+    assert over.status is Status.OVER_BUDGET
+    assert (2, "m0", "m59") in [(r.level, r.first, r.last) for r in over.produce]
 
 
 def test_kv_stable_merges_when_appending_cannot_reach_the_target() -> None:
