@@ -289,18 +289,24 @@ def expand_memory(
     room = max(300, max_chars) - len(heading) - 2
     if len(full) - offset <= room:
         return f"{heading}:\n{full[offset:]}"
-    room -= 160  # the note
+    widest = 10 ** len(str(len(full))) - 1  # no number in the note is longer
+    room -= len(_note(memory_id, widest, widest, widest, widest)) + 1
     end = offset + room
     line_end = full.rfind("\n", offset, end)
     if line_end > offset + room // 2:
         end = line_end
     rest = full[end:].lstrip("\n")
     resume = len(full) - len(rest)
-    note = (
-        f"[truncated: characters {offset} to {end} of {len(full)} shown; call recall with "
+    note = _note(memory_id, offset, end, len(full), resume)
+    return f"{heading}:\n{full[offset:end]}\n{note}"
+
+
+def _note(memory_id: str, start: int, end: int, total: int, resume: int) -> str:
+    """The last line of a page of a memory's messages that does not reach their end."""
+    return (
+        f"[truncated: characters {start} to {end} of {total} shown; call recall with "
         f"memory_id={memory_id!r} and offset={resume} for the rest]"
     )
-    return f"{heading}:\n{full[offset:end]}\n{note}"
 
 
 def _matcher(pattern: str, regex: bool) -> Callable[[str], re.Match[str] | None]:
