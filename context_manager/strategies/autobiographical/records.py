@@ -76,7 +76,9 @@ class SummaryEntry:
     Memories stored before values were kept have none."""
 
     def __post_init__(self) -> None:
-        self.values = tuple(self.values)  # a list, as read back from the store
+        # a list as read back from the store; anything but text is no value
+        values = self.values if isinstance(self.values, list | tuple) else ()
+        self.values = tuple(v for v in values if isinstance(v, str))
 
     @property
     def shown(self) -> str:

@@ -2,8 +2,9 @@
 
 An L1 keeps the best values of its chunk's messages, a merge the best of its children's
 values re-ranked over the messages it covers; each within the allowance of its level
-(:meth:`~.config.AutobiographicalConfig.values_tokens`) and a quarter of what the
-messages it covers cost raw, as the strategy's counter counts the line that shows them.
+(:meth:`~.config.AutobiographicalConfig.values_tokens`), as the strategy's counter counts
+the line that shows them. An L1's values also cost at most a quarter of what its
+messages cost raw, so a memory never costs much more for its values than for its prose.
 """
 
 from __future__ import annotations
@@ -12,49 +13,94 @@ from collections.abc import Sequence
 
 from ...exact_values import cap_values, extract_values, merge_values
 from ...messages import Message
-from ..base import StrategyContext
+from ...tokens import TokenCounter
+from .config import AutobiographicalConfig
 from .records import SummaryEntry
-from .state import State
 
 __all__ = ["RAW_SHARE", "l1_values", "parent_values"]
 
 RAW_SHARE = 4
-"""A memory's values cost at most 1 / this of the messages it covers, raw."""
+"""An L1's values cost at most 1 / this of the messages it covers, raw."""
 
 
 def l1_values(
-    st: State, ctx: StrategyContext, messages: Sequence[Message], prose: str
+    config: AutobiographicalConfig,
+    counter: TokenCounter,
+    messages: Sequence[Message],
+    prose: str,
 ) -> tuple[str, ...]:
-    """The values an L1 with text ``prose`` over ``messages`` keeps (none when the
-    allowance is 0)."""
-    allowance = _within(ctx, st.config.values_tokens(1), messages)
+    """The values an L1 with text ``prose`` over ``messages`` keeps, best first.
+
+    Parameters
+    ----------
+    config : AutobiographicalConfig
+        Its ``values_tokens(1)`` is the allowance (0: no values).
+    counter : TokenCounter
+        Counts the values' line, and the messages' raw cost.
+    messages : sequence of Message
+        The chunk's messages.
+    prose : str
+        The memory's text: the values it holds are not repeated.
+
+    Returns
+    -------
+    tuple of str
+
+    Examples
+    --------
+    >>> from context_manager import CharsCounter, Message
+    >>> config = AutobiographicalConfig(memory_values_tokens=12)
+    >>> chunk = [
+    ...     Message.text_message("User", "Please move booking ZFA04Y to flight HAT136, the "
+    ...                          "one leaving at 10:30 AM on May 20th."),
+    ...     Message.text_message("Claude", "Sure. I will check the seats on that flight "
+    ...                          "first, then change the booking and then tell you the new fare."),
+    ... ]
+    >>> l1_values(config, CharsCounter(), chunk, "The user asked to move a booking.")
+    ('ZFA04Y', 'HAT136', 'May 20th', '10:30 AM')
+    >>> l1_values(config, CharsCounter(), chunk, "Moved ZFA04Y to HAT136.")
+    ('May 20th', '10:30 AM')
+    """
+    allowance = config.values_tokens(1)
+    if allowance > 0:
+        raw = sum(counter.count_message(m) for m in messages)
+        allowance = min(allowance, raw // RAW_SHARE)
     if allowance <= 0:
         return ()
-    ranked = extract_values(messages, prose=prose)
-    return cap_values(ranked, allowance, ctx.counter.count_text)
-
-
-def _within(ctx: StrategyContext, allowance: int, messages: Sequence[Message]) -> int:
-    """``allowance``, at most a quarter of what ``messages`` cost raw: the values of a
-    memory never make it dear beside what it stands for."""
-    if allowance <= 0:
-        return 0
-    raw = sum(ctx.counter.count_message(m) for m in messages)
-    return min(allowance, raw // RAW_SHARE)
+    return cap_values(extract_values(messages, prose=prose), allowance, counter.count_text)
 
 
 def parent_values(
-    st: State, ctx: StrategyContext, sources: Sequence[SummaryEntry], prose: str
+    config: AutobiographicalConfig,
+    counter: TokenCounter,
+    sources: Sequence[SummaryEntry],
+    covered: Sequence[Message],
+    prose: str,
 ) -> tuple[str, ...]:
     """The values of the memory with text ``prose`` merged from ``sources``: the union of
-    theirs, re-ranked over the live messages they cover, within the allowance of the
-    merge's level. (Their line costs no more than their children's lines together, each
-    within a quarter of its messages raw, so the merge is within a quarter of its own.)"""
-    allowance = st.config.values_tokens(sources[0].level + 1)
+    theirs, re-ranked over the ``covered`` messages (those of theirs still stored), within
+    the allowance of the merge's level. Their line costs no more than the children's
+    lines together.
+
+    Examples
+    --------
+    >>> from context_manager import CharsCounter, Message
+    >>> from context_manager.strategies.autobiographical.records import SummaryEntry
+    >>> a = SummaryEntry("", "L1-0", 1, "Opened a ticket.", 4, ["1"], "1", "1",
+    ...                  values=("T-48213-C",))
+    >>> b = SummaryEntry("", "L1-1", 1, "Opened another.", 4, ["2"], "2", "2",
+    ...                  values=("T-50077-A",))
+    >>> covered = [Message.text_message("User", "Open ticket T-48213-C."),
+    ...            Message.text_message("User", "Open ticket T-50077-A.")]
+    >>> config = AutobiographicalConfig(memory_values_tokens=12)
+    >>> parent_values(config, CharsCounter(), [a, b], covered, "Opened two tickets.")
+    ('T-48213-C', 'T-50077-A')
+    >>> parent_values(config.model_copy(update={"memory_values_tokens": 8}),
+    ...               CharsCounter(), [a, b], covered, "Opened two tickets.")
+    ('T-48213-C',)
+    """
+    allowance = config.values_tokens(sources[0].level + 1)
     if allowance <= 0 or not any(s.values for s in sources):
         return ()
-    stored = ctx.messages()
-    index = st.positions(ctx, stored)
-    covered = [stored[index[i]].message for s in sources for i in st.leaves_of(s) if i in index]
     ranked = merge_values([s.values for s in sources], covered, prose=prose)
-    return cap_values(ranked, allowance, ctx.counter.count_text)
+    return cap_values(ranked, allowance, counter.count_text)

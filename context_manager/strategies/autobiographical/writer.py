@@ -352,7 +352,8 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     text = "".join(m.text for m in messages)
     if not has_tools and len("".join(text.split())) < cfg.min_chunk_chars_for_llm:
         content = f"A quiet stretch of {len(messages)} routine messages."
-        records.add_l1(chunk, content, stub=True, values=l1_values(st, ctx, messages, content))
+        values = l1_values(cfg, ctx.counter, messages, content)
+        records.add_l1(chunk, content, stub=True, values=values)
         st.demanded_chunks.discard(chunk.id)
         return True
     if has_tools and not ctx.tools() and needs_tool_definitions(ctx.summarizer):
@@ -371,7 +372,7 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
                 text,
                 tokens=sum(tokens) if all(tokens) else 0,
                 stitched=True,
-                values=l1_values(st, ctx, messages, text),
+                values=l1_values(cfg, ctx.counter, messages, text),
             )
             st.demanded_chunks.discard(chunk.id)
             return True
@@ -389,7 +390,7 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         chunk,
         completion.text,
         tokens=completion.usage.output_tokens,
-        values=l1_values(st, ctx, messages, completion.text),
+        values=l1_values(cfg, ctx.counter, messages, completion.text),
     )
     st.demanded_chunks.discard(chunk.id)
     return True
@@ -599,7 +600,13 @@ def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
         st.merge_failed(key)
         return False
     st.yielding.discard(key)
-    values = parent_values(st, ctx, sources, answer.text)
+    values: tuple[str, ...] = ()
+    if any(s.values for s in sources):  # ranked over the messages they cover
+        stored = ctx.messages()
+        index = st.positions(ctx, stored)
+        leaves = [i for s in sources for i in st.leaves_of(s) if i in index]
+        covered = [stored[index[i]].message for i in leaves]
+        values = parent_values(st.config, ctx.counter, sources, covered, answer.text)
     st.records.add_parent(sources, answer.text, answer.usage.output_tokens, values=values)
     st.demanded_merges = [g for g in st.demanded_merges if g != ids]
     return True
