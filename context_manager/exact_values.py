@@ -30,7 +30,8 @@ What counts as a value
   standing of their own).
 
 A tool result that is JSON is read as JSON: its keys are not values, its strings are
-read as text. Each value is kept once.
+read as text. A match longer than 200 characters is a blob (base64, minified code), not
+a value. Each value is kept once.
 
 How they rank
 -------------
@@ -77,6 +78,8 @@ VALUES_SEPARATOR = "; "
 
 _MAX_ARGUMENT = 100
 """Longest tool argument kept whole (longer ones are read as text)."""
+_MAX_VALUE = 200
+"""Longest value found in text (a longer match is a blob, not a value)."""
 _SPECIFIC = 16
 """Length past which a longer value is no more specific."""
 _CONSIDERED = 256
@@ -197,6 +200,8 @@ def _trim(value: str) -> str:
 
 def _counts(kind: str | None, value: str, min_digits: int) -> bool:
     """Whether a match of ``kind`` is a value worth keeping."""
+    if len(value) > _MAX_VALUE:
+        return False  # a blob (base64, minified code), not a value to quote
     if kind == "abspath":
         return value.rstrip("/").count("/") >= 2 or bool(_EXTENSION.search(value))
     if kind == "relpath":

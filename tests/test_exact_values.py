@@ -284,3 +284,8 @@ def test_a_result_of_text_blocks_is_read_like_a_string() -> None:
         ),
     )
     assert extract_values([blocks]) == ["/srv/out/report.csv", "9fceb02"]
+
+
+def test_a_blob_is_no_value() -> None:
+    blob = "QUJD/REVG/" * 30  # 300 characters of base64 that read as a relative path
+    assert text_values(f"data {blob} at /srv/app/out.bin") == ["/srv/app/out.bin"]
