@@ -2037,6 +2037,8 @@ class ContextManager:
                 continue
             if ticks:  # the host may want to know the call waited for memories
                 result.render_stats["catch_up"] = {"ticks": ticks}
+                if self._render_stats is not None:
+                    self._render_stats["catch_up"] = {"ticks": ticks}
             return result
 
     def _compile(
@@ -2438,7 +2440,8 @@ class ContextManager:
         * ``fits`` (False only for a dry compile that cannot fit, with ``diagnostics``),
           ``solver``, ``status``, ``budget``, ``decision``, ``solver_kv_cost``,
           ``stated`` (the size of the fold problem), and when they happen
-          ``capped_results``, ``grace_tokens`` and ``unshowable_summaries``.
+          ``capped_results``, ``grace_tokens``, ``unshowable_summaries`` and ``catch_up``
+          (``{ticks}``: the request fitted after that many ticks).
 
         What differs from the reference's RenderStats: keys are snake_case
         (``middle_raw``); a level no memory is shown at is left out of ``summaries``

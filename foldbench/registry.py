@@ -272,7 +272,7 @@ def is_known(name: str) -> bool:
     peers, ``ours:exact`` included), or ``ours:<solver>`` with variant suffixes
     (:data:`VARIANTS`).
 
-    >>> is_known("ours:kv-stable+source-only"), is_known("ours:nope+full")
+    >>> is_known("ours:kv-stable+with-context"), is_known("ours:nope+full")
     (True, False)
     """
     if name in policy_names(peers=True, exact=True):
