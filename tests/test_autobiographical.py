@@ -264,7 +264,7 @@ def _made(summary: Any) -> int:
 
 @settings(max_examples=15, deadline=None)
 @given(
-    n=st.integers(20, 70),
+    n=st.integers(21, 70),  # enough closed chunks for a merge at any threshold drawn
     threshold=st.integers(2, 4),
     target=st.integers(20, 80),
 )
