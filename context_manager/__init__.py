@@ -41,6 +41,7 @@ from .messages import (
     ToolUseBlock,
 )
 from .pairing import enforce_tool_pairs, tool_pair_problems
+from .recall import RecallInputError, RecallTool
 from .store import Store, StoreCorruptError, StoreError, StoreFullError, StoreLockedError
 from .strategies import PassthroughStrategy, Strategy
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
@@ -77,6 +78,8 @@ __all__ = [
     "PassthroughStrategy",
     "Preview",
     "QueryResult",
+    "RecallInputError",
+    "RecallTool",
     "RequestIdentity",
     "Store",
     "StoreCorruptError",
