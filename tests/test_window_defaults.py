@@ -286,3 +286,15 @@ def test_a_refusal_names_the_window_option_that_holds_too_much() -> None:
         suggestion = info.value.diagnostics["suggestion"]
         assert "lower recent_window_tokens (30000" in suggestion
         assert "AutobiographicalConfig.for_window(4000)" in suggestion
+
+
+def test_the_window_check_counts_a_memory_s_exact_values() -> None:
+    sized = {
+        "window_tokens": 1_000,
+        "recent_window_tokens": 700,
+        "reserve_for_response_tokens": 200,
+        "summary_target_tokens": 40,
+    }
+    AutobiographicalConfig(**sized, memory_values_tokens=0)  # 940 tokens: room is left
+    with pytest.raises(ValueError, match="memory_values_tokens=60 add up to 1000 tokens"):
+        AutobiographicalConfig(**sized, memory_values_tokens=60)

@@ -415,6 +415,7 @@ class AutobiographicalConfig(BaseModel):
             "recent_window_tokens": self.recent_window_tokens,
             "reserve_for_response_tokens": reserve,
             "summary_target_tokens": self.summary_target_tokens,
+            "memory_values_tokens": self.values_tokens(),  # shown with the memory
         }
         if sum(parts.values()) >= window:
             named = ", ".join(f"{k}={v}" for k, v in parts.items() if v)
