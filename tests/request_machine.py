@@ -737,8 +737,10 @@ class RequestMachine(RuleBasedStateMachine):
         strategy = self.strategy
         if isinstance(strategy, AutobiographicalStrategy):
             shown = {m.text for m in sent}
+            # a memory is shown as its prose, then the line of its exact values if any
+            prose = {t.split("\nExact values: ", 1)[0] for t in shown}
             for s in strategy.summaries.values():
-                if s.content in shown:
+                if s.content in prose:
                     covered.update(strategy.leaves_of(s))
         if isinstance(strategy, PassthroughStrategy):
             return  # it sends the newest messages that fit, by design
