@@ -95,3 +95,31 @@ def test_the_benchmark_sizes_merges_to_read_memories() -> None:
         options = FoldingPolicy.config_for(budget, "kv-stable")
         assert options["merge_from"] == "memories"
         AutobiographicalConfig(**options)  # a valid configuration
+
+
+def test_a_memory_request_reads_at_most_the_cap_of_a_long_tool_result() -> None:
+    from context_manager import ToolResultBlock, ToolUseBlock
+
+    s = Numbered()
+    log = "".join(f"line {i}: step done, code T-{1000 + i}-C\n" for i in range(300))
+    cm = _manager(s, compression_source_only=True, memory_source_cap_tokens=100)
+    cm.set_tool_definitions([{"name": "bash", "input_schema": {"type": "object"}}])
+    cm.add_message("User", " ".join(f"m0w{j}" for j in range(20)))
+    cm.add_message("Claude", [ToolUseBlock(id="c1", name="bash", input={"cmd": "make"})])
+    cm.add_message("bash", [ToolResultBlock(tool_use_id="c1", content=log)])
+    for i in range(1, 5):
+        cm.add_message("User", " ".join(f"m{i}w{j}" for j in range(20)))
+    cm.drain()
+    [sent] = [
+        b.content
+        for r in s.requests
+        for m in r.messages
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    ]
+    assert isinstance(sent, str) and len(sent) < len(log) // 5  # about 100 tokens of it
+    assert sent.startswith("line 0: ") and sent.endswith("T-1299-C\n") and "bash" in sent
+    # the stored message is whole, and the recall tool gives it back whole
+    assert cm.get_messages()[2].message.content[0].content == log  # type: ignore[union-attr]
+    assert "T-1150-C" in cm.recall_tool()({"grep": "T-1150-C"})
+    cm.close()

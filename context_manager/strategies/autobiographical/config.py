@@ -79,6 +79,10 @@ class ToolProseFallback(BaseModel):
         return self
 
 
+MIN_SOURCE_CAP = 64
+"""The least ``memory_source_cap_tokens`` may be: a result cut shorter says nothing."""
+
+
 class AutobiographicalConfig(BaseModel):
     """Options of :class:`AutobiographicalStrategy` (unknown keys are rejected).
 
@@ -234,6 +238,15 @@ class AutobiographicalConfig(BaseModel):
         description="Every L1 request carries only the memory marker, the chunk and the "
         "instruction: no raw head, recall ladder or unremembered middle before the chunk. "
         "Cheaper, and the memory is written without the context that came before it.",
+    )
+    memory_source_cap_tokens: int | None = Field(
+        default=None,
+        ge=MIN_SOURCE_CAP,
+        description="In a memory request, a tool result longer than this many tokens is "
+        "sent as its head and tail around a marker naming the tool and its size. The "
+        "memory's exact values are still taken from all of it and the recall tool "
+        "returns it whole; what the summariser reads of one result is bounded. None: "
+        "results are sent whole.",
     )
     compression_source_only_fallback: bool = Field(
         default=False,

@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ...assembly.capping import cap_text
 from ...messages import Message, ToolResultBlock, ToolUseBlock
 from ...summarizer import MEMORY_MARKER, CompletionRequest
 from ..base import StoredMessage, StrategyContext
@@ -172,10 +173,35 @@ def l1_request(
     ]
     marker = _l1_marker()
     body = [by.message for by in stored[start : index[chunk.source_ids[-1]] + 1]]
+    body = _capped_sources(st, ctx, body)
     messages = [*head, *recall, *middle, marker, *body, _instruction(st, 1)]
     marks = [len(head) - 1] if head else []
     marks += _ladder_marks(st, steps, len(head), start, index)
     return _request(st, ctx, messages, marks)
+
+
+def _capped_sources(st: State, ctx: StrategyContext, body: list[Message]) -> list[Message]:
+    """``body`` with every tool result over ``memory_source_cap_tokens`` cut to its head
+    and tail around the cap marker (the messages themselves are unchanged)."""
+    cap = st.config.memory_source_cap_tokens
+    if cap is None:
+        return body
+    names = {b.id: b.name for m in body for b in m.content if isinstance(b, ToolUseBlock)}
+    out = []
+    for message in body:
+        blocks = []
+        changed = False
+        for block in message.content:
+            if isinstance(block, ToolResultBlock) and isinstance(block.content, str):
+                tokens = ctx.counter.count_text(block.content)
+                if tokens > cap:
+                    name = names.get(block.tool_use_id, message.participant)
+                    text = cap_text(block.content, tokens, cap, name)
+                    block = block.model_copy(update={"content": text})
+                    changed = True
+            blocks.append(block)
+        out.append(message.model_copy(update={"content": tuple(blocks)}) if changed else message)
+    return out
 
 
 def source_only_request(
@@ -188,7 +214,7 @@ def source_only_request(
     prompt, tools, marker) is the same in every such request: it ends a cache
     breakpoint."""
     index = st.positions(ctx, stored)
-    body = [stored[index[i]].message for i in source_ids]
+    body = _capped_sources(st, ctx, [stored[index[i]].message for i in source_ids])
     return _request(st, ctx, [_l1_marker(), *body, _instruction(st, 1)], [0])
 
 
