@@ -145,7 +145,9 @@ class AutobiographicalConfig(BaseModel):
         "leaves the holdback. 'forecast': only once a compile asks for it, because its "
         "plan will fold the chunk soon (kv-stable asks once a held request passes the "
         "target) or because the request does not fit without it (a compile then catches "
-        "up): history that is never folded is never summarised.",
+        "up): history that is never folded is never summarised. Merges then wait for a "
+        "request that needs them, so a fold may have to catch up on them; on the bundled "
+        "replays 'forecast' billed 0-9 % more than 'eager'.",
     )
     min_chunk_chars_for_llm: int = Field(
         default=200,
