@@ -615,7 +615,11 @@ def inspect(
         tree = Tree("memory tree (parentless memories, newest last)")
 
         def add(branch: Tree, s: SummaryEntry, depth: int) -> None:
-            node = branch.add(f"[cyan]{s.id}[/cyan] L{s.level}: {s.content[:70]!r}")
+            label = f"[cyan]{s.id}[/cyan] L{s.level}: {escape(repr(s.content[:70]))}"
+            if s.values:  # the exact values it keeps, the first few
+                more = f" (+{len(s.values) - 4})" if len(s.values) > 4 else ""
+                label += f" [dim]values: {escape('; '.join(s.values[:4]))}{more}[/dim]"
+            node = branch.add(label)
             if s.level > 1 and depth < 2:
                 for child in s.source_ids:
                     if child in records.summaries:

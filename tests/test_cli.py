@@ -464,3 +464,34 @@ def test_the_benchmark_commands_come_through_the_entry_point() -> None:
         "sweep",
     ]
     assert len(names) == len(set(names))
+
+
+def test_inspect_shows_the_exact_values_a_memory_keeps(tmp_path: Path) -> None:
+    from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer
+    from context_manager.strategies.autobiographical import AutobiographicalStrategy
+
+    store = tmp_path / "cm.db"
+    strategy = AutobiographicalStrategy(
+        compression_model="extractive",
+        target_chunk_tokens=100,
+        recent_window_tokens=0,
+        l1_holdback_chunks=0,
+        min_chunk_chars_for_llm=0,
+        summary_target_tokens=20,
+        memory_values_tokens=40,
+    )
+    with ContextManager.open(
+        path=store, strategy=strategy, summarizer=ExtractiveSummarizer(), counter=CharsCounter()
+    ) as cm:
+        codes = " ".join(
+            f"Booking {i} is HAT{100 + i}, ticket [T-{48200 + i}-C]." for i in range(8)
+        )
+        cm.add_message("User", codes)
+        for i in range(6):
+            cm.add_message("Claude", f"Step {i}: " + "looked at the records again " * 4)
+        cm.drain()
+        kept = [v for s in cm.strategy.summaries.values() for v in s.values]  # type: ignore[attr-defined]
+    assert kept  # the prose could not hold every code
+    result = _run(["inspect", str(store)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "values: " in result.output and kept[0] in result.output
