@@ -49,9 +49,12 @@ class ScriptedSummarizer:
 def open_cm(
     tmp_path: Path | None, summarizer: Any = None, name: str = "cm.db", **options: Any
 ) -> tuple[ContextManager, AutobiographicalStrategy]:
-    """A manager on ``tmp_path / name`` (in memory when ``tmp_path`` is None)."""
+    """A manager on ``tmp_path / name`` (in memory when ``tmp_path`` is None) whose memory
+    requests carry the context before their chunk (the head, the recall ladder and the
+    middle), which most tests here are about."""
     config = {
         "compression_model": "test-model",
+        "compression_source_only": False,
         "target_chunk_tokens": 100,
         "recent_window_tokens": 0,
         "l1_holdback_chunks": 0,

@@ -244,7 +244,7 @@ def test_the_long_machine_compiles_windowed() -> None:
 def test_the_memory_tree_grown_in_place_is_the_tree_built_anew(tmp_path: Path) -> None:
     from context_manager.strategies.autobiographical.tree import tree
 
-    cm = _open(tmp_path / "s.db")
+    cm = _open(tmp_path / "s.db", compression_source_only=False)  # requests read the tree
     st = cm.strategy.state  # type: ignore[attr-defined]
     ctx = cm._ctx
     extended = kept_spans = 0

@@ -61,6 +61,7 @@ def open_cm(
     middle and queued at once."""
     config = {
         "compression_model": "test-model",
+        "compression_source_only": False,  # the requests carry the memories before them
         "target_chunk_tokens": 100,
         "recent_window_tokens": 0,
         "l1_holdback_chunks": 0,

@@ -236,10 +236,12 @@ class AutobiographicalConfig(BaseModel):
         "the output cap fits this.",
     )
     compression_source_only: bool = Field(
-        default=False,
+        default=True,
         description="Every L1 request carries only the memory marker, the chunk and the "
-        "instruction: no raw head, recall ladder or unremembered middle before the chunk. "
-        "Cheaper, and the memory is written without the context that came before it.",
+        "instruction (its prefix, with the system prompt and tools, is the same in every "
+        "such request and ends a cache breakpoint): no raw head, recall ladder or "
+        "unremembered middle before the chunk, which every request would read again. "
+        "False sends them, so a memory is written knowing what came before it.",
     )
     memory_source_cap_tokens: int | None = Field(
         default=None,
