@@ -290,54 +290,50 @@ class _Source:
             self.candidates.setdefault(value, None)
 
 
-def _arguments(value: Any) -> Iterator[str]:
-    """The scalar argument values of a tool call kept whole, in order."""
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, str):
-        text = value.strip()
-        if 3 <= len(text) <= _MAX_ARGUMENT and "\n" not in text and ";" not in text:
-            yield text
-    elif isinstance(value, int):
-        if abs(value) >= 100:
-            yield str(value)
-    elif isinstance(value, float):
-        text = repr(value)
-        if math.isfinite(value) and sum(c.isdigit() for c in text) >= 2:
-            yield text
-    elif isinstance(value, dict):
+def _leaves(value: Any) -> Iterator[Any]:
+    """Every value in a tool call's arguments that is neither an object nor an array
+    (nested ones included), in order."""
+    if isinstance(value, dict):
         for v in value.values():
-            yield from _arguments(v)
+            yield from _leaves(v)
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from _arguments(v)
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def _arguments(value: Any) -> Iterator[str]:
+    """The scalar argument values of a tool call kept whole, in order."""
+    for leaf in _leaves(value):
+        if isinstance(leaf, bool) or leaf is None:
+            continue
+        if isinstance(leaf, str):
+            text = leaf.strip()
+            if 3 <= len(text) <= _MAX_ARGUMENT and "\n" not in text and ";" not in text:
+                yield text
+        elif isinstance(leaf, int):
+            if abs(leaf) >= 100:
+                yield str(leaf)
+        elif isinstance(leaf, float):
+            text = repr(leaf)
+            if math.isfinite(leaf) and sum(c.isdigit() for c in text) >= 2:
+                yield text
 
 
 def _strings(value: Any) -> Iterator[str]:
     """Every string in a tool call's arguments (nested ones included), in order."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _strings(v)
+    return (leaf for leaf in _leaves(value) if isinstance(leaf, str))
 
 
 def _scalars(value: Any) -> Iterator[str]:
     """Every string and number in a tool call's arguments as written (numbers as
     :func:`_arguments` writes them), in order."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        yield repr(value) if isinstance(value, float) else str(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _scalars(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _scalars(v)
+    for leaf in _leaves(value):
+        if isinstance(leaf, str):
+            yield leaf
+        elif isinstance(leaf, int | float) and not isinstance(leaf, bool):
+            yield repr(leaf) if isinstance(leaf, float) else str(leaf)
 
 
 def _result_texts(text: str) -> list[str]:
