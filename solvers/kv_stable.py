@@ -309,14 +309,15 @@ def ideal_cut(
     return Cut(levels, total, short)
 
 
-def append_cut(problem: FoldProblem, forest: Forest, carried: IntArray, target: int) -> Cut:
-    """The carried frontier with the oldest raw history after its memories folded.
+def append_cut(problem: FoldProblem, forest: Forest, carried: IntArray) -> Cut:
+    """The carried frontier with the raw history after its memories folded, as deep as
+    memories reach.
 
     Every leaf up to the last one the carried frontier shows folded keeps its level, so
     the request keeps its front; after it, the level-1 summaries over raw, unprotected
-    leaves are shown oldest first, each while the tokens are above ``target`` and it
-    saves tokens, stopping at the first raw leaf no such summary covers (the memories
-    stay one log, in order). The cut is valid whenever ``carried`` is.
+    leaves are shown oldest first while each saves tokens, stopping at the first raw
+    leaf no such summary covers (the memories stay one log, in order). The cut is valid
+    whenever ``carried`` is.
     """
     idx = problem.index
     free = ~idx.protected
@@ -326,8 +327,6 @@ def append_cut(problem: FoldProblem, forest: Forest, carried: IntArray, target: 
     level, first, last = forest.level, forest.first, forest.last
     after = np.flatnonzero((level == 1) & forest.eligible & (first >= boundary))
     for j in after[np.argsort(first[after], kind="stable")].tolist():
-        if state.tokens <= target:
-            break
         a, b = int(first[j]), int(last[j]) + 1
         if free[boundary:a].any():
             break  # a raw leaf no memory covers: later memories would not be in order
@@ -364,12 +363,12 @@ class KvStable(Solver):
     capabilities = Capabilities(uses_time_limit=True, windowed=True)
 
     @staticmethod
-    def _ahead(problem: FoldProblem, levels: IntArray) -> list[ProduceRequest]:
-        """The memories the next fold will need, once a request of ``levels`` is past the
-        target: the L1s of the raw history no memory covers yet. (Merges are asked for
-        only by a request that does not fit: asked ahead, they cost more on the bundled
-        replays than the refolds they spare.)"""
-        if render_levels(problem, levels).total <= problem.budget.target:
+    def _ahead(problem: FoldProblem, levels: IntArray, tokens: int) -> list[ProduceRequest]:
+        """The memories the next fold will need, once a request of ``levels`` (``tokens``
+        long) is past the target: the L1s of the raw history no memory covers yet.
+        (Merges are asked for only by a request that does not fit: asked ahead, they cost
+        more on the bundled replays than the refolds they spare.)"""
+        if tokens <= problem.budget.target:
             return []
         return [r for r in produce_requests(problem, levels) if r.level == 1]
 
@@ -393,11 +392,11 @@ class KvStable(Solver):
                 # past the target the next fold is near: ask for the memories it will
                 # fold (the L1s of the raw history no memory covers yet), so they are
                 # written before it, not at it
-                ahead = self._ahead(problem, carried)
+                ahead = self._ahead(problem, carried, carried_tokens)
                 return Plan(carried, Status.FEASIBLE, ahead, diag, quick)
             # fold deep: everything raw after the memories that a memory covers, so the
             # next fold is as far away as the raw tail allows
-            appended = append_cut(problem, forest, carried, 0)
+            appended = append_cut(problem, forest, carried)
             diag["append_tokens"] = appended.tokens
             if appended.tokens <= target:
                 diag["decision"] = "append"
@@ -418,7 +417,7 @@ class KvStable(Solver):
             )
         if carried is None or carried_tokens is None:
             diag["decision"] = "bootstrap"
-            ahead = self._ahead(problem, ideal_levels)
+            ahead = self._ahead(problem, ideal_levels, ideal_tokens)
             return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)
         weights = fidelity_weights(problem, cfg.alpha)
 
@@ -439,7 +438,7 @@ class KvStable(Solver):
         diag["ideal_kv"] = ideal_kv
         if ideal_kv <= reach:
             diag["decision"] = "adopt"
-            ahead = self._ahead(problem, ideal_levels)
+            ahead = self._ahead(problem, ideal_levels, ideal_tokens)
             return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)
         seams = np.flatnonzero(_seams(problem, carried) & _seams(problem, ideal_levels))
         differ = np.flatnonzero(carried != ideal_levels)
@@ -463,8 +462,9 @@ class KvStable(Solver):
                 lo = mid + 1
         if best is not None and is_valid_levels(problem, best):
             diag["decision"] = "suffix"
-            return Plan(best, Status.FEASIBLE, self._ahead(problem, best), diag, stats)
+            ahead = self._ahead(problem, best, render_levels(problem, best).total)
+            return Plan(best, Status.FEASIBLE, ahead, diag, stats)
         diag["decision"] = "override"
         diag["override"] = "infeasible" if carried_tokens > wall else "reach"
-        ahead = self._ahead(problem, ideal_levels)
+        ahead = self._ahead(problem, ideal_levels, ideal_tokens)
         return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)
