@@ -62,6 +62,9 @@ _OPTION_REASONS = {
     "solver_options": "the solver's options sized to the budget, its comfort band topped "
     "at the strategy's headroom (1 - compression_slack_ratio)",
     "fold_window": "set by the name's +full suffix: the whole history on every call",
+    "l1_holdback_chunks": "none held back, as AutobiographicalConfig.for_window sizes it: "
+    "the recent window keeps the newest history raw, and a chunk without its memory only "
+    "stops a fold short of it",
     "compression_source_only": "each memory from its chunk alone: an extractive memory "
     "is the same with or without the context before it, which every request would read "
     "again (the name's +with-context suffix sends it)",
@@ -175,7 +178,8 @@ class FoldingPolicy:
         """Strategy options scaled to a budget: chunks of ~1/12 of it, memories of ~1/60,
         a recent window of a quarter, merges written from the memories they merge (an L2
         from its L1s, not from their messages a second time), each L1 from its chunk
-        alone (``compression_source_only``); ``kv-unified`` runs its
+        alone (``compression_source_only``) and as soon as the chunk closes (no
+        holdback); ``kv-unified`` runs its
         ``cache-first`` preset with its token scales set to the budget and the top of its
         comfort band at the strategy's headroom (``1 - compression_slack_ratio``), the
         level every other solver folds down to.
@@ -199,6 +203,9 @@ class FoldingPolicy:
             # a memory is written from its chunk alone: what the head and recall before it
             # would change in an extractive memory is nothing, and they are read each time
             "compression_source_only": True,
+            # the recent window keeps the newest history raw: a held-back chunk would only
+            # stop a fold short of it (AutobiographicalConfig.for_window sizes it so too)
+            "l1_holdback_chunks": 0,
             "folding_strategy": method,
         }
         import solvers

@@ -457,7 +457,10 @@ class AutobiographicalConfig(BaseModel):
         chunk folds about 5:1), a recall budget of ``I / 2`` (1,000 to 100,000 tokens)
         and pyramid allowances of a quarter of what the recent window leaves each. The
         chunk and memory caps keep each summariser call a sensible size on huge windows;
-        the floors keep memories worth writing on tiny ones. Solvers that size their own
+        the floors keep memories worth writing on tiny ones. No chunk is held back
+        (``l1_holdback_chunks=0``): the recent window already keeps the newest history
+        raw, and a closed chunk without its memory only stops a fold short of that
+        window, so the request stays larger and folds again sooner. Solvers that size their own
         options to the window (``solvers.window_options``: kv-unified) get them.
 
         Parameters
@@ -535,6 +538,7 @@ class AutobiographicalConfig(BaseModel):
             "l1_budget_tokens": middle // 4,
             "l2_budget_tokens": middle // 4,
             "l3_budget_tokens": middle // 4,
+            "l1_holdback_chunks": 0,
         }
         if "solver_options" not in overrides:
             import solvers
