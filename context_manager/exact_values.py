@@ -116,36 +116,46 @@ _EXTENSIONS = (
 # One pass per text: the first alternative that matches at a position wins (URLs before
 # paths, dates before times, amounts before bare numbers), so the parts of a value are
 # not values again.
-_VALUE = re.compile(
+_ALTERNATIVES = [
+    r"(?P<url>\b(?:https?|ftp|file|ssh|git|s3|gs)://[^\s<>\"'`;|{}\\^]+)",
+    r"(?P<email>(?<![\w.+-])[A-Za-z0-9][\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
+    r"\.[A-Za-z]{2,}(?![\w-]))",
+    r"(?P<uuid>(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
+    r"-[0-9a-fA-F]{12}(?![\w-]))",
+    r"(?P<iso>(?<![\w-])\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?)?(?![\w-]))",
+    r"(?P<slashdate>(?<![\w/])(?:\d{1,2}/\d{1,2}/(?:\d{4}|\d{2})|\d{4}/\d{2}/\d{2})"
+    r"(?![\w/]))",
+    rf"(?P<monthdate>\b{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}(?:,? \d{{4}})?\b)",
+    r"(?P<winpath>\b[A-Za-z]:\\(?:[^\\\s\"'<>|:*?]+\\)*[^\\\s\"'<>|:*?]+)",
+    r"(?P<abspath>(?<![\w.~/:-])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?)",
+    r"(?P<relpath>(?<![\w./~:@-])[\w.@+-]+(?:/[\w.@+-]+)+/?)",
+    r"(?P<time>(?<![\w:.])(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
+    r"(?:\s?[AaPp]\.?[Mm]\b\.?)?(?![\w:])"
+    r"|\b(?:1[0-2]|0?[1-9])\s?[AaPp]\.?[Mm]\b\.?)",
+    r"(?P<money>(?<![\w$€£¥])[$€£¥]\s?\d[\d,]*(?:\.\d+)?"
+    r"(?:\s?(?:[kKmMbB]n?|million|billion|thousand)\b)?"
+    r"|(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|dollars?|euros?)\b)",
+    rf"(?P<measure>(?<![\w.,-])-?\d[\d,]*(?:\.\d+)?(?:\s?(?:%|°[CF])|\s?(?:{_UNITS})\b"
+    r"|[smhdgKMGBVWx]\b)(?![\w%]))",
+    r"(?P<dotted>(?<![\w.])v?\d+(?:\.\d+){2,}(?:[-+][0-9A-Za-z.]+)?(?![\w]|\.\w))",
+    r"(?P<hash>(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-]))",
+    rf"(?P<file>(?<![\w./@-])[\w][\w.-]*\.(?:{_EXTENSIONS})(?![\w/-]|\.\w))",
+    r"(?P<number>(?<![\w.,-])\d+(?![\w.,]\d|\w))",
+    r"(?P<code>(?<![\w@/.\\-])[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*(?![\w@/\\-]|\.\w))",
+]
+_VALUE = re.compile("|".join(_ALTERNATIVES))
+# A scan also passes over plain words at once: a word of letters alone, after a space, a
+# bracket or a quote and before a space or sentence punctuation, starts no value (every
+# value there needs a digit, a symbol, a '/', a '.', a '@' or a ':', and a month name
+# before a space and a digit is left to the dates). Without it every alternative is
+# tried at each such word before ``code`` takes it; the values found are the same.
+_SCAN = re.compile(
     "|".join(
         [
-            r"(?P<url>\b(?:https?|ftp|file|ssh|git|s3|gs)://[^\s<>\"'`;|{}\\^]+)",
-            r"(?P<email>(?<![\w.+-])[A-Za-z0-9][\w.+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
-            r"\.[A-Za-z]{2,}(?![\w-]))",
-            r"(?P<uuid>(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
-            r"-[0-9a-fA-F]{12}(?![\w-]))",
-            r"(?P<iso>(?<![\w-])\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
-            r"(?:Z|[+-]\d{2}:?\d{2})?)?(?![\w-]))",
-            r"(?P<slashdate>(?<![\w/])(?:\d{1,2}/\d{1,2}/(?:\d{4}|\d{2})|\d{4}/\d{2}/\d{2})"
-            r"(?![\w/]))",
-            rf"(?P<monthdate>\b{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
-            rf"|\b\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}(?:,? \d{{4}})?\b)",
-            r"(?P<winpath>\b[A-Za-z]:\\(?:[^\\\s\"'<>|:*?]+\\)*[^\\\s\"'<>|:*?]+)",
-            r"(?P<abspath>(?<![\w.~/:-])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?)",
-            r"(?P<relpath>(?<![\w./~:@-])[\w.@+-]+(?:/[\w.@+-]+)+/?)",
-            r"(?P<time>(?<![\w:.])(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
-            r"(?:\s?[AaPp]\.?[Mm]\b\.?)?(?![\w:])"
-            r"|\b(?:1[0-2]|0?[1-9])\s?[AaPp]\.?[Mm]\b\.?)",
-            r"(?P<money>(?<![\w$€£¥])[$€£¥]\s?\d[\d,]*(?:\.\d+)?"
-            r"(?:\s?(?:[kKmMbB]n?|million|billion|thousand)\b)?"
-            r"|(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|dollars?|euros?)\b)",
-            rf"(?P<measure>(?<![\w.,-])-?\d[\d,]*(?:\.\d+)?(?:\s?(?:%|°[CF])|\s?(?:{_UNITS})\b"
-            r"|[smhdgKMGBVWx]\b)(?![\w%]))",
-            r"(?P<dotted>(?<![\w.])v?\d+(?:\.\d+){2,}(?:[-+][0-9A-Za-z.]+)?(?![\w]|\.\w))",
-            r"(?P<hash>(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-]))",
-            rf"(?P<file>(?<![\w./@-])[\w][\w.-]*\.(?:{_EXTENSIONS})(?![\w/-]|\.\w))",
-            r"(?P<number>(?<![\w.,-])\d+(?![\w.,]\d|\w))",
-            r"(?P<code>(?<![\w@/.\\-])[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*(?![\w@/\\-]|\.\w))",
+            r"(?P<word>(?<![^\s(\[\"'])(?:[a-z]+|[A-Z][a-z]*)(?=[\s,;!?)\]}\"'(]|\Z)(?! \d))",
+            *_ALTERNATIVES,
         ]
     )
 )
@@ -177,8 +187,10 @@ def text_values(text: str, *, min_digits: int = 5) -> list[str]:
     ['300 ms', '9fceb02']
     """
     found: dict[str, None] = {}
-    for match in _VALUE.finditer(text):
+    for match in _SCAN.finditer(text):
         kind = match.lastgroup
+        if kind == "word":
+            continue
         value = match.group()
         if kind in ("url", "abspath", "relpath", "winpath", "monthdate", "money", "time"):
             value = _trim(value)
@@ -366,10 +378,25 @@ def _result_texts(text: str) -> list[str]:
 
 # --------------------------------------------------------------------- ranking
 def _in_prose(value: str, prose: str) -> bool:
-    """``value`` occurs in ``prose`` as a whole word."""
-    if value not in prose:
-        return False
-    return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", prose) is not None
+    """``value`` occurs in ``prose`` as a whole word: no word character (a letter, a
+    digit or ``_``, as ``\\w`` reads them) right before or after it.
+
+    >>> _in_prose("HAT12", "Moved to HAT12."), _in_prose("HAT12", "Moved to HAT123.")
+    (True, False)
+    """
+    at = prose.find(value)
+    while at >= 0:
+        end = at + len(value)
+        if not (at and _word_char(prose[at - 1])) and not (
+            end < len(prose) and _word_char(prose[end])
+        ):
+            return True
+        at = prose.find(value, at + 1)
+    return False
+
+
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
 
 
 def _rarity(count: int) -> int:

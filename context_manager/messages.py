@@ -381,8 +381,14 @@ class Message(BaseModel):
 
     def digest(self) -> str:
         """SHA-256 (hex) of :meth:`canonical_json`: equal exactly when the participant and
-        the content are."""
-        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+        the content are. Worked out once per participant and content: a copy with other
+        ones (``model_copy(update=...)``) works out its own."""
+        kept = self.__dict__.get("_digest_read")
+        if kept is None or kept[0] is not self.content or kept[1] is not self.participant:
+            text = self.canonical_json().encode("utf-8")
+            kept = (self.content, self.participant, hashlib.sha256(text).hexdigest())
+            self.__dict__["_digest_read"] = kept
+        return kept[2]
 
 
 def text_of(blocks: Iterable[Any]) -> str:

@@ -5,8 +5,17 @@ expected value is worked out by hand from the rules in the module's docstring.""
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from context_manager import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from context_manager.exact_values import (
+    _VALUE,
+    _counts,
+    _in_prose,
+    _trim,
     cap_values,
     extract_values,
     merge_values,
@@ -289,3 +298,116 @@ def test_a_result_of_text_blocks_is_read_like_a_string() -> None:
 def test_a_blob_is_no_value() -> None:
     blob = "QUJD/REVG/" * 30  # 300 characters of base64 that read as a relative path
     assert text_values(f"data {blob} at /srv/app/out.bin") == ["/srv/app/out.bin"]
+
+
+# Texts built from the pieces values are made of and the words around them: letters,
+# digits, the symbols that start or join values, month names and spaces.
+_PIECES = st.sampled_from(
+    [
+        "the",
+        "May",
+        "Booked",
+        "I",
+        "AM",
+        "pm",
+        "of",
+        "x",
+        "abc",
+        "Foo",
+        "http",
+        "file",
+        "12",
+        "2024",
+        "20th",
+        "3",
+        "123456",
+        "9fceb02",
+        "HAT123",
+        "a1",
+        ":",
+        "://",
+        "/",
+        "\\",
+        ".",
+        ".py",
+        ",",
+        ";",
+        "!",
+        "?",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{",
+        "}",
+        '"',
+        "'",
+        "@",
+        "-",
+        "_",
+        "+",
+        "$",
+        "€",
+        "%",
+        "~",
+        "é",
+        "\n",
+        " ",
+        " ",
+        " ",
+        "C:",
+        "usr",
+        "ms",
+        "May 20",
+        "on May 20th, 2024",
+        "20 of May",
+        "10:30 AM",
+        "at 9 pm",
+        "1,250 USD",
+        "300 ms",
+        "/usr/lib/x.py",
+        "src/app.py",
+        "foo-bar",
+        "a+b@mail.io",
+        "git://h/r",
+        "x.com",
+        "v1.2.3",
+        "deadbeef",
+        "ZFA04Y",
+        "mia_li_3668",
+        "C:\\Users\\a.txt",
+    ]
+)
+
+
+def _values_of_every_alternative(text: str, min_digits: int = 5) -> list[str]:
+    """text_values as it reads without the pass over plain words: every alternative of
+    the value pattern tried at every position it reaches."""
+    found: dict[str, None] = {}
+    for match in _VALUE.finditer(text):
+        kind, value = match.lastgroup, match.group()
+        if kind in ("url", "abspath", "relpath", "winpath", "monthdate", "money", "time"):
+            value = _trim(value)
+        if value and _counts(kind, value, min_digits):
+            found.setdefault(value, None)
+    return list(found)
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join), st.sampled_from([3, 5]))
+def test_passing_over_plain_words_finds_the_same_values(text: str, min_digits: int) -> None:
+    assert text_values(text, min_digits=min_digits) == _values_of_every_alternative(
+        text, min_digits
+    )
+
+
+_WORDY = st.text(alphabet="ab1_ .-é٣\u0301", max_size=12)
+
+
+@settings(max_examples=500, derandomize=True, deadline=None)
+@given(st.text(alphabet="ab1_ .-é٣\u0301", min_size=1, max_size=3), _WORDY)
+def test_a_value_is_in_the_prose_when_it_stands_there_as_a_whole_word(
+    value: str, prose: str
+) -> None:
+    whole = re.search(rf"(?<!\w){re.escape(value)}(?!\w)", prose) is not None
+    assert _in_prose(value, prose) == whole

@@ -28,6 +28,8 @@ def l1_values(
     counter: TokenCounter,
     messages: Sequence[Message],
     prose: str,
+    *,
+    raw: int | None = None,
 ) -> tuple[str, ...]:
     """The values an L1 with text ``prose`` over ``messages`` keeps, best first.
 
@@ -41,6 +43,9 @@ def l1_values(
         The chunk's messages.
     prose : str
         The memory's text: the values it holds are not repeated.
+    raw : int, optional
+        What the messages cost raw, when the caller has counted it already (the
+        strategy's tokens as sent); counted with ``counter`` when None.
 
     Returns
     -------
@@ -63,7 +68,8 @@ def l1_values(
     """
     allowance = config.values_tokens(1)
     if allowance > 0:
-        raw = sum(counter.count_message(m) for m in messages)
+        if raw is None:
+            raw = sum(counter.count_message(m) for m in messages)
         allowance = min(allowance, raw // RAW_SHARE)
     if allowance <= 0:
         return ()

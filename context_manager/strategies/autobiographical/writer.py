@@ -346,13 +346,15 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     stored = ctx.messages()
     index = st.positions(ctx, stored)
     messages = [stored[index[i]].message for i in chunk.source_ids]
+    sent, _ = ctx.sent()
+    raw = sum(sent[index[i]] for i in chunk.source_ids)  # what the chunk costs shown raw
     has_tools = any(
         isinstance(b, ToolUseBlock | ToolResultBlock) for m in messages for b in m.content
     )
     text = "".join(m.text for m in messages)
     if not has_tools and len("".join(text.split())) < cfg.min_chunk_chars_for_llm:
         content = f"A quiet stretch of {len(messages)} routine messages."
-        values = l1_values(cfg, ctx.counter, messages, content)
+        values = l1_values(cfg, ctx.counter, messages, content, raw=raw)
         records.add_l1(chunk, content, stub=True, values=values)
         st.demanded_chunks.discard(chunk.id)
         return True
@@ -372,7 +374,7 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
                 text,
                 tokens=sum(tokens) if all(tokens) else 0,
                 stitched=True,
-                values=l1_values(cfg, ctx.counter, messages, text),
+                values=l1_values(cfg, ctx.counter, messages, text, raw=raw),
             )
             st.demanded_chunks.discard(chunk.id)
             return True
@@ -390,7 +392,7 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         chunk,
         completion.text,
         tokens=completion.usage.output_tokens,
-        values=l1_values(cfg, ctx.counter, messages, completion.text),
+        values=l1_values(cfg, ctx.counter, messages, completion.text, raw=raw),
     )
     st.demanded_chunks.discard(chunk.id)
     return True
