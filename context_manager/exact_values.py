@@ -501,13 +501,16 @@ def rank_values(
 
 def merge_values(
     children: Sequence[Sequence[str]],
-    messages: Sequence[Message],
+    messages: Sequence[Message] | None,
     *,
     prose: str = "",
     user: str = USER,
 ) -> list[str]:
     """The values of a memory merged from ``children`` (their values, oldest child
-    first): their union, re-ranked over the ``messages`` the merge covers.
+    first, each ranked best first): their union, re-ranked over the ``messages`` the
+    merge covers; or, with ``messages`` None, the children's lists taken rank by rank
+    (every child's best, oldest child first, then every child's second, ...), each value
+    once and none the ``prose`` already holds, which reads no message at all.
 
     Examples
     --------
@@ -516,7 +519,18 @@ def merge_values(
     >>> b = Message.text_message("Claude", "Deployed build 9fceb02.")
     >>> merge_values([["T-48213-C"], ["9fceb02", "T-48213-C"]], [a, b])
     ['T-48213-C', '9fceb02']
+    >>> merge_values([["A-1001", "B-2002"], ["C-3003", "A-1001", "D-4004"]], None)
+    ['A-1001', 'C-3003', 'B-2002', 'D-4004']
+    >>> merge_values([["A-1001", "B-2002"], ["C-3003"]], None, prose="Closed B-2002.")
+    ['A-1001', 'C-3003']
     """
+    if messages is None:
+        merged: dict[str, None] = {}
+        for rank in range(max((len(c) for c in children), default=0)):
+            for values in children:
+                if rank < len(values) and not _in_prose(values[rank], prose):
+                    merged.setdefault(values[rank], None)
+        return list(merged)
     union: dict[str, None] = {}
     for values in children:
         for v in values:

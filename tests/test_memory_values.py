@@ -297,3 +297,37 @@ def test_a_merged_memory_never_costs_more_than_its_children(
     children = sum(strategy.recall_tokens(ctx, m) for m in by_level[1])
     assert strategy.recall_tokens(ctx, l2) <= children
     cm.close()
+
+
+def test_a_merge_above_l2_takes_its_childrens_values_rank_by_rank(tmp_path: Path) -> None:
+    cm = open_cm(
+        tmp_path / "t.db",
+        target_chunk_tokens=25,
+        summary_target_tokens=10,
+        memory_values_tokens=12,
+        merge_threshold=2,
+        recent_window_tokens=0,
+        min_chunk_chars_for_llm=0,
+    )
+    for who, text in [*TICKETS[:4], *TICKETS_LATER, ("User", "Thanks.")]:
+        cm.add_message(who, text)
+    cm.drain()
+    by_level = memories(cm)
+    older, newer = sorted(by_level[2], key=lambda m: int(m.first))
+    assert older.values == ("T-48213-C", "T-50077-A")
+    assert newer.values == ("T-61420-B", "T-70315-D")
+    (l3,) = by_level[3]
+    # each L2's best, oldest first, then each one's second: three fit 12 tokens
+    # ('Exact values: T-48213-C; T-61420-B; T-50077-A' is 45 characters, 12 tokens; a
+    # fourth makes 56, 14); ranked over the messages instead, the older L2's two
+    # tickets (first seen) would come first
+    assert l3.values == ("T-48213-C", "T-61420-B", "T-50077-A")
+    cm.close()
+
+
+TICKETS_LATER = [
+    ("User", "Open ticket T-61420-B about the cart page."),
+    ("Claude", "Opened it. The fix is in commit 5d2c8e1 on the main branch."),
+    ("User", "Now ticket T-70315-D about the help page."),
+    ("Claude", "Done. That fix is in commit 7e4f09a2 on the main branch."),
+]

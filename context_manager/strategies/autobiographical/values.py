@@ -80,13 +80,19 @@ def parent_values(
     config: AutobiographicalConfig,
     counter: TokenCounter,
     sources: Sequence[SummaryEntry],
-    covered: Sequence[Message],
+    covered: Sequence[Message] | None,
     prose: str,
 ) -> tuple[str, ...]:
     """The values of the memory with text ``prose`` merged from ``sources``: the union of
-    theirs, re-ranked over the ``covered`` messages (those of theirs still stored), within
-    the allowance of the merge's level. Their line costs no more than the children's
-    lines together.
+    theirs, re-ranked over the ``covered`` messages (those of theirs still stored), or
+    taken rank by rank from theirs when ``covered`` is None (:func:`merge_values`),
+    within the allowance of the merge's level. Their line costs no more than the
+    children's lines together.
+
+    The writer reads the covered messages for an L2 only, whose messages are a bounded
+    number of chunks; a merge above it ranks its children's values, each already ranked
+    over its own messages, so writing a memory costs the same however much history it
+    stands for.
 
     Examples
     --------

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 
 from ...deadline import BoundedCaller, CallerBusyError, DeadlineError
 from ...errors import SummarizerNotConfiguredError
-from ...messages import ToolResultBlock, ToolUseBlock
+from ...messages import Message, ToolResultBlock, ToolUseBlock
 from ...summarizer import Completion, CompletionRequest, needs_tool_definitions
 from ..base import StoredMessage, StrategyContext
 from .chunking import orphaned, rebuild_chunks
@@ -603,11 +603,15 @@ def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
         return False
     st.yielding.discard(key)
     values: tuple[str, ...] = ()
-    if any(s.values for s in sources):  # ranked over the messages they cover
-        stored = ctx.messages()
-        index = st.positions(ctx, stored)
-        leaves = [i for s in sources for i in st.leaves_of(s) if i in index]
-        covered = [stored[index[i]].message for i in leaves]
+    if any(s.values for s in sources):
+        covered: list[Message] | None = None
+        if sources[0].level == 1:  # an L2: ranked over the chunks' messages
+            stored = ctx.messages()
+            index = st.positions(ctx, stored)
+            leaves = [i for s in sources for i in st.leaves_of(s) if i in index]
+            covered = [stored[index[i]].message for i in leaves]
+        # above, rank by rank: reading every message a high memory covers would cost
+        # more the older the agent
         values = parent_values(st.config, ctx.counter, sources, covered, answer.text)
     st.records.add_parent(sources, answer.text, answer.usage.output_tokens, values=values)
     st.demanded_merges = [g for g in st.demanded_merges if g != ids]
