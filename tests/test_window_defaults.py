@@ -298,3 +298,23 @@ def test_the_window_check_counts_a_memory_s_exact_values() -> None:
     AutobiographicalConfig(**sized, memory_values_tokens=0)  # 940 tokens: room is left
     with pytest.raises(ValueError, match="memory_values_tokens=60 add up to 1000 tokens"):
         AutobiographicalConfig(**sized, memory_values_tokens=60)
+
+
+def test_for_window_queues_a_chunk_as_soon_as_it_closes() -> None:
+    # the recent window keeps the newest history raw; a chunk closed before it is queued
+    # at once, so a fold past it finds its memory (the field's own default holds the
+    # newest closed chunk back until another closes)
+    sized = AutobiographicalConfig.for_window(4_000, compression_model="extractive")
+    held = sized.model_copy(update={"l1_holdback_chunks": 1})
+    work: dict[str, list[list[str]]] = {}
+    for name, config in (("sized", sized), ("held", held)):
+        with open_cm(AutobiographicalStrategy(config), ExtractiveSummarizer()) as cm:
+            work[name] = []
+            for i in range(16):
+                cm.add_message("User", words(40, f"u{i}") + ".")
+                cm.add_message("Claude", words(40, f"c{i}") + ".")
+                work[name].append(cm.pending_work())
+    first = next(i for i, queued in enumerate(work["sized"]) if queued)
+    assert work["sized"][first] == ["compress c-0"]
+    assert work["held"][first] == []
+    assert ["compress c-0"] in work["held"][first:]  # once a second chunk has closed
