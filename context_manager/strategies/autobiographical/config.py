@@ -461,8 +461,8 @@ class AutobiographicalConfig(BaseModel):
         the floors keep memories worth writing on tiny ones. No chunk is held back
         (``l1_holdback_chunks=0``): the recent window already keeps the newest history
         raw, and a closed chunk without its memory only stops a fold short of that
-        window, so the request stays larger and folds again sooner. Solvers that size their own
-        options to the window (``solvers.window_options``: kv-unified) get them.
+        window, so the request stays larger and folds again sooner. Solvers that size
+        their own options to the window (``solvers.window_options``: kv-unified) get them.
 
         Parameters
         ----------
