@@ -43,7 +43,7 @@ from .messages import (
 from .pairing import enforce_tool_pairs, tool_pair_problems
 from .recall import RecallInputError, RecallTool
 from .store import Store, StoreCorruptError, StoreError, StoreFullError, StoreLockedError
-from .strategies import PassthroughStrategy, Strategy
+from .strategies import PassthroughConfig, PassthroughStrategy, Strategy
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
 from .thinking import NotedRow, RequestIdentity, StrippedThinking, ThinkingBinding, ThinkingStrip
 from .tokens import ByteHeuristicCounter, CharsCounter, TiktokenCounter, TokenCounter
@@ -75,6 +75,7 @@ __all__ = [
     "OpenAISummarizer",
     "OverBudgetError",
     "Overhead",
+    "PassthroughConfig",
     "PassthroughStrategy",
     "Preview",
     "QueryResult",

@@ -55,6 +55,7 @@ from .recall import (
     recall_definition,
 )
 from .store import Branch, Store, StoreError
+from .strategies.autobiographical import AutobiographicalConfig, AutobiographicalStrategy
 from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
 from .strategies.passthrough import PassthroughStrategy
 from .summarizer import (
@@ -95,6 +96,7 @@ __all__ = [
     "QueryResult",
     "SavedCounts",
     "counter_key",
+    "default_strategy",
     "place_injections",
 ]
 
@@ -103,6 +105,56 @@ INJECTION_PREFIX = "system_context:"
 DEFAULT_NAMESPACE = "default"
 """The namespace of a manager opened without one: its context log is the slot
 ``context``, where every other namespace's is ``<namespace>/context``."""
+
+
+def default_strategy(
+    summarizer: Summarizer | None,
+    window_tokens: int | None = None,
+    memory_model: str | None = None,
+) -> Strategy:
+    """The strategy :meth:`ContextManager.open` uses when given none.
+
+    With a summariser, the autobiographical strategy sized for ``window_tokens``
+    (:data:`DEFAULT_WINDOW` when None), its memories requested from ``memory_model``
+    or else the summariser's ``model`` attribute; without one, the passthrough strategy
+    with that window.
+
+    Raises
+    ------
+    ConfigError
+        For a summariser with no ``model`` attribute and no ``memory_model``: a memory
+        request names the model that writes it.
+
+    Examples
+    --------
+    >>> from context_manager import ExtractiveSummarizer
+    >>> strategy = default_strategy(ExtractiveSummarizer(), 32_000)
+    >>> strategy.name, strategy.config.window_tokens, strategy.config.compression_model
+    ('autobiographical', 32000, 'extractive')
+    >>> default_strategy(None).name
+    'passthrough'
+    """
+    if window_tokens is not None and (
+        isinstance(window_tokens, bool) or not isinstance(window_tokens, int)
+    ):
+        raise ConfigError(f"window_tokens must be an int, got {window_tokens!r}")
+    if summarizer is None:
+        return PassthroughStrategy(window_tokens=window_tokens)
+    model = memory_model if memory_model is not None else getattr(summarizer, "model", None)
+    if not isinstance(model, str) or not model:
+        raise ConfigError(
+            f"memory_model: {type(summarizer).__name__} has no model attribute to name in "
+            "its memory requests; open with memory_model='<the model that writes the "
+            "memories>' (the agent's own), or give a strategy"
+        )
+    try:
+        config = AutobiographicalConfig.for_window(
+            window_tokens if window_tokens is not None else DEFAULT_WINDOW,
+            compression_model=model,
+        )
+    except ValueError as exc:  # a window too small to fold into
+        raise ConfigError(f"window_tokens: {exc}") from exc
+    return AutobiographicalStrategy(config)
 
 
 class NoSummarizerWarning(UserWarning):
@@ -1062,8 +1114,21 @@ class ContextManager:
         clock: Callable[[], float] = time.monotonic,
         auto_tick: bool = False,
         auxiliary_views: Sequence[str | None] = (),
+        window_tokens: int | None = None,
+        memory_model: str | None = None,
     ) -> ContextManager:
         """Open a manager on a store file (``path``) or an app-owned :class:`Store`.
+
+        Without a ``strategy``, a manager given a ``summarizer`` folds: it uses the
+        autobiographical strategy sized for the window
+        (:meth:`AutobiographicalConfig.for_window
+        <context_manager.strategies.autobiographical.AutobiographicalConfig.for_window>`
+        of ``window_tokens``, :data:`DEFAULT_WINDOW` when None), its memories written
+        by ``memory_model`` (by default the summariser's ``model`` attribute, which
+        :class:`ExtractiveSummarizer` has). Without a summariser it uses
+        :class:`PassthroughStrategy`: the task and the newest messages that fit, tool
+        results capped when the newest turn alone does not fit, nothing summarised.
+        ``compile()`` then takes ``window_tokens`` as its default ``max_tokens``.
 
         With ``auto_tick``, compression runs on a background thread: after each new
         message and each compile it ticks until no work is left, so the agent's thread
@@ -1089,9 +1154,20 @@ class ContextManager:
         Raises
         ------
         ConfigError
-            Unless exactly one of ``path`` and ``store`` is given, or when ``isolate``
-            is set without a ``namespace``.
+            Unless exactly one of ``path`` and ``store`` is given, when ``isolate``
+            is set without a ``namespace``, when ``window_tokens`` or ``memory_model``
+            is given with a ``strategy`` (size the strategy itself), or when the
+            default strategy has a summariser but no model to name in its requests.
         """
+        if strategy is None:
+            strategy = default_strategy(summarizer, window_tokens, memory_model)
+        elif window_tokens is not None or memory_model is not None:
+            given = "window_tokens" if window_tokens is not None else "memory_model"
+            raise ConfigError(
+                f"{given} sizes the default strategy; a strategy given to open() is sized "
+                "by its own config (AutobiographicalConfig.for_window(window, "
+                "compression_model=...))"
+            )
         if (path is None) == (store is None):
             raise ConfigError("give exactly one of path= (a store file) or store= (a Store)")
         if isolate and not namespace:
@@ -1102,7 +1178,7 @@ class ContextManager:
             return cls(
                 opened,
                 owns_store=owns,
-                strategy=strategy or PassthroughStrategy(),
+                strategy=strategy,
                 summarizer=summarizer,
                 counter=counter or TiktokenCounter(),
                 namespace=namespace or DEFAULT_NAMESPACE,
@@ -1912,9 +1988,10 @@ class ContextManager:
         ----------
         max_tokens, reserve_for_response : int, optional
             The window and the part kept for the answer; the input may use the difference.
-            By default the window and reserve the strategy's config was sized for
-            (``AutobiographicalConfig.for_window``), else a window of 100,000 tokens and a
-            reserve of a quarter of the window, at most 4,000.
+            By default the window the strategy's config was sized for
+            (``AutobiographicalConfig.for_window``, ``window_tokens`` at open), else
+            100,000 tokens; and the reserve sized with that window when the window is
+            the sized one, else a quarter of the window, at most 4,000.
         injections : iterable of Injection
         overhead : Overhead, optional
             What the request carries besides its messages. By default the system prompt
@@ -1993,13 +2070,15 @@ class ContextManager:
 
     def _budget(self, max_tokens: int | None, reserve: int | None) -> tuple[int, int]:
         """The window and reserve of a compile: as given, else what the strategy's config
-        was sized for, else :data:`DEFAULT_WINDOW` and a quarter of it, at most
-        :data:`DEFAULT_RESERVE`."""
+        was sized for (its reserve only with its window), else :data:`DEFAULT_WINDOW` and
+        a quarter of the window, at most :data:`DEFAULT_RESERVE`."""
         config = getattr(self._strategy, "config", None)
         if max_tokens is None:
             max_tokens = getattr(config, "window_tokens", None) or DEFAULT_WINDOW
         if reserve is None:
             sized = getattr(config, "reserve_for_response_tokens", None)
+            if sized is None or max_tokens != getattr(config, "window_tokens", None):
+                sized = None  # a reserve sized for another window does not apply
             reserve = sized if sized is not None else min(DEFAULT_RESERVE, max_tokens // 4)
         return max_tokens, reserve
 

@@ -12,7 +12,7 @@ from context_manager import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from context_manager.strategies.autobiographical.capping import _level
+from context_manager.strategies.capping import _level
 
 LOG = "".join(f"line {i}: build step finished\n" for i in range(2_000))  # ~14k tokens
 

@@ -15,6 +15,7 @@ from context_manager import (
     ContextManagerError,
     Injection,
     Message,
+    PassthroughStrategy,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -35,10 +36,13 @@ def manager(tmp_path: Path, **kw: object) -> ContextManager:
     return ContextManager.open(path=tmp_path / "cm.db", counter=CharsCounter(), **kw)  # type: ignore[arg-type]
 
 
-def test_passthrough_keeps_the_newest_suffix_that_fits(tmp_path: Path) -> None:
+def test_passthrough_keeps_the_task_and_the_newest_suffix_that_fits(tmp_path: Path) -> None:
     with manager(tmp_path) as cm:
         for i in range(1, 6):
             cm.add_message("User", f"m{i}" + "x" * 398)  # 100 tokens each
+        result = cm.compile(max_tokens=350, reserve_for_response=50)
+        assert [m.text[:2] for m in result.messages] == ["m1", "m4", "m5"]
+    with manager(tmp_path, strategy=PassthroughStrategy(keep_task=False)) as cm:
         result = cm.compile(max_tokens=350, reserve_for_response=50)
         assert [m.text[:2] for m in result.messages] == ["m3", "m4", "m5"]
 

@@ -1,10 +1,11 @@
 """Context strategies: what each compile sends."""
 
 from .base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
-from .passthrough import PassthroughStrategy
+from .passthrough import PassthroughConfig, PassthroughStrategy
 
 __all__ = [
     "Entry",
+    "PassthroughConfig",
     "PassthroughStrategy",
     "RequestBudget",
     "Selection",

@@ -31,7 +31,8 @@ from ...adapter import (
 from ...errors import OverBudgetError, UncoveredDropError
 from ...pairing import SendForm
 from ..base import Entry, RequestBudget, Selection, StoredMessage, StrategyContext
-from .capping import Capped, cap_forms, unfoldable
+from ..capping import MAX_CAP_ROUNDS, Capped, cap_forms
+from .capping import unfoldable
 from .chunking import rebuild_chunks
 from .state import State
 from .tree import Node, Tree, tree
@@ -190,10 +191,6 @@ def _suggestion(st: State, error: OverBudgetError, window: int) -> str:
         f"AutobiographicalConfig.for_window({window})"
     )
     return "; ".join(parts)
-
-
-MAX_CAP_ROUNDS = 4
-"""Rounds of capping one compile may try, each at a lower cap, before it refuses."""
 
 
 def _solve(
