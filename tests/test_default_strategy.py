@@ -118,7 +118,8 @@ def test_a_window_too_small_to_fold_into_is_a_config_error() -> None:
 def test_the_readme_loop_opens_the_folding_default() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     opened = re.search(
-        r"ContextManager\.open\(\s*path=store, summarizer=ExtractiveSummarizer\(\), window_tokens=([\d_]+)\s*\)",
+        r"ContextManager\.open\(\s*path=store, summarizer=ExtractiveSummarizer\(\), "
+        r"window_tokens=([\d_]+)\s*\)",
         text,
     )
     assert opened is not None, "the README's agent loop opens the default with a window"
