@@ -543,6 +543,12 @@ def message_preview(content: Sequence[Any], width: int = 90) -> str:
     return _shorten(" | ".join(parts), width) if parts else "(empty)"
 
 
+def _first_line(text: str, width: int = 60) -> str:
+    """The first line of ``text``, cut to ``width`` characters."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
 @app.command(cls=Command)
 def inspect(
     store: Annotated[Path, typer.Argument(help="A context manager store (SQLite file).")],
@@ -592,6 +598,21 @@ def inspect(
         console.print(
             f"[bold]{store}[/bold]: branch {db.branch!r} of "
             f"{', '.join(b.name for b in db.list_branches())}; {len(messages):,} messages"
+        )
+        frame = db.get(f"{namespace}/frame")
+        frame = frame if isinstance(frame, dict) else {}
+        system, tools = frame.get("system"), frame.get("tools")
+        console.print(
+            "  system prompt: "
+            + (f"{len(system):,} characters: {_first_line(system)}" if system else "none"),
+            markup=False,
+            highlight=False,
+        )
+        names = [t.get("name", "?") for t in tools or () if isinstance(t, dict)]
+        console.print(
+            f"  tools: {len(names)}" + (f" ({', '.join(map(str, names))})" if names else ""),
+            markup=False,
+            highlight=False,
         )
         for item in messages[-last:]:
             body = item.body

@@ -1056,8 +1056,10 @@ class ContextManager:
         """The per-message values of :attr:`_view_cache`, aligned with it."""
         self._clock = clock
         self._holds: dict[str, float | None] = {}
-        self._tools: list[dict[str, Any]] | None = None
-        self._system_prompt: str | None = None
+        self._frame_slot = f"{namespace}/frame"
+        """Where the request's frame lives: the system prompt and tool definitions (a
+        snapshot slot, one record per change: each branch sees its own, a derived store
+        carries it)."""
         self._cache: list[StoredMessage] | None = None
         self._derived_scope = f"sent\x1f{self._slot}\x1f{counter_key(counter)}"
         self._saved_counts = SavedCounts(counter, store, f"counts\x1f{counter_key(counter)}")
@@ -2709,17 +2711,83 @@ class ContextManager:
         free more context (the autobiographical strategy's order)."""
         return list(self._strategy.pending_work(self._ctx))
 
-    @_operation()
-    def set_tool_definitions(self, tools: Sequence[dict[str, Any]] | None) -> None:
-        """Record the agent's tools for summariser requests (empty never overwrites)."""
-        if tools:
-            self._tools = [dict(t) for t in tools]
+    @property
+    def _system_prompt(self) -> str | None:
+        """The stored system prompt of this namespace and branch."""
+        text = self._frame().get("system")
+        return text if isinstance(text, str) else None
 
-    @_operation()
+    @property
+    def _tools(self) -> list[dict[str, Any]] | None:
+        """The stored tool definitions of this namespace and branch."""
+        tools = self._frame().get("tools")
+        return tools if isinstance(tools, list) else None
+
+    def _frame(self) -> dict[str, Any]:
+        frame = self._store.get(self._frame_slot)
+        return frame if isinstance(frame, dict) else {}
+
+    def _set_frame(self, key: str, value: Any) -> None:
+        """Store one part of the frame; a value equal to the stored one writes nothing."""
+        frame = self._frame()
+        if frame.get(key) == value:
+            return
+        self._store.set(self._frame_slot, {**frame, key: value})
+
+    @_operation(writes=True)
+    def set_tool_definitions(self, tools: Sequence[dict[str, Any]] | None) -> None:
+        """Store the agent's tool definitions: sent with every request (``tools`` of
+        :meth:`compile`'s result and its provider forms), priced in its budget, and given
+        to the summariser. Empty or None never overwrites.
+
+        They are kept in the store with the history, per namespace and branch: a manager
+        reopened on the store, a branch forked from this one and a store derived from it
+        have them; setting the value already stored writes nothing.
+
+        Raises
+        ------
+        ConfigError
+            When the definitions cannot be stored as JSON.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     cm.set_tool_definitions([{"name": "grep", "input_schema": {"type": "object"}}])
+        ...     _ = cm.add_message("User", "find it")
+        ...     [t["name"] for t in cm.compile(max_tokens=1000).tools]
+        ['grep']
+        """
+        if tools:
+            try:
+                value = json.loads(json.dumps([dict(t) for t in tools]))
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"tools: the definitions are not JSON ({exc})") from exc
+            self._set_frame("tools", value)
+
+    @_operation(writes=True)
     def set_system_prompt(self, text: str | None) -> None:
-        """Record the agent's system prompt for summariser requests (empty never overwrites)."""
+        """Store the agent's system prompt: sent with every request (``system_prompt`` of
+        :meth:`compile`'s result and its provider forms), priced in its budget, and given
+        to the summariser. Empty or None never overwrites.
+
+        Kept in the store like :meth:`set_tool_definitions`: a reopened manager, a forked
+        branch and a derived store have it; setting the text already stored writes
+        nothing.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     cm.set_system_prompt("You are terse.")
+        ...     _ = cm.add_message("User", "hi")
+        ...     cm.compile(max_tokens=1000).system_prompt
+        'You are terse.'
+        """
         if text:
-            self._system_prompt = text
+            if not isinstance(text, str):
+                raise ConfigError(f"text must be a str or None, got {type(text).__name__}")
+            self._set_frame("system", text)
 
     # ------------------------------------------------------------------- holds
     @_operation(writes=True)
