@@ -56,7 +56,14 @@ from .recall import (
 )
 from .store import Branch, Store, StoreError
 from .strategies.autobiographical import AutobiographicalConfig, AutobiographicalStrategy
-from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
+from .strategies.base import (
+    AnswerNeeded,
+    Answers,
+    RequestBudget,
+    StoredMessage,
+    Strategy,
+    StrategyContext,
+)
 from .strategies.passthrough import PassthroughStrategy
 from .summarizer import (
     MEMORY_MARKER_PARTICIPANT,
@@ -331,6 +338,9 @@ def _operation(
     def wrap(fn: Callable[..., _R]) -> Callable[..., _R]:
         @functools.wraps(fn)
         def run(self: ContextManager, *args: Any, **kwargs: Any) -> _R:
+            ticker = getattr(self, "_ticker", None)
+            if ticker is not None and ticker.settles and self._owner != threading.get_ident():
+                ticker.settled()  # auto_tick="after_compile": the work queued is done first
             with self._lock:
                 self._check_open()
                 outermost = self._depth == 0
@@ -339,6 +349,8 @@ def _operation(
                 ):
                     self._resync()  # another manager wrote to this store
                 self._depth += 1
+                if outermost:
+                    self._owner = threading.get_ident()
                 try:
                     if one_transaction and outermost:
                         with self._store.transaction():
@@ -350,6 +362,8 @@ def _operation(
                     raise
                 finally:
                     self._depth -= 1
+                    if outermost:
+                        self._owner = None
                     if outermost and not self._store.closed:
                         self._seen = self._store.sequence
                         self._seen_branch = self._store.branch
@@ -599,10 +613,15 @@ class QueryResult:
 
 class _Ticker:
     """The ``auto_tick`` worker: a daemon thread that, once woken, ticks its manager until
-    no work is left, then waits for the next wake."""
+    no work is left, then waits for the next wake.
 
-    def __init__(self, manager: ContextManager) -> None:
+    With ``settles`` (``auto_tick="after_compile"``) it is woken only by compiles, and
+    every other thread's operation first waits until it is idle: the work runs at fixed
+    points, so the same calls give the same results."""
+
+    def __init__(self, manager: ContextManager, *, settles: bool = False) -> None:
         self._manager = manager
+        self.settles = settles
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._guard = threading.Lock()  # the idle flag and the wake change together
@@ -616,6 +635,15 @@ class _Ticker:
         with self._guard:
             self.idle.clear()
             self._wake.set()
+
+    def on_worker(self) -> bool:
+        """Whether the calling thread is the worker."""
+        return threading.current_thread() is self._thread
+
+    def settled(self) -> None:
+        """Wait until the worker is idle (at once on the worker itself)."""
+        if not self.on_worker():
+            self.idle.wait()
 
     def stop(self) -> None:
         self._stopping.set()
@@ -644,10 +672,9 @@ class _Ticker:
 
     def _tick(self) -> bool:
         manager = self._manager
-        with manager._lock:
-            if manager._closed:
-                return False
-            return manager.tick()
+        if manager._closed:
+            return False
+        return manager.tick()  # the summariser is called with no lock held
 
 
 DEFAULT_WINDOW = 100_000
@@ -656,6 +683,13 @@ DEFAULT_RESERVE = 4_000
 """The most a compile keeps for the answer by default (a quarter of a smaller window)."""
 MAX_CATCH_UP_TICKS = 10_000
 """Most ticks one ``compile(catch_up=True)`` runs."""
+MAX_CATCH_UP_RECHECKS = 3
+"""Attempts a catch-up makes when its tick found no work but another thread stored
+something since its last attempt."""
+MAX_TICK_CALLS = 64
+"""Most summariser calls one :meth:`ContextManager.tick` makes outside the lock (a memory
+takes one, or a few more after a refusal; more only when the state keeps changing the
+request under it)."""
 TRANSITION_INSTRUCTION = (
     "[CM] The conversation is moving to a new topic. In your own words, summarise what "
     "happened so far and what carries forward (decisions, open work, facts to keep), as "
@@ -1026,7 +1060,7 @@ class ContextManager:
         namespace: str,
         isolate: bool,
         clock: Callable[[], float],
-        auto_tick: bool = False,
+        auto_tick: bool | Literal["after_compile"] = False,
         auxiliary_views: Sequence[str | None] = (),
     ) -> None:
         self._store = store
@@ -1076,6 +1110,12 @@ class ContextManager:
         self._closed = False
         self._lock = _store_lock(store)
         self._depth = 0
+        self._owner: int | None = None
+        """The thread inside an operation of this manager (None between operations)."""
+        self._tick_lock = threading.Lock()
+        """Held through a whole tick, its summariser calls included: one tick at a time."""
+        self._answers: Answers | None = None
+        """The answers of the tick pass in progress (:meth:`tick`)."""
         self._ctx = StrategyContext(
             store=store,
             namespace=namespace,
@@ -1094,12 +1134,13 @@ class ContextManager:
             clock=clock,
             out_of_window=self._out_of_window,
             presenting=self._presenting,
+            answers=lambda: self._answers,
         )
         with self._lock:
             strategy.initialize(self._ctx)
             self._seen = store.sequence
             self._seen_branch = store.branch
-        self._ticker = _Ticker(self) if auto_tick else None
+        self._ticker = _Ticker(self, settles=auto_tick == "after_compile") if auto_tick else None
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -1114,7 +1155,7 @@ class ContextManager:
         namespace: str | None = None,
         isolate: bool = False,
         clock: Callable[[], float] = time.monotonic,
-        auto_tick: bool = False,
+        auto_tick: bool | Literal["after_compile"] = False,
         auxiliary_views: Sequence[str | None] = (),
         window_tokens: int | None = None,
         memory_model: str | None = None,
@@ -1967,7 +2008,6 @@ class ContextManager:
         return tokens
 
     # ------------------------------------------------------------------ compile
-    @_operation()
     def compile(
         self,
         *,
@@ -2056,11 +2096,12 @@ class ContextManager:
             raise ConfigError(
                 f"catch_up must be True, False or a positive number of seconds, got {catch_up!r}"
             )
+        self._check_open()
         max_tokens, reserve_for_response = self._budget(max_tokens, reserve_for_response)
         wanted = tuple(injections)
         try:
             if limit is None or dry_run:
-                return self._compile(
+                return self._compile_op(
                     max_tokens, reserve_for_response, wanted, overhead, dry_run, thinking
                 )
             return self._catch_up(
@@ -2069,6 +2110,21 @@ class ContextManager:
         finally:
             if self._ticker is not None and not dry_run:
                 self._ticker.wake()  # a compile may have asked for memories
+
+    @_operation()
+    def _compile_op(
+        self,
+        max_tokens: int,
+        reserve_for_response: int,
+        injections: Sequence[Injection],
+        overhead: Overhead | None,
+        dry_run: bool,
+        thinking: _Thinking | None = None,
+    ) -> CompileResult:
+        """One compile attempt, as one operation."""
+        return self._compile(
+            max_tokens, reserve_for_response, injections, overhead, dry_run, thinking
+        )
 
     def _budget(self, max_tokens: int | None, reserve: int | None) -> tuple[int, int]:
         """The window and reserve of a compile: as given, else what the strategy's config
@@ -2093,23 +2149,33 @@ class ContextManager:
         limit: float,
         thinking: _Thinking | None = None,
     ) -> CompileResult:
-        """Compile, ticking before each retry, until it fits or ``limit`` seconds pass."""
+        """Compile, ticking before each retry, until it fits or ``limit`` seconds pass.
+
+        Each attempt is an operation and each tick a tick of its own (:meth:`tick`), so
+        a tick of ``auto_tick`` in progress is waited for, not raced; a tick that finds
+        no work while another thread stored something since the attempt (the worker's
+        memory) is followed by one more attempt."""
         start = self._clock()
         ticks = 0
+        rechecks = 0
         while True:
             try:
-                result = self._compile(
+                result = self._compile_op(
                     max_tokens, reserve_for_response, wanted, overhead, False, thinking
                 )
             except OverBudgetError as exc:
                 if exc.stage == "request overhead":
                     raise  # no compression shortens the overhead
+                seen = self._store.sequence
                 why = None
                 if self._clock() - start >= limit:
                     why = f"the {limit:g} s catch-up time is up"
                 elif ticks >= MAX_CATCH_UP_TICKS:
                     why = f"{ticks} ticks ran"
                 elif not self.tick():
+                    if self._store.sequence != seen and rechecks < MAX_CATCH_UP_RECHECKS:
+                        rechecks += 1
+                        continue  # written meanwhile by another thread: try again
                     why = "no compression work is left"
                 if why is not None:
                     exc.diagnostics["catch_up"] = {"ticks": ticks, "stopped": why}
@@ -2118,8 +2184,9 @@ class ContextManager:
                 continue
             if ticks:  # the host may want to know the call waited for memories
                 result.render_stats["catch_up"] = {"ticks": ticks}
-                if self._render_stats is not None:
-                    self._render_stats["catch_up"] = {"ticks": ticks}
+                with self._lock:
+                    if self._render_stats is not None:
+                        self._render_stats["catch_up"] = {"ticks": ticks}
             return result
 
     def _compile(
@@ -2540,9 +2607,16 @@ class ContextManager:
         return None if self._render_stats is None else _plain_copy(self._render_stats)
 
     # ------------------------------------------------------------- maintenance
-    @_operation(writes=True)
     def tick(self) -> bool:
         """Do at most one unit of compression work; True when something was done.
+
+        The summariser is called with no lock held: a tick reads what to ask in one
+        short operation, makes the call, then writes the memory in another, which asks
+        again on the state as it is then and uses the answer only if it would send the
+        same request (else it asks anew). So :meth:`add_message`, :meth:`compile` and
+        every other operation go on while a memory is being written; ticks run one at a
+        time. A tick called from inside another operation (a compile catching up) calls
+        the summariser inside it.
 
         Warns
         -----
@@ -2550,17 +2624,43 @@ class ContextManager:
             When the manager has no summariser and the strategy has compression work
             waiting: nothing is compressed (the tick does nothing and returns False).
         """
+        if self._owner == threading.get_ident():
+            return self._tick_pass(None)[0]  # inside an operation: answered within it
         self._check_open()
+        with self._tick_lock:
+            answers = Answers()
+            while True:
+                done, need = self._tick_pass(answers)
+                if need is None:
+                    return done
+                if len(answers) >= MAX_TICK_CALLS:
+                    return True  # calls were made; the rest is the next tick's
+                answers.put(need.key, need.call())  # no lock held
+
+    @_operation(writes=True)
+    def _tick_pass(self, answers: Answers | None) -> tuple[bool, AnswerNeeded | None]:
+        """One pass of a tick under the lock, over the ``answers`` gathered so far: what it
+        did, or the call it needs first (what it stored before asking is kept)."""
         self._expire_holds()
-        if self._summarizer is None and not self._strategy.is_ready(self._ctx):
+        if not answers and self._summarizer is None and not self._strategy.is_ready(self._ctx):
             warnings.warn(
                 f"tick(): the {self._strategy.name} strategy has compression work waiting "
                 "but the manager has no summariser, so nothing is compressed; open it "
                 "with ContextManager.open(summarizer=...)",
                 NoSummarizerWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-        return self._strategy.tick(self._ctx)
+        self._answers = answers
+        try:
+            return self._strategy.tick(self._ctx), None
+        except AnswerNeeded as need:
+            if answers is None:
+                raise ContextManagerError(
+                    f"the {self._strategy.name} strategy asked for an answer outside a tick"
+                ) from need
+            return True, need
+        finally:
+            self._answers = None
 
     @_operation(writes=True)
     def reset_head_window(self, transition_text: str | None = None) -> str:
@@ -2660,9 +2760,12 @@ class ContextManager:
             )
         return answer.text.strip()
 
-    @_operation()
     def drain(self, max_ticks: int = 10_000) -> int:
-        """Tick until no work is left (or ``max_ticks``); returns the ticks that worked."""
+        """Tick until no work is left (or ``max_ticks``); returns the ticks that worked.
+
+        Each tick calls the summariser with no lock held (:meth:`tick`): other threads'
+        operations go on between and during them."""
+        self._check_open()
         done = 0
         for _ in range(max_ticks):
             if not self.tick():

@@ -15,7 +15,16 @@ if TYPE_CHECKING:
     from ..summarizer import Summarizer
     from ..tokens import TokenCounter
 
-__all__ = ["Entry", "RequestBudget", "Selection", "StoredMessage", "Strategy", "StrategyContext"]
+__all__ = [
+    "AnswerNeeded",
+    "Answers",
+    "Entry",
+    "RequestBudget",
+    "Selection",
+    "StoredMessage",
+    "Strategy",
+    "StrategyContext",
+]
 
 
 class StoredMessage:
@@ -194,10 +203,74 @@ class StrategyContext:
     such rows without hearing them go is repaired from it when it loads."""
     presenting: Callable[[], bool] = bool
     """Whether a host presents rows (the window is no longer the record)."""
+    answers: Callable[[], Answers | None] = lambda: None
+    """The summariser's answers gathered for the tick in progress, when the manager
+    runs the summariser outside its lock (:class:`Answers`); None: call it directly."""
 
     def slot(self, name: str) -> str:
         """The store slot ``name`` scoped to this strategy's namespace."""
         return f"{self.namespace}/{name}"
+
+
+class AnswerNeeded(Exception):
+    """Raised by :meth:`Strategy.tick` when the tick needs an answer it does not have yet.
+
+    While :attr:`StrategyContext.answers` is set, a strategy does not call its
+    summariser: it looks the request up there and, when it has no answer, raises this
+    with the request's ``key`` and ``call``, a function that makes the call (within its
+    deadline) and returns the outcome. The manager runs ``call`` holding no lock, so
+    adding messages and compiling go on meanwhile, records the outcome in the
+    :class:`Answers` and runs the tick again on the state as it is then. A tick must be
+    able to stop where it raises: what it stored before is kept, so it stores nothing
+    that depends on an answer before it has them all. Where the state changed so that
+    the tick now sends another request, the answer goes unused and the new request is
+    asked for.
+    """
+
+    def __init__(self, key: str, call: Callable[[], object]) -> None:
+        super().__init__(key)
+        self.key = key
+        self.call = call
+
+
+class Answers:
+    """The outcomes of the summariser calls one tick made, by request key.
+
+    Examples
+    --------
+    >>> answers = Answers()
+    >>> answers.put("k", "an outcome")
+    >>> answers.get("k"), answers.first_use("k"), answers.first_use("k")
+    ('an outcome', True, False)
+    >>> answers.get("other") is Answers.MISSING
+    True
+    """
+
+    MISSING: object = object()
+    """What :meth:`get` returns for a request not answered yet."""
+
+    def __init__(self) -> None:
+        self._outcomes: dict[str, object] = {}
+        self._used: set[str] = set()
+
+    def get(self, key: str) -> object:
+        """The outcome recorded for ``key``, or :attr:`MISSING`."""
+        return self._outcomes.get(key, self.MISSING)
+
+    def put(self, key: str, outcome: object) -> None:
+        """Record the outcome of the call for ``key``."""
+        self._outcomes[key] = outcome
+
+    def first_use(self, key: str) -> bool:
+        """True the first time ``key``'s outcome is taken (a tick may run again over
+        the answers it already has: a call is counted once)."""
+        if key in self._used:
+            return False
+        self._used.add(key)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._outcomes)
 
 
 class Strategy:

@@ -14,6 +14,7 @@ logged once per strategy.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import weakref
 from collections.abc import Iterator, Sequence
@@ -21,8 +22,8 @@ from collections.abc import Iterator, Sequence
 from ...deadline import BoundedCaller, CallerBusyError, DeadlineError
 from ...errors import SummarizerNotConfiguredError
 from ...messages import Message, ToolResultBlock, ToolUseBlock
-from ...summarizer import Completion, CompletionRequest, needs_tool_definitions
-from ..base import StoredMessage, StrategyContext
+from ...summarizer import Completion, CompletionRequest, Summarizer, needs_tool_definitions
+from ..base import AnswerNeeded, Answers, StoredMessage, StrategyContext
 from .chunking import orphaned, rebuild_chunks
 from .prompts import NO_TOOLS, PLAIN_PROSE, clean, shape, with_suffix
 from .records import ChunkRecord, SummaryEntry
@@ -558,29 +559,60 @@ def _ask(
     return completion.model_copy(update={"text": clean(completion.text)})
 
 
+class _Raised:
+    """The outcome of a summariser call that raised (a deadline, a busy worker, an error)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _outcome(st: State, summarizer: Summarizer, request: CompletionRequest) -> object:
+    """Make the call on the bounded worker: the completion, or what it raised."""
+    try:
+        return st.caller.call(
+            lambda: summarizer.complete(request), st.config.summary_timeout_seconds
+        )
+    except Exception as exc:  # judged by _call, on the manager's side of the lock
+        return _Raised(exc)
+
+
 def _call(
     st: State, ctx: StrategyContext, request: CompletionRequest, key: str
 ) -> Completion | None:
-    """One summariser call on the bounded worker; None (and a backoff) without an answer."""
+    """One summariser call on the bounded worker; None (and a backoff) without an answer.
+
+    While the manager gathers answers outside its lock (:attr:`StrategyContext.answers`),
+    the call is not made here: an answered request takes its recorded outcome, and one
+    not answered yet raises :class:`AnswerNeeded` for the manager to make the call."""
     summarizer = ctx.summarizer
     assert summarizer is not None
     timeout = st.config.summary_timeout_seconds
-    try:
-        completion = st.caller.call(lambda: summarizer.complete(request), timeout)
-    except CallerBusyError:
-        log.warning("the summariser is still busy with a call past its deadline")
-        return None  # nothing was called: no backoff either
-    except DeadlineError:
-        st.calls += 1
-        log.warning("the summariser did not answer %s within %g s; retried later", key, timeout)
+    answers = ctx.answers()
+    counted = True
+    if answers is None:
+        outcome = _outcome(st, summarizer, request)
+    else:
+        asked = hashlib.sha256(request.model_dump_json().encode()).hexdigest()
+        outcome = answers.get(asked)
+        if outcome is Answers.MISSING:
+            raise AnswerNeeded(asked, lambda: _outcome(st, summarizer, request))
+        counted = answers.first_use(asked)
+    if isinstance(outcome, _Raised):
+        error = outcome.error
+        if isinstance(error, CallerBusyError):
+            log.warning("the summariser is still busy with a call past its deadline")
+            return None  # nothing was called: no backoff either
+        st.calls += counted
+        if isinstance(error, DeadlineError):
+            log.warning("the summariser did not answer %s within %g s; retried later", key, timeout)
+        else:  # a provider outage is not a verdict on the work
+            log.warning("the summariser raised %r for %s; retried later", error, key)
         st.failed(ctx, key)
         return None
-    except Exception as exc:  # a provider outage is not a verdict on the work
-        st.calls += 1
-        log.warning("the summariser raised %r for %s; retried later", exc, key)
-        st.failed(ctx, key)
-        return None
-    st.calls += 1
+    completion = outcome
+    st.calls += counted
     if not isinstance(completion, Completion) or completion.stop_reason == "error":
         log.warning("the summariser answered %s with an error; retried later", key)
         st.failed(ctx, key)
