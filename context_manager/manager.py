@@ -631,7 +631,10 @@ class _Ticker:
         self._thread = threading.Thread(target=self._run, name="auto-tick", daemon=True)
         self._thread.start()
 
-    def wake(self) -> None:
+    def wake(self, *, compiled: bool = False) -> None:
+        """Start ticking: after a compile, and (unless ``settles``) after any change."""
+        if self.settles and not compiled:
+            return
         with self._guard:
             self.idle.clear()
             self._wake.set()
@@ -1173,12 +1176,18 @@ class ContextManager:
         results capped when the newest turn alone does not fit, nothing summarised.
         ``compile()`` then takes ``window_tokens`` as its default ``max_tokens``.
 
-        With ``auto_tick``, compression runs on a background thread: after each new
+        With ``auto_tick=True``, compression runs on a background thread: after each new
         message and each compile it ticks until no work is left, so the agent's thread
-        never runs the summariser. A tick is one operation like any other: a call made
-        while one runs waits for it (at most the summariser's deadline,
-        ``summary_timeout_seconds``). :meth:`wait_for_ticks` waits until the worker is
-        idle; :meth:`close` lets the tick in progress finish and stops the worker.
+        never runs the summariser, and the summariser is called with no lock held
+        (:meth:`tick`): adding messages and compiling never wait for it. When the
+        worker writes a memory then depends on timing, so two runs of the same calls
+        may fold differently. ``auto_tick="after_compile"`` is the reproducible mode:
+        the worker starts only after a compile, and any other operation (from another
+        thread than the worker) first waits until it has no work left, so the work
+        runs at the same points in every run; the agent waits only when its next call
+        comes before the memories are written. :meth:`wait_for_ticks` waits until the
+        worker is idle; :meth:`close` lets the tick in progress finish and stops the
+        worker.
 
         Several managers share one record by opening the same :class:`Store` (``store=``),
         each under its own ``namespace``: the messages are common to all of them (one
@@ -2109,7 +2118,7 @@ class ContextManager:
             )
         finally:
             if self._ticker is not None and not dry_run:
-                self._ticker.wake()  # a compile may have asked for memories
+                self._ticker.wake(compiled=True)  # a compile may have asked for memories
 
     @_operation()
     def _compile_op(

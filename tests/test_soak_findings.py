@@ -2,7 +2,10 @@
 
 ``tests/soak_findings/`` keeps each failing case a long soak (``tests/soak.py``)
 printed, as hypothesis printed it; once its defect is fixed the case stays here and
-must replay without a failure, so the defect cannot come back unseen.
+must replay without a failure, so the defect cannot come back unseen. The ids a case
+draws are the store's sequence numbers: when the store comes to write a record more for
+the same operations (the request's frame, say), a case's drawn ids are translated to the
+ones at the same places among what was drawn from, so it runs the same operations.
 
 * ``window-over-budget-while-history-fits``: a windowed kv-unified compile whose
   window could not fit the budget (a block held a memory longer than the memories
