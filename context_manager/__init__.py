@@ -31,6 +31,7 @@ from .manager import (
     Overhead,
     Preview,
     QueryResult,
+    StoreFullWarning,
 )
 from .messages import (
     ImageBlock,
@@ -86,6 +87,7 @@ __all__ = [
     "StoreCorruptError",
     "StoreError",
     "StoreFullError",
+    "StoreFullWarning",
     "StoreLockedError",
     "Strategy",
     "StrippedThinking",

@@ -54,7 +54,7 @@ from .recall import (
     matching_memories,
     recall_definition,
 )
-from .store import Branch, Store, StoreError
+from .store import Branch, Store, StoreError, StoreFullError
 from .strategies.autobiographical import AutobiographicalConfig, AutobiographicalStrategy
 from .strategies.base import (
     AnswerNeeded,
@@ -102,6 +102,7 @@ __all__ = [
     "Preview",
     "QueryResult",
     "SavedCounts",
+    "StoreFullWarning",
     "counter_key",
     "default_strategy",
     "place_injections",
@@ -162,6 +163,13 @@ def default_strategy(
     except ValueError as exc:  # a window too small to fold into
         raise ConfigError(f"window_tokens: {exc}") from exc
     return AutobiographicalStrategy(config)
+
+
+class StoreFullWarning(UserWarning):
+    """:meth:`ContextManager.compile` built the request but could not store its
+    bookkeeping (the context log, the frontier it chose) because the store's disk is
+    full: the request is returned, marked ``render_stats["bookkeeping"]``, and the next
+    compile recomputes what was not stored."""
 
 
 class NoSummarizerWarning(UserWarning):
@@ -655,15 +663,29 @@ class _Ticker:
             self._thread.join()
 
     def _run(self) -> None:
+        backoff = 0.0  # seconds until the next try while the store is full
         while True:
-            self._wake.wait()
+            self._wake.wait(backoff or None)
             if self._stopping.is_set():
                 self.idle.set()
                 return
-            self._wake.clear()
+            with self._guard:
+                self._wake.clear()
+                self.idle.clear()  # woken, or trying again after a full store
             try:
                 while not self._stopping.is_set() and self._tick():
                     pass
+                backoff = 0.0
+            except StoreFullError as full:  # not the worker's end: it waits for space
+                if not backoff:
+                    _log.warning(
+                        "auto_tick: the store is full (%s); compression waits and tries "
+                        "again, first in %g s, then at most every %g s, and at each compile",
+                        full,
+                        FULL_BACKOFF[0],
+                        FULL_BACKOFF[1],
+                    )
+                backoff = min(FULL_BACKOFF[1], max(FULL_BACKOFF[0], 2 * backoff))
             except BaseException as exc:
                 self.error = exc
                 _log.exception("the auto_tick worker stopped on an error")
@@ -680,6 +702,9 @@ class _Ticker:
         return manager.tick()  # the summariser is called with no lock held
 
 
+FULL_BACKOFF = (1.0, 60.0)
+"""The first and the longest wait, in seconds, of an ``auto_tick`` worker whose store
+is full before it tries again (doubling in between; a compile wakes it at once)."""
 DEFAULT_WINDOW = 100_000
 """The ``max_tokens`` of a compile when neither the caller nor the strategy sets one."""
 DEFAULT_RESERVE = 4_000
@@ -2116,9 +2141,46 @@ class ContextManager:
             return self._catch_up(
                 max_tokens, reserve_for_response, wanted, overhead, limit, thinking
             )
+        except StoreFullError as full:
+            if dry_run:
+                raise
+            return self._unstored(
+                full, max_tokens, reserve_for_response, wanted, overhead, thinking
+            )
         finally:
             if self._ticker is not None and not dry_run:
                 self._ticker.wake(compiled=True)  # a compile may have asked for memories
+
+    @_operation()
+    def _unstored(
+        self,
+        full: StoreFullError,
+        max_tokens: int,
+        reserve_for_response: int,
+        injections: Sequence[Injection],
+        overhead: Overhead | None,
+        thinking: _Thinking | None,
+    ) -> CompileResult:
+        """The request of a compile whose bookkeeping the full store could not keep: the
+        same compile, storing nothing (a dry run on the state as stored), marked in its
+        render stats and with a :class:`StoreFullWarning`; ``full`` again when even that
+        needs what could not be stored (memories to fit)."""
+        self._resync()  # what the failed write changed in memory goes back to the store's
+        result = self._compile(
+            max_tokens, reserve_for_response, injections, overhead, True, thinking
+        )
+        if not result.messages and result.render_stats.get("fits") is False:
+            raise full
+        note = {"stored": False, "reason": str(full)}
+        result.render_stats["bookkeeping"] = note
+        self._render_stats = _plain_copy(result.render_stats)
+        warnings.warn(
+            "compile(): the request was built but its bookkeeping could not be stored "
+            f"({full}); the next compile recomputes it",
+            StoreFullWarning,
+            stacklevel=4,
+        )
+        return result
 
     @_operation()
     def _compile_op(
