@@ -57,8 +57,11 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -343,6 +346,102 @@ def _guarded(
     return decorate
 
 
+_log = logging.getLogger(__name__)
+
+SCRATCH_KINDS = ("deriving", "repair", "audit")
+"""The work that writes a scratch folder beside a store file (:func:`scratch`)."""
+_OWNER = ".owner"
+_UNOWNED_GRACE = 60.0
+"""Seconds a scratch folder without its owner file is left alone (it may be one being
+created right now)."""
+_SCRATCH_META = "scratch:"
+"""Prefix of the meta rows naming a derive's scratch folder beside its target."""
+
+
+@contextmanager
+def scratch(folder: str | os.PathLike[str], stem: str, kind: str) -> Iterator[Path]:
+    """A scratch folder ``.<stem>.<kind>-XXXX`` in ``folder``, removed when the block ends.
+
+    Its owner holds a lock on a file inside it for as long as the block runs, so
+    :func:`sweep_scratch` can tell a folder in use from one a killed process left.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> with scratch(folder, "agent.db", "repair") as work:
+    ...     work.name.startswith(".agent.db.repair-")
+    True
+    >>> os.listdir(folder)
+    []
+    """
+    if kind not in SCRATCH_KINDS:
+        raise ValueError(f"kind must be one of {SCRATCH_KINDS}, got {kind!r}")
+    path = tempfile.mkdtemp(prefix=f".{stem}.{kind}-", dir=folder)
+    fd = -1
+    try:
+        fd = os.open(os.path.join(path, _OWNER), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield Path(path)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        if fd >= 0:
+            os.close(fd)
+
+
+def _abandoned(path: str, *, unowned: bool = False) -> bool:
+    """Whether the scratch folder ``path`` has no live owner: its lock is free, or it has
+    no owner file (``unowned``: at once; else after longer than a creation takes)."""
+    try:
+        fd = os.open(os.path.join(path, _OWNER), os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        try:
+            return unowned or time.time() - os.stat(path).st_mtime > _UNOWNED_GRACE
+        except FileNotFoundError:
+            return False
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False  # its owner is alive
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def sweep_scratch(folder: str | os.PathLike[str], stem: str, *, unowned: bool = False) -> list[str]:
+    """Remove the scratch folders of ``stem`` in ``folder`` that no live process owns
+    (what a derive, repair or audit killed mid-way left); returns their paths.
+    ``unowned``: a folder killed before it had its owner file goes too (only where no
+    process may be creating one now).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> left = tempfile.mkdtemp(prefix=".agent.db.deriving-", dir=folder)
+    >>> _ = open(os.path.join(left, ".owner"), "w").close()
+    >>> [os.path.basename(p) == os.path.basename(left) for p in sweep_scratch(folder, "agent.db")]
+    [True]
+    """
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    prefixes = tuple(f".{stem}.{kind}-" for kind in SCRATCH_KINDS)
+    for entry in entries:
+        if not entry.name.startswith(prefixes) or not entry.is_dir(follow_symlinks=False):
+            continue
+        if _abandoned(entry.path, unowned=unowned):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
 class _Lock:
     """The exclusive writer lock: ``flock`` on a descriptor of the database file."""
 
@@ -502,7 +601,25 @@ class Store:
             conn.close()
             raise
         store._lock = lock  # handed over only once the open has succeeded
+        if lock is not None:  # the one writer: no derive, repair or audit of it runs
+            store._sweep(real)
         return store
+
+    def _sweep(self, real: str) -> None:
+        """Remove what a derive, repair or audit of this store killed mid-way left: the
+        scratch folders beside it, and those its derives named beside their targets."""
+        gone = sweep_scratch(os.path.dirname(real), os.path.basename(real))
+        with suppress(sqlite3.Error):
+            rows = self._conn.execute(
+                "SELECT key, value FROM meta WHERE key LIKE ?", (_SCRATCH_META + "%",)
+            ).fetchall()
+            for key, value in rows:
+                # no derive of this store runs while its writer opens it
+                folder, stem = json.loads(value)
+                gone += sweep_scratch(folder, stem, unowned=True)
+                self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+        for path in gone:
+            _log.info("removed %s, left by a derive, repair or audit that did not finish", path)
 
     def close(self) -> None:
         """Close the database and release the lock (idempotent).
@@ -1188,7 +1305,8 @@ class Store:
         derived views are not: they are rebuilt from the records on first use. The
         new store hands out ids after the highest this one has, so no item id it
         carries is ever given again. The new file appears whole or not at all (it is
-        written under a temporary name, then linked into place).
+        written in a scratch folder beside ``path``, then linked into place); a derive
+        killed mid-way leaves that folder, and the next open of this store removes it.
 
         Raises
         ------
@@ -1218,7 +1336,24 @@ class Store:
                 f"cannot derive into {shown!r}: the folder {target.parent} does not exist; "
                 "create it first"
             )
-        temporary = target.with_name(f".{target.name}.deriving-{os.getpid()}")
+        # where the derive writes is named in this store before anything is written
+        # there, and until it is gone: the next open removes what a kill left
+        key = f"{_SCRATCH_META}{target}"
+        where = json.dumps([str(target.parent), target.name])
+        try:
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, where))
+        except sqlite3.Error as exc:
+            raise self._failure(exc, "noting where a derive writes") from exc
+        try:
+            with scratch(target.parent, target.name, "deriving") as work:
+                self._derive_into(work / target.name, target, shown, seq)
+        finally:
+            with suppress(sqlite3.Error):
+                self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+    def _derive_into(self, temporary: Path, target: Path, shown: str, seq: int) -> None:
+        """:meth:`derive`, writing the new store at ``temporary`` (in a scratch folder
+        beside ``target``), then linking it into place."""
         child: Store | None = None
         try:
             child = Store.open(temporary)
@@ -1273,8 +1408,6 @@ class Store:
                     "nothing was left behind"
                 ) from exc
             raise
-        with suppress(FileNotFoundError):
-            temporary.unlink()
 
     def _load_current(self) -> tuple[int, str]:
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'current_branch'").fetchone()

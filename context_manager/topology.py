@@ -61,7 +61,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from .store import Store, StoreError, StoreLockedError
+from .store import Store, StoreError, StoreLockedError, scratch
 from .strategies.autobiographical.records import (
     _CHUNK_COUNTER,
     _CHUNKS,
@@ -1236,7 +1236,7 @@ def audit_store(
         When the path is not a readable store, or lacks the namespace or branch.
     """
     real, shown = _real(path)
-    with tempfile.TemporaryDirectory(prefix="ctxfold-audit-") as tmp:
+    with _audit_scratch(real) as tmp:
         copy = Path(tmp) / "store.db"
         with _file_lock(real, shown, exclusive=False):
             _copy(real, copy)
@@ -1244,6 +1244,21 @@ def audit_store(
         with store:
             records = read_stored(store, namespace)
             return StoreAudit(real, namespace, store.branch, records, audit(records))
+
+
+@contextlib.contextmanager
+def _audit_scratch(real: str) -> Iterator[Path]:
+    """Where an audit copies the store: a scratch folder beside it (removed at the end,
+    or by the store's next open if the audit is killed), else, in a folder this process
+    may not write, a temporary folder of the system's."""
+    with contextlib.ExitStack() as stack:
+        try:
+            work = stack.enter_context(
+                scratch(os.path.dirname(real), os.path.basename(real), "audit")
+            )
+        except PermissionError:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxfold-audit-")))
+        yield work
 
 
 def _backup_name(real: str) -> str:
@@ -1322,56 +1337,56 @@ def repair_store(
         )
     real, shown = _real(path)
     folder = os.path.dirname(real)
-    with _file_lock(real, shown, exclusive=True):
-        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(real)}.repair-", dir=folder)
-        try:
-            copy = Path(tmp) / "store.db"
-            _copy(real, copy)
-            store, current = _open_copy(copy, shown, namespace, branch)
-            with store:
-                records = read_stored(store, namespace)
-                findings = audit(records)
-                actions = plan_repair(findings, records)
-                result = StoreRepair(
-                    real,
-                    namespace,
-                    store.branch,
-                    findings,
-                    actions,
-                    messages_before=len(records.messages),
-                )
-                if not actions:
-                    result.after = findings
-                    result.messages_after = result.messages_before
-                    return result
-                apply_repair(store, records, actions)
-                if store.branch != current:
-                    store.switch_branch(current)
-            with Store.open(copy, branch=result.branch) as store:
-                again = read_stored(store, namespace)
-                result.after = audit(again)
-                result.messages_after = len(again.messages)
-                problems = store.integrity_check()
-                store.switch_branch(current)
-            if problems:
-                raise StoreError(f"the repaired copy of {shown} fails SQLite's check: {problems}")
-            if result.after or result.messages_after != result.messages_before:
+    with (
+        _file_lock(real, shown, exclusive=True),
+        scratch(folder, os.path.basename(real), "repair") as tmp,
+    ):
+        # the scratch folder goes when this ends; a kill leaves it to the next open
+        copy = tmp / "store.db"
+        _copy(real, copy)
+        store, current = _open_copy(copy, shown, namespace, branch)
+        with store:
+            records = read_stored(store, namespace)
+            findings = audit(records)
+            actions = plan_repair(findings, records)
+            result = StoreRepair(
+                real,
+                namespace,
+                store.branch,
+                findings,
+                actions,
+                messages_before=len(records.messages),
+            )
+            if not actions:
+                result.after = findings
+                result.messages_after = result.messages_before
                 return result
-            _fold_log(copy)
-            shutil.copymode(real, copy)
-            _fsync(str(copy))
-            backup = _backup_name(real)
-            shutil.copyfile(real, backup)
-            _fsync(backup)
-            if os.path.exists(real + "-wal"):
-                # the log belongs to the original: it goes with the backup, so it is
-                # never read against the repaired file
-                os.replace(real + "-wal", backup + "-wal")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(real + "-shm")
-            os.replace(copy, real)
-            _fsync(folder)
-            result.applied, result.backup = True, backup
+            apply_repair(store, records, actions)
+            if store.branch != current:
+                store.switch_branch(current)
+        with Store.open(copy, branch=result.branch) as store:
+            again = read_stored(store, namespace)
+            result.after = audit(again)
+            result.messages_after = len(again.messages)
+            problems = store.integrity_check()
+            store.switch_branch(current)
+        if problems:
+            raise StoreError(f"the repaired copy of {shown} fails SQLite's check: {problems}")
+        if result.after or result.messages_after != result.messages_before:
             return result
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _fold_log(copy)
+        shutil.copymode(real, copy)
+        _fsync(str(copy))
+        backup = _backup_name(real)
+        shutil.copyfile(real, backup)
+        _fsync(backup)
+        if os.path.exists(real + "-wal"):
+            # the log belongs to the original: it goes with the backup, so it is
+            # never read against the repaired file
+            os.replace(real + "-wal", backup + "-wal")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(real + "-shm")
+        os.replace(copy, real)
+        _fsync(folder)
+        result.applied, result.backup = True, backup
+        return result
