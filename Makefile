@@ -30,9 +30,12 @@ lint: $(STAMP)
 SOAK_COMPILES ?= 100000
 # and threads sharing one manager: at least SOAK_APPENDS appends, all found after reopening
 SOAK_APPENDS ?= 10000
+# and damaged stores: SOAK_FUZZ seeded trials of flipped bytes, each answered by a typed error
+SOAK_FUZZ ?= 200
 soak: $(STAMP)
 	$(BIN)/python tests/soak.py $(SOAK_COMPILES)
 	$(BIN)/python tests/soak_threads.py $(SOAK_APPENDS)
+	FUZZ_TRIALS=$(SOAK_FUZZ) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_damaged_store.py
 
 schema: $(STAMP)
 	$(BIN)/python -c 'from folding.schema import write_schema; print(write_schema())'

@@ -61,6 +61,24 @@ class Command(TyperCommand):
             option.metavar = ""
         return option
 
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; the library's typed errors and file errors are answered in
+        one line on stderr with their exit status (a store or file that cannot be read:
+        2; any other: 1), never a traceback."""
+        from .errors import ContextManagerError
+        from .store import StoreCorruptError, StoreError
+
+        try:
+            return super().invoke(ctx)
+        except StoreCorruptError as exc:
+            fail(str(exc), USAGE_ERROR)
+        except (StoreError, ContextManagerError, FoldingError) as exc:
+            fail(str(exc), RUNTIME_ERROR)
+        except OSError as exc:  # a path no file can have, a folder that cannot be read...
+            name = exc.filename if isinstance(exc.filename, str) else ""
+            shown = name if len(name) <= 80 else name[:77] + "..."
+            fail(f"{shown + ': ' if shown else ''}{exc.strerror or exc}", USAGE_ERROR)
+
 
 class _Group(typer.core.TyperGroup):
     """The command group, its own ``--help`` shown without a type."""
@@ -579,7 +597,9 @@ def inspect(
         fail(f"{store} is not a SQLite database: {exc}")
     if not {"records", "branches", "meta"} <= tables:
         fail(f"{store} is a SQLite database but not a store")
-    namespaces = sorted({slot.rsplit("/", 1)[0] for slot in slots if "/" in slot})
+    namespaces = sorted(
+        {slot.rsplit("/", 1)[0] for slot in slots if isinstance(slot, str) and "/" in slot}
+    )
     if namespace not in namespaces and (namespaces or namespace != "default"):
         fail(
             f"{store} has no namespace {namespace!r}; "

@@ -170,6 +170,51 @@ _BLOB_KEY = "data_sha256"
 _BLOB_MARK = f'"{_BLOB_KEY}":"'
 
 
+def damaged(path: str, where: str, what: object) -> StoreCorruptError:
+    """The error for damaged content at ``where`` (a table, row and column) of ``path``.
+
+    Examples
+    --------
+    >>> str(damaged("a.db", "table records, row 7 (item 3), column body", "not JSON"))[:58]
+    'a.db: table records, row 7 (item 3), column body is damage'
+    """
+    return StoreCorruptError(
+        f"{path}: {where} is damaged ({what}); the rest of the store may be whole: run "
+        f"'ctxfold audit {path}' to list the damaged rows and 'ctxfold repair {path} --apply' "
+        "to copy every readable row into a new store, or restore the file from a copy"
+    )
+
+
+def _loads(text: str, path: str, where: str) -> Any:
+    """Stored JSON ``text``, parsed; a :class:`StoreCorruptError` naming ``where`` when it
+    is not JSON or holds text that was not valid UTF-8."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise damaged(path, where, f"not JSON: {exc}") from None
+    if _has_bad_utf8(text):
+        raise damaged(path, where, "bytes that are not UTF-8")
+    return value
+
+
+def _has_bad_utf8(text: str) -> bool:
+    """Whether ``text`` holds bytes that were not UTF-8 (read as lone surrogates,
+    :func:`_text`)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _text(raw: bytes) -> str:
+    """SQLite text as a str: bytes that are not UTF-8 kept as lone surrogates, so the row
+    that holds them is named when it is read (:func:`_loads`), not the query failing."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
 def _dumps(body: Any) -> str | None:
     return None if body is None else json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
@@ -259,11 +304,23 @@ class Item:
         """Reads back media kept in the blob table, when the body is parsed and has any."""
 
     @property
+    def origin(self) -> str:
+        """The path of the store this item was read from, while its body is unparsed
+        (``"the store"`` after, or for an item built in memory): what an error about its
+        body names."""
+        return str(getattr(getattr(self._blobs, "__self__", None), "path", "the store"))
+
+    @property
     def body(self) -> Any:
         """The item's body (parsed on first access, then kept)."""
         if self._body is _UNPARSED:
             text = self._text
-            body = None if text is None else json.loads(text)
+            if text is None:
+                body = None
+            else:
+                path = self.origin
+                where = f"table records, row {self.rev} (item {self.id}), column body"
+                body = _loads(text, path, where)
             if self._blobs is not None and text is not None and _BLOB_MARK in text:
                 body = _inline(body, self._blobs)
             self._body = body
@@ -442,6 +499,33 @@ def sweep_scratch(folder: str | os.PathLike[str], stem: str, *, unowned: bool = 
     return removed
 
 
+def _checked_path(shown: str) -> str:
+    """The real path of the store file ``shown``, or a :class:`StoreError` saying why no
+    file can have that name (a NUL byte, a name or path longer than the system allows).
+
+    Examples
+    --------
+    >>> _checked_path("a\\0b.db")
+    Traceback (most recent call last):
+    ...
+    context_manager.store.StoreError: 'a\\x00b.db': a file path cannot hold a NUL byte
+    """
+    if "\0" in shown:
+        raise StoreError(f"{shown!r}: a file path cannot hold a NUL byte")
+    real = os.path.realpath(shown)
+    folder, name = os.path.split(real)
+    try:
+        limit = os.pathconf(folder if os.path.isdir(folder) else "/", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if len(os.fsencode(name)) > limit:
+        raise StoreError(
+            f"{shown}: the file name is {len(os.fsencode(name))} bytes, longer than the "
+            f"{limit} this file system allows; choose a shorter name"
+        )
+    return real
+
+
 class _Lock:
     """The exclusive writer lock: ``flock`` on a descriptor of the database file."""
 
@@ -548,7 +632,7 @@ class Store:
         shown = os.fspath(path)
         if shown in (":memory:", ""):
             return cls._connect(shown, shown, None, branch)
-        real = os.path.realpath(shown)
+        real = _checked_path(shown)
         try:
             Path(real).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -577,6 +661,7 @@ class Store:
                         f"{shown} was replaced by another file while it was being opened; "
                         "open it again"
                     )
+            conn.text_factory = _text
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
@@ -967,8 +1052,9 @@ class Store:
         if slot in self._cache:
             return self._cache[slot]
         value = default
-        for _seq, body in self._sets(slot, 1):
-            value = json.loads(body) if body is not None else None
+        for seq, body in self._sets(slot, 1):
+            where = f"table records, the snapshot of {slot!r} at sequence {seq}, column body"
+            value = _loads(body, self._path, where) if body is not None else None
         self._cache[slot] = value
         return value
 
@@ -983,7 +1069,13 @@ class Store:
             returns). Only those records are read.
         """
         return [
-            (seq, json.loads(b) if b is not None else None) for seq, b in self._sets(slot, limit)
+            (
+                seq,
+                _loads(b, self._path, f"table records, {slot!r} at sequence {seq}, column body")
+                if b is not None
+                else None,
+            )
+            for seq, b in self._sets(slot, limit)
         ]
 
     def _sets(self, slot: str, limit: int) -> list[tuple[int, str | None]]:

@@ -1194,7 +1194,9 @@ def _open_copy(copy: Path, shown: str, namespace: str, branch: str | None) -> tu
         raise NotAStoreError(f"{shown} is not a SQLite database: {exc}") from exc
     if not {"records", "branches", "meta"} <= tables:
         raise NotAStoreError(f"{shown} is a SQLite database but not a store")
-    namespaces = sorted({slot.rsplit("/", 1)[0] for slot in slots if "/" in slot})
+    namespaces = sorted(
+        {slot.rsplit("/", 1)[0] for slot in slots if isinstance(slot, str) and "/" in slot}
+    )
     if namespace not in namespaces and (namespaces or namespace != "default"):
         raise NotAStoreError(
             f"{shown} has no namespace {namespace!r}; "

@@ -69,9 +69,7 @@ KILLED = textwrap.dedent(
 
 
 @pytest.mark.parametrize("point", ["derive-copy", "derive-link", "repair", "audit"])
-def test_a_killed_operation_leaves_nothing_after_the_next_open(
-    tmp_path: Path, point: str
-) -> None:
+def test_a_killed_operation_leaves_nothing_after_the_next_open(tmp_path: Path, point: str) -> None:
     source = tmp_path / "agent.db"
     _store(source)
     elsewhere = tmp_path / "elsewhere"

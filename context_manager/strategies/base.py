@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..messages import ContentBlock, Message
 from ..pairing import SendForm
-from ..store import Item, Store
+from ..store import Item, Store, damaged
 
 if TYPE_CHECKING:
     from ..summarizer import Summarizer
@@ -86,8 +86,14 @@ class StoredMessage:
         if self._message is None:
             source = self._body
             assert source is not None
+            path = source.origin if isinstance(source, Item) else source.path
             body = source.body if isinstance(source, Item) else source.body_at(self.rev)
-            self._message = Message.model_validate(body)
+            try:
+                self._message = Message.model_validate(body)
+            except ValueError as exc:  # what a damaged row holds: not a message
+                where = f"table records, row {self.rev} (message {self.id}), column body"
+                what = str(exc).splitlines()
+                raise damaged(path, where, f"not a message: {' '.join(what[:3])}") from None
             self._body = None
         return self._message
 

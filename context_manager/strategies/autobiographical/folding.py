@@ -17,6 +17,7 @@ from operator import is_
 from typing import Any, overload
 
 import solvers
+from folding import InvalidProblemError
 
 from ...adapter import (
     Block,
@@ -30,6 +31,7 @@ from ...adapter import (
 )
 from ...errors import OverBudgetError, UncoveredDropError
 from ...pairing import SendForm
+from ...store import damaged
 from ..base import Entry, RequestBudget, Selection, StoredMessage, StrategyContext
 from ..capping import MAX_CAP_ROUNDS, Capped, cap_forms
 from .capping import unfoldable
@@ -221,7 +223,11 @@ def _solve(
         repeated = _repeated(trail, key, k, rounds)
         if repeated is not None:
             return repeated
-        stated = state_problem(snap, st.cache)
+        try:
+            stated = state_problem(snap, st.cache)
+        except InvalidProblemError as exc:  # stated from the stored records alone
+            where = f"the memory records of namespace {ctx.namespace!r}"
+            raise damaged(ctx.store.path, where, f"they contradict each other: {exc}") from None
         plan = read_plan(snap, stated, solver.solve(stated.problem))
         if isinstance(plan.error, OverBudgetError) and snap.blocks:
             if fitted is not None:  # the blocks of its answer: the answer still fits

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...exact_values import with_values
+from ...store import StoreCorruptError, damaged
 
 if TYPE_CHECKING:
-    from ...store import Store
+    from ...store import Item, Store
 
 __all__ = [
     "FRONTIER_CHAIN",
@@ -369,6 +371,8 @@ class Records:
     def _next_summary_id(self, level: int) -> str:
         store = self._store()
         counter = int(store.get(self.slot(_COUNTER), 0))
+        while f"L{level}-{counter}" in self.summaries:  # a counter older than its memories
+            counter += 1
         store.set(self.slot(_COUNTER), counter + 1)
         return f"L{level}-{counter}"
 
@@ -516,36 +520,69 @@ class Records:
 def read_records(store: Store, slot: Callable[[str], str]) -> Records:
     """Read the strategy's records; ``slot`` names a slot in its namespace
     (``lambda name: f"{namespace}/{name}"``)."""
-    summaries = {}
+    summaries: dict[str, SummaryEntry] = {}
     for it in store.items(slot(_SUMMARIES)):
-        body = dict(it.body)
-        if body.get("content", "").strip():
-            summaries[body["id"]] = SummaryEntry(item=it.id, **body)
-    chunks = [ChunkRecord(item=it.id, **it.body) for it in store.items(slot(_CHUNKS))]
-    pins = store.get(slot(_PINS), {"pins": [], "counter": 0})
-    runs, depth, carried = read_frontier(
-        store, slot(_FRONTIER), {c.id: c.source_ids for c in chunks}
-    )
+        with _reading(store, slot(_SUMMARIES), it):
+            body = dict(it.body)
+            if isinstance(body.get("content"), str) and body["content"].strip():
+                entry = SummaryEntry(item=it.id, **body)
+                if entry.id in summaries:
+                    raise ValueError(f"a second memory {entry.id!r}")
+                summaries[entry.id] = entry
+    chunks: list[ChunkRecord] = []
+    chunk_ids: set[str] = set()
+    for it in store.items(slot(_CHUNKS)):
+        with _reading(store, slot(_CHUNKS), it):
+            chunk = ChunkRecord(item=it.id, **dict(it.body))
+            if chunk.id in chunk_ids:
+                raise ValueError(f"a second chunk {chunk.id!r}")
+            chunk_ids.add(chunk.id)
+            chunks.append(chunk)
     exhausted: dict[str, set[str]] = {}
     for it in store.items(slot(_LEDGER)):
-        exhausted.setdefault(it.body["chunk"], set()).add(it.body["shape"])
-    return Records(
-        summaries=summaries,
-        chunks=chunks,
-        pins=[Pin(**p) for p in pins["pins"]],
-        pin_counter=int(pins["counter"]),
-        locks=set(store.get(slot(_LOCKS), [])),
-        runs=runs or [],
-        compiled=runs is not None,
-        merge_attempts=dict(store.get(slot(_MERGE_ATTEMPTS), {})),
-        chunk_attempts=dict(store.get(slot(_CHUNK_ATTEMPTS), {})),
-        exhausted=exhausted,
-        chunk_counter=int(store.get(slot(_CHUNK_COUNTER), _next_chunk_number(chunks))),
-        frontier_depth=depth,
-        frontier_delta_runs=carried,
-        store=store,
-        slot=slot,
-    )
+        with _reading(store, slot(_LEDGER), it):
+            exhausted.setdefault(str(it.body["chunk"]), set()).add(str(it.body["shape"]))
+    try:
+        runs, depth, carried = read_frontier(
+            store, slot(_FRONTIER), {c.id: c.source_ids for c in chunks}
+        )
+        pins = store.get(slot(_PINS), {"pins": [], "counter": 0})
+        return Records(
+            summaries=summaries,
+            chunks=chunks,
+            pins=[Pin(**p) for p in pins["pins"]],
+            pin_counter=int(pins["counter"]),
+            locks=set(store.get(slot(_LOCKS), [])),
+            runs=runs or [],
+            compiled=runs is not None,
+            merge_attempts=dict(store.get(slot(_MERGE_ATTEMPTS), {})),
+            chunk_attempts=dict(store.get(slot(_CHUNK_ATTEMPTS), {})),
+            exhausted=exhausted,
+            # never below the chunks it numbered: a counter that went back reuses no id
+            chunk_counter=max(int(store.get(slot(_CHUNK_COUNTER), 0)), _next_chunk_number(chunks)),
+            frontier_depth=depth,
+            frontier_delta_runs=carried,
+            store=store,
+            slot=slot,
+        )
+    except StoreCorruptError:
+        raise
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError) as exc:
+        where = f"the strategy records under {slot('')!r} (pins, locks, frontier or counters)"
+        raise damaged(store.path, where, f"{type(exc).__name__}: {exc}") from None
+
+
+@contextmanager
+def _reading(store: Store, slot: str, item: Item) -> Iterator[None]:
+    """Read ``item`` of ``slot``: a body that makes no record is damage, named."""
+    try:
+        yield
+    except StoreCorruptError:
+        raise
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        what = " ".join(str(exc).splitlines()[:2])
+        where = f"table records, row {item.rev} (item {item.id} of {slot!r}), column body"
+        raise damaged(store.path, where, f"not a record: {what}") from None
 
 
 def _next_chunk_number(chunks: Sequence[ChunkRecord]) -> int:
