@@ -704,9 +704,9 @@ def _window_line(db: Any, namespace: str, record: Sequence[str]) -> str:
 
 
 AUDIT_STATUS = (
-    "Exit status: 0 every memory is sound; 1 findings (run `ctxfold repair STORE` for the "
-    "plan); 2 a usage error: the path is not a readable store, has no such namespace or "
-    "branch, or a running agent holds it (its lock)."
+    "Exit status: 0 every memory is sound and every row readable; 1 findings or damaged "
+    "rows (run `ctxfold repair STORE` for the plan); 2 a usage error: the path is not a "
+    "readable store, has no such namespace or branch, or a running agent holds it (its lock)."
 )
 REPAIR_STATUS = (
     "Exit status: 0 nothing to repair, or repaired with --apply; 1 a repair is planned "
@@ -749,7 +749,9 @@ def audit(
 ) -> None:
     """Check that each memory covers a contiguous run of messages, and the tree's rest.
 
-    The rest: contents, unique ids, parent pointers and chunk records. Reads a copy of
+    The rest: contents, unique ids, parent pointers and chunk records. Rows of the file
+    that cannot be read (damaged bytes) are listed first, and the tree is checked over
+    the rows that can. Reads a copy of
     the store; the file is never written. Refuses a store a running agent holds (its
     lock): stop the agent first.
     """
@@ -769,8 +771,9 @@ def audit(
                     "namespace": result.namespace,
                     "branch": result.branch,
                     **counts,
-                    "clean": not result.findings,
+                    "clean": not result.findings and not result.damaged,
                     "findings": [f.to_dict() for f in result.findings],
+                    "damaged": [d.to_dict() for d in result.damaged],
                 },
                 indent=2,
             )
@@ -784,6 +787,15 @@ def audit(
             markup=False,
             highlight=False,
         )
+        if result.damaged:
+            n = len(result.damaged)
+            console.print(
+                f"{n} damaged row{'s' if n != 1 else ''} (left out of what follows; "
+                f"`ctxfold repair {store} --apply` copies every other row into a new store):",
+                markup=False,
+                highlight=False,
+            )
+            _print_findings(result.damaged)
         if not result.findings:
             console.print("clean: every memory covers a contiguous run of messages")
         else:
@@ -795,7 +807,7 @@ def audit(
                 markup=False,
                 highlight=False,
             )
-    if result.findings:
+    if result.findings or result.damaged:
         raise typer.Exit(RUNTIME_ERROR)
 
 
@@ -813,7 +825,9 @@ def repair(
 
     A broken memory is dropped with the memories above it, and its chunk record
     reopened, so the strategy summarises those messages again; pointers and ranges are
-    fixed. No message is removed. With --apply the plan is applied to a copy, which
+    fixed. No message is removed, except a damaged one: when rows of the file cannot
+    be read, every row that can is copied into a new store first, and that is repaired.
+    With --apply the plan is applied to a copy, which
     must audit clean before it replaces the store; the original is kept as STORE.bak.
     Refuses a store a running agent holds (its lock): stop the agent first.
     """
@@ -838,10 +852,39 @@ def repair(
                     "after": [f.to_dict() for f in result.after],
                     "messages_before": result.messages_before,
                     "messages_after": result.messages_after,
+                    "damaged": [d.to_dict() for d in result.damaged],
                 },
                 indent=2,
             )
         )
+    elif result.damaged:
+        n = len(result.damaged)
+        console.print(
+            f"{store}: branch {result.branch!r}: {n} damaged row{'s' if n != 1 else ''}",
+            markup=False,
+            highlight=False,
+        )
+        _print_findings(result.damaged)
+        if result.findings:
+            console.print("and in the rows that can be read:")
+            _print_findings(result.findings)
+        if result.applied:
+            console.print(
+                f"repaired: every row that can be read was copied into a new store "
+                f"({result.messages_after:,} messages), which audits clean; it replaced "
+                f"{result.path}, and the original is kept as {result.backup}",
+                markup=False,
+                highlight=False,
+            )
+        elif apply:
+            console.print("the salvaged copy still has findings; the store was not changed:")
+            _print_findings(result.after)
+        else:
+            console.print(
+                "dry run: nothing was changed; run with --apply to copy every row that can "
+                "be read into a new store that replaces this one (the original is kept as "
+                ".bak)"
+            )
     elif not result.findings:
         console.print(
             f"{store}: branch {result.branch!r}: nothing to repair", markup=False, highlight=False
@@ -873,5 +916,5 @@ def repair(
                 "dry run: nothing was changed; run with --apply to repair (on a copy that "
                 "replaces the store once it audits clean; the original is kept as .bak)"
             )
-    if result.findings and not result.applied:
+    if (result.findings or result.damaged) and not result.applied:
         raise typer.Exit(RUNTIME_ERROR)

@@ -23,7 +23,9 @@ pointers and ranges, and reopens chunk records, so the strategy summarises those
 messages again. :func:`audit_store` and :func:`repair_store` do it for a store file:
 they refuse a store a running agent holds (its writer lock), audit a copy, and a
 repair replaces the file only after the repaired copy audits clean, keeping the
-original next to it.
+original next to it. Rows of the file that cannot be read at all (damaged bytes) are
+listed by both (:mod:`context_manager.salvage`), and a repair starts from a new store
+of every row that can be.
 
 Examples
 --------
@@ -61,6 +63,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
+from .salvage import DamagedRow, damaged_rows, salvage
 from .store import Store, StoreError, StoreLockedError, scratch
 from .strategies.autobiographical.records import (
     _CHUNK_COUNTER,
@@ -1083,6 +1086,9 @@ class StoreAudit:
     branch: str
     records: StoredRecords
     findings: list[Finding]
+    damaged: list[DamagedRow] = field(default_factory=list)
+    """Rows of the file that cannot be read (:func:`~context_manager.salvage.damaged_rows`):
+    the findings are those of the rest."""
 
     def counts(self) -> dict[str, Any]:
         """Messages, memories by level and chunk records, as read."""
@@ -1129,6 +1135,9 @@ class StoreRepair:
     after: list[Finding] = field(default_factory=list)
     messages_before: int = 0
     messages_after: int = 0
+    damaged: list[DamagedRow] = field(default_factory=list)
+    """Rows of the file that cannot be read: the repair copies every other row into a
+    new store (:func:`~context_manager.salvage.salvage`) and repairs that."""
 
 
 def _held_message(shown: str) -> str:
@@ -1242,10 +1251,30 @@ def audit_store(
         copy = Path(tmp) / "store.db"
         with _file_lock(real, shown, exclusive=False):
             _copy(real, copy)
+        copy, damaged = _readable_copy(copy)
         store, _ = _open_copy(copy, shown, namespace, branch)
         with store:
             records = read_stored(store, namespace)
-            return StoreAudit(real, namespace, store.branch, records, audit(records))
+            return StoreAudit(real, namespace, store.branch, records, audit(records), damaged)
+
+
+def _readable_copy(copy: Path) -> tuple[Path, list[DamagedRow]]:
+    """``copy``, or when rows of it cannot be read, a new store beside it of every row
+    that can (:func:`~context_manager.salvage.salvage`), and the rows left out."""
+    try:
+        with contextlib.closing(
+            sqlite3.connect(copy.resolve().as_uri() + "?mode=ro", uri=True)
+        ) as c:
+            tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError:
+        return copy, []  # not a database at all: opening it says so
+    if not {"records", "branches", "meta"} <= tables:
+        return copy, []
+    damaged = damaged_rows(copy)
+    if not damaged:
+        return copy, []
+    salvaged = copy.with_name("salvaged.db")
+    return salvaged, salvage(copy, salvaged)
 
 
 @contextlib.contextmanager
@@ -1336,6 +1365,7 @@ def repair_store(
             plan_repair(audited.findings, audited.records),
             messages_before=n,
             messages_after=n,
+            damaged=audited.damaged,
         )
     real, shown = _real(path)
     folder = os.path.dirname(real)
@@ -1346,6 +1376,7 @@ def repair_store(
         # the scratch folder goes when this ends; a kill leaves it to the next open
         copy = tmp / "store.db"
         _copy(real, copy)
+        copy, damaged = _readable_copy(copy)
         store, current = _open_copy(copy, shown, namespace, branch)
         with store:
             records = read_stored(store, namespace)
@@ -1358,8 +1389,9 @@ def repair_store(
                 findings,
                 actions,
                 messages_before=len(records.messages),
+                damaged=damaged,
             )
-            if not actions:
+            if not actions and not damaged:
                 result.after = findings
                 result.messages_after = result.messages_before
                 return result

@@ -162,3 +162,31 @@ def test_paths_no_file_can_have_are_typed_errors(tmp_path: Path) -> None:
         assert result.exit_code == 2, result.output
         assert result.exception is None or isinstance(result.exception, SystemExit)
         assert "Traceback" not in result.output
+
+
+def test_audit_lists_damaged_rows_and_repair_copies_every_readable_row(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    with _open(path) as cm:
+        ids = [cm.add_message("User", f"message {i} " + "word " * 40) for i in range(30)]
+        cm.drain()
+        cm.compile()
+    rows = [_message_row(path, "message 3 "), _message_row(path, "message 17 ")]
+    _set_body(path, rows[0], b'{"participant": "User", "content": [')
+    _set_body(path, rows[1], b'{"participant": "User", "content": "\xff"}')
+    audited = CliRunner().invoke(app, ["audit", str(path)])
+    assert audited.exit_code == 1, audited.output
+    assert "2 damaged rows" in audited.output
+    for row in rows:
+        assert f"table records, row {row} (item " in audited.output
+    planned = CliRunner().invoke(app, ["repair", str(path)])
+    assert planned.exit_code == 1 and "dry run" in planned.output
+    assert not list(tmp_path.glob("*.bak"))
+    applied = CliRunner().invoke(app, ["repair", str(path), "--apply"])
+    assert applied.exit_code == 0, applied.output
+    assert "every row that can be read was copied" in applied.output
+    assert len(list(tmp_path.glob("a.db.bak"))) == 1  # the original, kept
+    with _open(path) as cm:
+        kept = [stored.id for stored in cm.get_messages()]
+        assert kept == [i for k, i in enumerate(ids) if k not in (3, 17)]
+        assert cm.compile().messages
+    assert CliRunner().invoke(app, ["audit", str(path)]).exit_code == 0
