@@ -348,6 +348,7 @@ class TranscriptFormat(StrEnum):
     anthropic = "anthropic"
     openai = "openai"
     swe_agent = "swe-agent"
+    tau_bench = "tau-bench"
 
 
 def _without_path(message: str, path: Path) -> str:
@@ -366,10 +367,14 @@ def _load_transcript(path: Path, fmt: str) -> Any:
             fail(f"cannot read {path}: {_without_path(str(exc), path)}")
         how = f"detected: {why}"
     try:
-        _, messages = loaders.load_transcript_file(path, fmt)
+        if fmt == "tau-bench":  # its sessions served in turn by one agent
+            transcript = benchmark.concatenate(loaders.load_tau_bench(path), name=path.stem)
+            messages = transcript.messages
+        else:
+            _, messages = loaders.load_transcript_file(path, fmt)
+            transcript = _transcript(path.stem, messages, {"source": str(path), "format": fmt})
     except (ValueError, KeyError, OSError, TypeError) as exc:  # TranscriptError included
         fail(f"cannot read {path} as {fmt}: {_without_path(str(exc), path)}")
-    transcript = _transcript(path.stem, messages, {"source": str(path), "format": fmt})
     blocks = [b for m in messages for b in m.content]
     uses = sum(isinstance(b, ToolUseBlock) for b in blocks)
     results = sum(isinstance(b, ToolResultBlock) for b in blocks)
@@ -384,7 +389,9 @@ def _load_transcript(path: Path, fmt: str) -> Any:
 
 
 def replay(
-    path: Annotated[Path, typer.Argument(help="A transcript: .traj, OpenAI or Anthropic JSON.")],
+    path: Annotated[
+        Path, typer.Argument(help="A transcript: .traj, OpenAI or Anthropic JSON, tau-bench.")
+    ],
     budget: BudgetOption = None,
     policy: PolicyOption = None,
     fmt: Annotated[
@@ -392,7 +399,8 @@ def replay(
         typer.Option(
             "--format",
             help="The transcript's format; auto tells it by content (a top-level 'system' "
-            "key or tool_use / tool_result blocks: Anthropic; a 'history' list: SWE-agent).",
+            "key or tool_use / tool_result blocks: Anthropic; a 'history' list: SWE-agent; "
+            "a list of sessions with a 'traj' each: tau-bench, served in turn by one agent).",
         ),
     ] = TranscriptFormat.auto,
     out: OutOption = Path("out/replay"),

@@ -435,7 +435,7 @@ def load_swe_agent(path: str | Path, *, agent: str = "Claude") -> list[Message]:
     return _convert(path, partial(from_openai, chat, agent=agent), "a SWE-agent trajectory")
 
 
-TRANSCRIPT_FORMATS = ("swe-agent", "anthropic", "openai")
+TRANSCRIPT_FORMATS = ("swe-agent", "anthropic", "openai", "tau-bench")
 """The file formats :func:`load_transcript_file` reads (and :func:`detect_format` names)."""
 
 
@@ -443,6 +443,12 @@ def _detect(data: Any, path: str | Path) -> tuple[str, str] | None:
     """The format of parsed ``data`` and what shows it; None when nothing does."""
     if isinstance(data, dict) and isinstance(data.get("history"), list) and "messages" not in data:
         return "swe-agent", "a top-level 'history' list"
+    if (
+        isinstance(data, list)
+        and data
+        and all(isinstance(x, dict) and isinstance(x.get("traj"), list) for x in data)
+    ):
+        return "tau-bench", "a list of sessions, each with a 'traj'"
     messages = data.get("messages") if isinstance(data, dict) else data
     if not isinstance(messages, list):
         return None
@@ -472,7 +478,8 @@ def _detect(data: Any, path: str | Path) -> tuple[str, str] | None:
 def detect_format(path: str | Path) -> tuple[str, str]:
     """Tell a transcript's format by its content, the file extension only as a fallback.
 
-    A top-level ``history`` list is a SWE-agent trajectory; a top-level
+    A top-level ``history`` list is a SWE-agent trajectory; a list of sessions each
+    with a ``traj`` is a tau-bench file (:func:`load_tau_bench`); a top-level
     ``system`` key, or a message whose content holds ``tool_use``,
     ``tool_result`` or ``thinking`` blocks, is Anthropic JSON; anything else
     (``tool_calls``, ``tool`` or ``system`` roles, plain text) is OpenAI chat.
@@ -524,8 +531,10 @@ def load_transcript_file(
     ----------
     path : str or Path
         The transcript.
-    fmt : {"auto", "swe-agent", "anthropic", "openai"}
-        ``auto`` asks :func:`detect_format`.
+    fmt : {"auto", "swe-agent", "anthropic", "openai", "tau-bench"}
+        ``auto`` asks :func:`detect_format`. A tau-bench file gives its sessions one
+        after another (each with its system prompt); :func:`load_tau_bench` gives them
+        apart.
     agent : str
         The participant given to the assistant's turns.
 
@@ -546,6 +555,9 @@ def load_transcript_file(
         "anthropic": load_anthropic,
         "openai": load_openai,
     }
+    if fmt == "tau-bench":
+        sessions = load_tau_bench(path, agent=agent)
+        return fmt, [m for session in sessions for m in session.messages]
     if fmt not in readers:
         raise TranscriptError(
             f"unknown transcript format {fmt!r}; choose auto, {', '.join(TRANSCRIPT_FORMATS)}"

@@ -389,6 +389,9 @@ def configure(method: str, options: Mapping[str, Any] | None = None) -> Solver:
             first = first or name
             hint = cls.option_hint(name) if err["type"] == "missing" else ""
             what = "is required" if err["type"] == "missing" else err["msg"]
+            if err["type"] == "extra_forbidden":
+                known = ", ".join(sorted(cls.Config.model_fields))
+                what = f"is not an option of {method} (its options: {known})"
             problems.append(f"option {name!r} {what}{hint}")
         raise SolverConfigError(
             f"{method}: {'; '.join(problems)}", method=method, field=first

@@ -495,3 +495,21 @@ def test_inspect_shows_the_exact_values_a_memory_keeps(tmp_path: Path) -> None:
     result = _run(["inspect", str(store)], env=WIDE)
     assert result.exit_code == 0, result.output
     assert "values: " in result.output and kept[0] in result.output
+
+
+def test_replay_reads_a_tau_bench_file_as_one_agent_serving_its_sessions(tmp_path: Path) -> None:
+    source = dataset("tau-bench") / "airline-gpt-4o-150.json"
+    path = tmp_path / "two-sessions.json"
+    path.write_text(json.dumps(json.loads(source.read_text(encoding="utf-8"))[:2]))
+    args = ["-p", "langchain-trim-messages", "-b", "4000", "--workers", "1"]
+    result = _run(["replay", str(path), *args, "--out", str(tmp_path / "out")], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "tau-bench (detected: a list of sessions, each with a 'traj')" in _flat(result.stdout)
+
+
+def test_an_unknown_solver_option_lists_the_solvers_options(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(chronicle(30, total=9000).model_dump_json(), encoding="utf-8")
+    result = _run(["solve", str(path), "--method", "kv-stable", "-o", "foo=bar"])
+    assert result.exit_code == 2
+    assert "'foo' is not an option of kv-stable (its options: alpha, fold," in result.output
