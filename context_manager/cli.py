@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -567,6 +568,26 @@ def _first_line(text: str, width: int = 60) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+@contextlib.contextmanager
+def _snapshot(store: Path) -> Iterator[Path]:
+    """A consistent copy of the store file ``store``, read through SQLite as a reader
+    (so a writer's log is included and the writer is never waited for), in a scratch
+    folder removed afterwards."""
+    import sqlite3
+
+    from .topology import _audit_scratch
+
+    with _audit_scratch(os.path.realpath(store)) as folder:
+        copy = folder / "snapshot.db"
+        source = sqlite3.connect(store.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            with contextlib.closing(sqlite3.connect(copy)) as target:
+                source.backup(target)
+        finally:
+            source.close()
+        yield copy
+
+
 @app.command(cls=Command)
 def inspect(
     store: Annotated[Path, typer.Argument(help="A context manager store (SQLite file).")],
@@ -574,8 +595,20 @@ def inspect(
         str, typer.Option(help="The strategy namespace (the part of a slot before '/').")
     ] = "default",
     last: Annotated[int, typer.Option(min=1, help="How many of the newest messages to list.")] = 10,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            help="Look at a store a running agent holds: read a snapshot of it, taken "
+            "beside it as a reader while the agent writes, instead of opening it.",
+        ),
+    ] = False,
 ) -> None:
-    """Describe a store: messages, branches, the memory tree, resolutions and pins."""
+    """Describe a store: messages, branches, the memory tree, resolutions and pins.
+
+    A store a running agent holds is refused (opening it would take its writer lock);
+    --read-only describes a snapshot of it instead.
+    """
     import sqlite3
 
     from .store import Store, StoreError
@@ -609,11 +642,13 @@ def inspect(
                 else "no strategy has written to it yet"
             )
         )
+    stack = contextlib.ExitStack()
     try:
-        db = Store.open(store)
-    except (StoreError, OSError) as exc:
+        db = Store.open(stack.enter_context(_snapshot(store)) if read_only else store)
+    except (StoreError, OSError, sqlite3.Error) as exc:
+        stack.close()
         fail(f"cannot open {store}: {exc}")
-    with db:
+    with stack, db:
         messages = db.items("messages")
         console.print(
             f"[bold]{store}[/bold]: branch {db.branch!r} of "

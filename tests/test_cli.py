@@ -513,3 +513,18 @@ def test_an_unknown_solver_option_lists_the_solvers_options(tmp_path: Path) -> N
     result = _run(["solve", str(path), "--method", "kv-stable", "-o", "foo=bar"])
     assert result.exit_code == 2
     assert "'foo' is not an option of kv-stable (its options: alpha, fold," in result.output
+
+
+def test_inspect_read_only_describes_a_store_a_running_agent_holds(tmp_path: Path) -> None:
+    store = tmp_path / "live.db"
+    with ContextManager.open(path=store, summarizer=ExtractiveSummarizer()) as cm:
+        cm.set_system_prompt("You are careful.")
+        for i in range(5):
+            cm.add_message("User", f"message {i}")
+        held = _run(["inspect", str(store)])
+        assert held.exit_code != 0 and "open in another process" in held.output
+        result = _run(["inspect", "--read-only", str(store)], env=WIDE)
+        assert result.exit_code == 0, result.output
+        assert "5 messages" in result.output and "system prompt: 16 characters" in result.output
+        cm.add_message("User", "the agent goes on writing")  # it was never blocked
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch
