@@ -325,17 +325,23 @@ _COLUMNS = (
     # header, width, right-aligned
     ("#", 2, True),
     ("policy", 34, False),
-    ("bill expl.", 10, True),
-    ("bill auto", 10, True),
+    ("expl.", 9, True),
+    ("auto", 9, True),
     ("summ.", 5, True),
     ("cache", 5, True),
-    ("facts", 7, True),
+    ("facts", 6, True),
     ("args", 7, True),
     ("over", 4, True),
-    ("invalid", 7, True),
+    ("inv.", 4, True),
 )
-"""The per-budget table: at most 89 characters of cells, a space after each: within 110
-(the CPU time is in the table of every figure)."""
+"""The per-budget table: at most 85 characters of cells (a best value's ``*`` included), a
+space after each: within a 100-column terminal (the CPU time is in the table of every
+figure)."""
+TABLE_CAPTION = (
+    "expl./auto: total bill (requests and summariser) under explicit breakpoints / automatic "
+    "prefix caching; * the best valid value in its column; ours in bold"
+)
+"""What the terminal table's columns and marks mean, printed under it."""
 
 
 @dataclass(frozen=True)
@@ -421,6 +427,8 @@ def _rich_table(rows: Sequence[RunSummary], title: str) -> Any:
 
     table = Table(
         title=title,
+        caption=TABLE_CAPTION,
+        caption_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         padding=(0, 1, 0, 0),
