@@ -316,28 +316,46 @@ def example() -> None:
 
 
 def _compare_solvers(problem: FoldProblem) -> None:
-    """Solve the problem with every registered solver and tabulate the answers."""
+    """Solve the problem with every registered solver at the same wall and tabulate the
+    answers, then say what each one optimises."""
     import solvers
     from folding import fidelity_loss
 
-    table = Table(title="every solver on this problem (lower fidelity loss keeps more detail)")
+    wall = problem.budget.total
+    # the target raised to the wall: every solver may use all of it, so a solver that
+    # works to the target is not shown stopping short of one that works to the wall
+    at_wall = FoldProblem.model_validate(
+        {**problem.model_dump(), "budget": {**problem.budget.model_dump(), "target": wall}}
+    )
+    table = Table(
+        title=f"every solver at the same wall of {wall:,} tokens "
+        "(lower fidelity loss keeps more detail)"
+    )
     for col in ("solver", "status", "tokens", "of wall", "fidelity loss", "ms"):
         table.add_column(col, justify="left" if col in ("solver", "status") else "right")
+    aims: list[str] = []
     for name in solvers.names():
         caps = solvers.capabilities(name)
         if not caps.accepts(problem.n_leaves):
             continue
-        result = solvers.get(name, **caps.example_options).solve(problem)
+        solver = solvers.get(name, **caps.example_options)
+        result = solver.solve(at_wall)
         tokens = result.tokens or 0
         table.add_row(
             name,
             result.status.value,
             f"{tokens:,}",
-            f"{tokens / problem.budget.total:.0%}",
-            f"{fidelity_loss(problem, result.frontier):,.0f}",
+            f"{tokens / wall:.0%}",
+            f"{fidelity_loss(at_wall, result.frontier):,.0f}",
             f"{result.stats['solve_ms']:.1f}",
         )
+        doc = (type(solver).__doc__ or "").strip().splitlines()
+        aims.append(f"  {name}: {doc[0] if doc else 'no description'}")
     console.print(table)
+    console.print("what each optimises (`exact` is optimal for the fidelity loss alone; the")
+    console.print("others trade some of it for a stable prompt prefix or a fixed shape):")
+    for line in aims:
+        console.print(line, markup=False, highlight=False)
 
 
 @app.command(cls=Command)

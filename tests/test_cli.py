@@ -528,3 +528,17 @@ def test_inspect_read_only_describes_a_store_a_running_agent_holds(tmp_path: Pat
         assert "5 messages" in result.output and "system prompt: 16 characters" in result.output
         cm.add_message("User", "the agent goes on writing")  # it was never blocked
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch
+
+
+def test_example_compares_every_solver_at_the_same_wall(tmp_path: Path) -> None:
+    result = _run(["example"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "every solver at the same wall of" in result.output
+    losses = {}
+    for line in result.output.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if len(cells) == 6 and cells[1] in ("optimal", "feasible"):
+            losses[cells[0]] = float(cells[4].replace(",", ""))
+    assert "exact" in losses and "kv-stable" in losses
+    assert losses["exact"] == min(losses.values())  # the optimum keeps the most detail
+    assert "kv-stable: Hold in the band" in result.output
