@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint schema bench soak scale clean
+.PHONY: demo test lint schema bench soak scale notebooks clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
@@ -32,6 +32,10 @@ SOAK_COMPILES ?= 100000
 SOAK_APPENDS ?= 10000
 # and damaged stores: SOAK_FUZZ seeded trials of flipped bytes, each answered by a typed error
 SOAK_FUZZ ?= 200
+# run the notebooks and save them with their outputs (small scale, small figures)
+notebooks: $(STAMP)
+	$(BIN)/python notebooks/execute.py
+
 soak: $(STAMP)
 	$(BIN)/python tests/soak.py $(SOAK_COMPILES)
 	$(BIN)/python tests/soak_threads.py $(SOAK_APPENDS)

@@ -1,8 +1,10 @@
-"""The notebooks under notebooks/: committed without outputs, and they run.
+"""The notebooks under notebooks/: committed with their outputs, kept small, and they run.
 
-Each notebook is executed at the small scale (``CTXFOLD_NOTEBOOK_SCALE=small``)
-with the ``python3`` kernel; jupyter_client starts that kernel with this
-interpreter, which a cell appended in memory checks.
+The committed outputs are what ``python notebooks/execute.py`` saves (the small scale,
+60-dpi figures), so a reader sees the figures without running anything. Each notebook
+is also executed here at the small scale (``CTXFOLD_NOTEBOOK_SCALE=small``) with the
+``python3`` kernel; jupyter_client starts that kernel with this interpreter, which a
+cell appended in memory checks.
 """
 
 from __future__ import annotations
@@ -46,14 +48,27 @@ def test_every_notebook_is_covered() -> None:
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(EXPECTED)
 
 
+MAX_BYTES = 256 * 1024
+"""The most one committed notebook may weigh, outputs included."""
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_notebook_is_committed_without_outputs(name: str) -> None:
-    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+def test_notebook_is_committed_with_small_outputs_from_one_run(name: str) -> None:
+    path = NOTEBOOKS / name
+    nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert code and all(c.outputs == [] and c.execution_count is None for c in code)
+    # executed top to bottom in one run, as notebooks/execute.py saves them
+    assert code and [c.execution_count for c in code] == list(range(1, len(code) + 1))
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert any(c.cell_type == "markdown" for c in nb.cells)
+    assert path.stat().st_size <= MAX_BYTES
+    outputs = _outputs(nb)
+    assert not [o for o in outputs if o.output_type == "error"]
+    figures, texts = EXPECTED[name]
+    assert len([o for o in outputs if "image/png" in o.get("data", {})]) >= figures
+    text = "\n".join(_text(o) for o in outputs)
+    assert all(expected in text for expected in texts)
 
 
 def _outputs(nb: Any) -> list[Any]:
