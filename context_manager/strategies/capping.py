@@ -8,9 +8,13 @@ those results in the copy it sends, the way :func:`context_manager.assembly.cap_
 does: the head and tail of the text around a marker that names the tool and the
 size it had. The stored message never changes. The cap is one level ``c`` for
 every capped result (the largest that frees enough tokens: the smaller results are
-left whole), chosen again on every compile from the history and the budget alone,
-so the same request gives the same bytes. The compile refuses only when the capped
-context still cannot fit.
+left whole). The autobiographical strategy keeps the caps its last live compile sent
+(stored with its records) on the next compiles under the same input budget while the
+request fits with them, so a large result's bytes do not change from one call to the
+next and the prompt is rewritten from it once, not again when more room appears; only
+when the kept caps no longer fit, or the budget changes, are all caps chosen anew.
+The same history and records give the same bytes. The compile refuses only when the
+capped context still cannot fit.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from ..pairing import SendForm
 from ..tokens import TokenCounter
 from .base import StoredMessage
 
-__all__ = ["MAX_CAP_ROUNDS", "MIN_RESULT_TOKENS", "Capped", "cap_forms"]
+__all__ = ["MAX_CAP_ROUNDS", "MIN_RESULT_TOKENS", "Capped", "cap_forms", "cap_message"]
 
 MIN_RESULT_TOKENS = 64
 """No result is capped below this many tokens: a result cut shorter says nothing."""
@@ -115,6 +119,14 @@ def cap_forms(
     for i in sorted({r.at for r in results if r.tokens > cap}):
         out[i] = _capped(stored, forms[i], i, cap, counter)
     return out, cap
+
+
+def cap_message(
+    stored: Sequence[StoredMessage], form: SendForm, i: int, cap: int, counter: TokenCounter
+) -> Capped:
+    """The send form ``form`` of message ``i`` with its text results over ``cap`` tokens
+    capped at it (:attr:`Capped.tools` is empty when none is)."""
+    return _capped(stored, form, i, cap, counter)
 
 
 def _capped(

@@ -33,7 +33,7 @@ from ...errors import OverBudgetError, UncoveredDropError
 from ...pairing import SendForm
 from ...store import damaged
 from ..base import Entry, RequestBudget, Selection, StoredMessage, StrategyContext
-from ..capping import MAX_CAP_ROUNDS, Capped, cap_forms
+from ..capping import MAX_CAP_ROUNDS, Capped, cap_forms, cap_message
 from .capping import unfoldable
 from .chunking import rebuild_chunks
 from .state import State
@@ -58,13 +58,19 @@ def select(
         rebuild_chunks(st, ctx)
     stored = ctx.messages()
     forms, _ = ctx.forms()
-    caps: dict[int, Capped] = {}
-    level: int | None = None
+    # the caps the last compile sent stay while the request fits with them: raising one
+    # would rewrite the prompt from that result on, for the same history
+    caps, cap_at = _kept_caps(st, ctx, stored, forms, budget)
+    level = min(cap_at.values(), default=None)
     wanted: list[tuple[int, int, int]] = []  # the memories that would have spared a cap
-    for _ in range(MAX_CAP_ROUNDS + 1):
+    carried = bool(caps)
+    for _ in range(MAX_CAP_ROUNDS + 1 + carried):
         plan, snap, stated = _solve(st, ctx, stored, budget, solver, caps)
         if not isinstance(plan.error, OverBudgetError):
             break
+        if carried:  # the kept caps no longer fit: every cap is chosen anew
+            caps, cap_at, level, carried = {}, {}, None, False
+            continue
         wanted += [p for p in plan.produce if p not in wanted]
         # cap, don't refuse: the results of what cannot fold, in the copy sent
         fixed = unfoldable(snap)
@@ -79,6 +85,7 @@ def select(
         if found is None:
             break
         caps, level = found
+        cap_at = dict.fromkeys(caps, level)
     if caps:
         capped = {
             "messages": len(caps),
@@ -104,6 +111,7 @@ def select(
     covered: list[tuple[int, int]] = []  # the positions each unit shows, first to last
     last: dict[str, _Shown] = st.cache.get(("raw",), {})
     shown: dict[str, _Shown] = {}
+    sent_caps: dict[str, int] = {}  # the caps of the results this request shows raw
     position = st.positions(ctx, stored)
     for unit in plan.layout.units:
         if unit.kind == "raw" and unit.key not in stated.offsets:
@@ -111,6 +119,7 @@ def select(
             sent = forms[first:end]
             if caps and any(j in caps for j in range(first, end)):
                 sent = [caps[j].form if j in caps else forms[j] for j in range(first, end)]
+                sent_caps.update((stored[j].id, cap_at[j]) for j in range(first, end) if j in caps)
             kept = _raw_entries(stored, sent, first, last.get(unit.key))
             shown[unit.key] = kept
             entries.extend(kept[1])
@@ -127,6 +136,7 @@ def select(
     st.cache[("raw",)] = shown
     if not dry_run:
         st.records.commit_frontier([(stored[a].id, stored[b - 1].id, v) for a, b, v in plan.levels])
+        st.records.commit_caps(sent_caps, budget.input_tokens)
     marks: tuple[int, ...] = ()
     if st.config.compression_cache_breakpoints:
         head = {s.id for s in stored[snap.head_start : snap.head_end]}
@@ -267,6 +277,32 @@ def _repeated(
             _, _, plan, _, stated = trail[t + (rounds - 1 - i) % period]
             return plan, trail[t + (rounds - i) % period][3], stated
     return None
+
+
+def _kept_caps(
+    st: State,
+    ctx: StrategyContext,
+    stored: Sequence[StoredMessage],
+    forms: Sequence[SendForm],
+    budget: RequestBudget,
+) -> tuple[dict[int, Capped], dict[int, int]]:
+    """The caps the last live compile sent, on the messages still stored that still hold
+    a result over their cap, by position, and their caps; none under another input
+    budget (a host that changes the window chooses anew)."""
+    records = st.records
+    if not records.caps or records.caps_budget != budget.input_tokens:
+        return {}, {}
+    position = st.positions(ctx, stored)
+    caps: dict[int, Capped] = {}
+    cap_at: dict[int, int] = {}
+    for message_id, cap in records.caps.items():
+        i = position.get(message_id)
+        if i is None:
+            continue
+        capped = cap_message(stored, forms[i], i, cap, ctx.counter)
+        if capped.tools:
+            caps[i], cap_at[i] = capped, cap
+    return caps, cap_at
 
 
 def _with_caps(snap: Snapshot, caps: Mapping[int, Capped]) -> Snapshot:

@@ -198,6 +198,7 @@ def read_frontier(
 _CHUNKS = "autobio:chunks"
 _SUMMARIES = "autobio:summaries"
 _PINS = "autobio:pins"
+_CAPS = "autobio:caps"
 _LOCKS = "autobio:locks"
 _FRONTIER = "autobio:resolutions"
 _COUNTER = "autobio:counter"
@@ -239,6 +240,10 @@ class Records:
     """Frontier deltas saved since the last whole frontier (:func:`read_frontier`)."""
     frontier_delta_runs: int = 0
     """Runs those deltas carry."""
+    caps: dict[str, int] = field(default_factory=dict)
+    """The tool-result caps the last live compile sent, by message id (the cap, in
+    tokens, of that message's results), under the input budget :attr:`caps_budget`."""
+    caps_budget: int = 0
     store: Store | None = field(default=None, repr=False, compare=False)
     slot: Callable[[str], str] = field(default=str, repr=False, compare=False)
 
@@ -478,6 +483,14 @@ class Records:
         self.locks = locks
 
     # --------------------------------------------------------------- frontier
+    def commit_caps(self, caps: dict[str, int], budget: int) -> None:
+        """The caps a live compile sent under the input ``budget`` (written only when
+        they changed)."""
+        if caps == self.caps and (budget == self.caps_budget or not caps):
+            return
+        self._store().set(self.slot(_CAPS), {"budget": budget, "caps": caps})
+        self.caps, self.caps_budget = dict(caps), budget
+
     def commit_frontier(self, runs: list[tuple[str, str, int]]) -> None:
         """The frontier a live compile sent (written only when it changed).
 
@@ -547,6 +560,7 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
             store, slot(_FRONTIER), {c.id: c.source_ids for c in chunks}
         )
         pins = store.get(slot(_PINS), {"pins": [], "counter": 0})
+        caps = store.get(slot(_CAPS), {"budget": 0, "caps": {}})
         return Records(
             summaries=summaries,
             chunks=chunks,
@@ -562,6 +576,8 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
             chunk_counter=max(int(store.get(slot(_CHUNK_COUNTER), 0)), _next_chunk_number(chunks)),
             frontier_depth=depth,
             frontier_delta_runs=carried,
+            caps={str(k): int(v) for k, v in dict(caps["caps"]).items()},
+            caps_budget=int(caps["budget"]),
             store=store,
             slot=slot,
         )
