@@ -864,6 +864,54 @@ def audit(
         raise typer.Exit(RUNTIME_ERROR)
 
 
+def _print_repair(store: Path, result: Any, apply: bool) -> None:
+    """The findings of a repair, its plan and what became of it."""
+    salvaged = bool(result.damaged)
+    head = f"{store}: branch {result.branch!r}: "
+    if salvaged:
+        n = len(result.damaged)
+        console.print(f"{head}{n} damaged row{'s' if n != 1 else ''}", markup=False)
+        _print_findings(result.damaged)
+        if result.findings:
+            console.print("and in the rows that can be read:")
+    else:
+        n = len(result.findings)
+        console.print(f"{head}{n} finding{'s' if n != 1 else ''}", markup=False)
+    _print_findings(result.findings)
+    if result.findings:
+        k = len(result.actions)
+        removed = "" if salvaged else "; no message is removed"
+        console.print(f"plan ({k} action{'s' if k != 1 else ''}{removed}):")
+        for action in result.actions:
+            console.print(f"  {action.describe()}", markup=False, highlight=False)
+    what = (
+        "every row that can be read was copied into a new store"
+        if salvaged
+        else ("the plan was applied to a copy")
+    )
+    if result.applied:
+        console.print(
+            f"repaired: {what} ({result.messages_after:,} messages), which audits clean; it "
+            f"replaced {result.path}, and the original is kept as {result.backup}",
+            markup=False,
+            highlight=False,
+        )
+    elif apply:
+        copy = "salvaged" if salvaged else "repaired"
+        console.print(f"the {copy} copy still has findings; the store was not changed:")
+        _print_findings(result.after)
+    else:
+        step = (
+            "copy every row that can be read into a new store that replaces this one"
+            if (salvaged)
+            else "repair (on a copy that replaces the store once it audits clean)"
+        )
+        console.print(
+            f"dry run: nothing was changed; run with --apply to {step}; the original is "
+            "kept as .bak"
+        )
+
+
 @app.command(cls=Command, epilog=REPAIR_STATUS)
 def repair(
     store: Annotated[Path, typer.Argument(help="A context manager store (SQLite file).")],
@@ -910,64 +958,11 @@ def repair(
                 indent=2,
             )
         )
-    elif result.damaged:
-        n = len(result.damaged)
-        console.print(
-            f"{store}: branch {result.branch!r}: {n} damaged row{'s' if n != 1 else ''}",
-            markup=False,
-            highlight=False,
-        )
-        _print_findings(result.damaged)
-        if result.findings:
-            console.print("and in the rows that can be read:")
-            _print_findings(result.findings)
-        if result.applied:
-            console.print(
-                f"repaired: every row that can be read was copied into a new store "
-                f"({result.messages_after:,} messages), which audits clean; it replaced "
-                f"{result.path}, and the original is kept as {result.backup}",
-                markup=False,
-                highlight=False,
-            )
-        elif apply:
-            console.print("the salvaged copy still has findings; the store was not changed:")
-            _print_findings(result.after)
-        else:
-            console.print(
-                "dry run: nothing was changed; run with --apply to copy every row that can "
-                "be read into a new store that replaces this one (the original is kept as "
-                ".bak)"
-            )
-    elif not result.findings:
+    elif not result.findings and not result.damaged:
         console.print(
             f"{store}: branch {result.branch!r}: nothing to repair", markup=False, highlight=False
         )
     else:
-        n, k = len(result.findings), len(result.actions)
-        console.print(
-            f"{store}: branch {result.branch!r}: {n} finding{'s' if n != 1 else ''}",
-            markup=False,
-            highlight=False,
-        )
-        _print_findings(result.findings)
-        console.print(f"plan ({k} action{'s' if k != 1 else ''}; no message is removed):")
-        for action in result.actions:
-            console.print(f"  {action.describe()}", markup=False, highlight=False)
-        if result.applied:
-            console.print(
-                f"repaired: the plan was applied to a copy, which audits clean; it replaced "
-                f"{result.path}, and the original is kept as {result.backup} "
-                f"({result.messages_after:,} messages, as before)",
-                markup=False,
-                highlight=False,
-            )
-        elif apply:
-            console.print("the repaired copy still has findings; the store was not changed:")
-            _print_findings(result.after)
-        else:
-            console.print(
-                "dry run: nothing was changed; run with --apply to repair (on a copy that "
-                "replaces the store once it audits clean; the original is kept as .bak)"
-            )
+        _print_repair(store, result, apply)
     if (result.findings or result.damaged) and not result.applied:
         raise typer.Exit(RUNTIME_ERROR)
