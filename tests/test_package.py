@@ -226,8 +226,8 @@ def test_readme_quick_start_runs_and_prints_what_it_says(
     from loopback import LoopbackServer, Reply
 
     server = LoopbackServer()
-    call = {"type": "tool_use", "id": "toolu_1", "name": "count_files", "input": {"suffix": ".py"}}
-    answer = {"type": "text", "text": "There are the Python files I counted."}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.py"}}
+    answer = {"type": "text", "text": "They parse the build logs and plot the failures."}
     server.script(
         "/v1/messages",
         Reply(_anthropic_reply(call, stop="tool_use")),
@@ -235,7 +235,7 @@ def test_readme_quick_start_runs_and_prints_what_it_says(
     )
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-real")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    (tmp_path / "a.py").write_text("")
+    (tmp_path / "a.py").write_text("print('parse the logs')\n")
     monkeypatch.chdir(tmp_path)
     try:
         _run_readme(capsys)
@@ -243,12 +243,61 @@ def test_readme_quick_start_runs_and_prints_what_it_says(
         server.close()
     first, second = (r.body for r in server.requests_to("/v1/messages"))
     assert first["system"][0]["text"] == "You are a careful engineer."
-    assert [t["name"] for t in first["tools"]] == ["count_files"]
+    assert [t["name"] for t in first["tools"]] == ["read_file"]
     # the second call carries the tool call and its result
     assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
     assert second["messages"][1]["content"][0]["type"] == "tool_use"
     result = second["messages"][2]["content"][0]
-    assert result["type"] == "tool_result" and result["content"] == "1"
+    assert result["type"] == "tool_result" and result["content"] == "print('parse the logs')\n"
+
+
+def test_readme_agent_loop_folds_a_long_session(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The README's agent loop as written, against a model on 127.0.0.1 that reads 40
+    files of about 3,000 tokens each before it answers: 120k tokens of history in a
+    32k window, so the loop must fold, and every request fits."""
+    from loopback import LoopbackServer, Reply
+
+    from context_manager import TiktokenCounter
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    [code] = [
+        part.split("```", 1)[0]
+        for part in text.split("```python\n")[1:]
+        if "anthropic.Anthropic()" in part
+    ]
+    files = 40
+    for k in range(files):
+        lines = [f"def step_{k}_{i}(x):  # stage {i} of file {k}" for i in range(300)]
+        (tmp_path / f"f{k}.py").write_text("\n".join(lines))
+    calls = [
+        {"type": "tool_use", "id": f"toolu_{k}", "name": "read_file", "input": {"path": f"f{k}.py"}}
+        for k in range(files)
+    ]
+    answer = {"type": "text", "text": "They parse the build logs and plot the failures."}
+    server = LoopbackServer()
+    server.script(
+        "/v1/messages",
+        *[Reply(_anthropic_reply(c, stop="tool_use")) for c in calls],
+        Reply(_anthropic_reply(answer, stop="end_turn")),
+    )
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-real")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.chdir(tmp_path)
+    try:
+        exec(compile(code, "README.md", "exec"), {})
+    finally:
+        server.close()
+    assert capsys.readouterr().out.strip() == answer["text"]
+    bodies = [r.body for r in server.requests_to("/v1/messages")]
+    assert len(bodies) == files + 1
+    counter = TiktokenCounter()  # the budget's own encoding, offline
+    sizes = [counter.count_text(json.dumps(b["messages"])) for b in bodies]
+    assert max(sizes) < 32_000  # the history sent always fits the window given at open
+    last = json.dumps(bodies[-1]["messages"])
+    assert "What do you remember" in last  # the first reads are shown as memories
+    assert "def step_0_0" not in last  # and no longer raw
 
 
 def _run_readme(capsys: pytest.CaptureFixture[str]) -> None:
