@@ -8,13 +8,14 @@ those results in the copy it sends, the way :func:`context_manager.assembly.cap_
 does: the head and tail of the text around a marker that names the tool and the
 size it had. The stored message never changes. The cap is one level ``c`` for
 every capped result (the largest that frees enough tokens: the smaller results are
-left whole). The autobiographical strategy keeps the caps its last live compile sent
-(stored with its records) on the next compiles under the same input budget while the
-request fits with them, so a large result's bytes do not change from one call to the
-next and the prompt is rewritten from it once, not again when more room appears; only
-when the kept caps no longer fit, or the budget changes, are all caps chosen anew.
-The same history and records give the same bytes. The compile refuses only when the
-capped context still cannot fit.
+left whole). The autobiographical strategy sends every result whole when the request
+fits so; else it keeps the caps its last live compile sent (stored with its records)
+on the next compiles under the same input budget while the request fits with them, so
+a large result that stays capped keeps its bytes from one call to the next and the
+prompt is rewritten from it once, not again for a little more of it; only when the
+kept caps no longer fit, or the budget changes, are all caps chosen anew. The same
+history and records give the same bytes. The compile refuses only when the capped
+context still cannot fit.
 """
 
 from __future__ import annotations

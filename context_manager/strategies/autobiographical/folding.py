@@ -58,27 +58,35 @@ def select(
         rebuild_chunks(st, ctx)
     stored = ctx.messages()
     forms, _ = ctx.forms()
-    # the caps the last compile sent stay while the request fits with them: raising one
-    # would rewrite the prompt from that result on, for the same history
-    caps, cap_at = _kept_caps(st, ctx, stored, forms, budget)
-    level = min(cap_at.values(), default=None)
+    # Results are sent whole when the request fits so. Else the caps the last compile
+    # sent stay while the request fits with them: choosing them again would rewrite the
+    # prompt from the first capped result on, to show a little more of a result that
+    # stays capped. Only when they no longer fit is every cap chosen anew.
+    held, held_at = _kept_caps(st, ctx, stored, forms, budget)
+    caps: dict[int, Capped] = {}
+    cap_at: dict[int, int] = {}
+    level: int | None = None
     wanted: list[tuple[int, int, int]] = []  # the memories that would have spared a cap
-    carried = bool(caps)
-    for _ in range(MAX_CAP_ROUNDS + 1 + carried):
+    for _ in range(MAX_CAP_ROUNDS + 1):
         plan, snap, stated = _solve(st, ctx, stored, budget, solver, caps)
-        if not isinstance(plan.error, OverBudgetError):
+        error = plan.error
+        if not isinstance(error, OverBudgetError):
             break
-        if carried:  # the kept caps no longer fit: every cap is chosen anew
-            caps, cap_at, level, carried = {}, {}, None, False
-            continue
         wanted += [p for p in plan.produce if p not in wanted]
+        if held:  # whole does not fit: the kept caps, if the request fits with them
+            with_held = _solve(st, ctx, stored, budget, solver, held)
+            if not isinstance(with_held[0].error, OverBudgetError):
+                plan, snap, stated = with_held
+                caps, cap_at, level = held, held_at, min(held_at.values())
+                break
+            held = {}
         # cap, don't refuse: the results of what cannot fold, in the copy sent
         fixed = unfoldable(snap)
         found = cap_forms(
             stored,
             forms,
             (i for i, f in enumerate(fixed) if f),
-            plan.error.actual - plan.error.budget,
+            error.actual - error.budget,
             ctx.counter,
             level,
         )
