@@ -204,8 +204,8 @@ class RequestMachine(RuleBasedStateMachine):
         """The raw head window's tokens (moved by :meth:`reset_head`)."""
         self.cm: ContextManager | None = None
         self.last: tuple[Any, list[Message]] | None = None
-        self.system: str | None = None
         self.tools: list[dict[str, Any]] | None = [{"name": "bash"}]
+        """The agent's tools, given at the first open (the store keeps them after)."""
         self.summarizer = FaultySummarizer()
         self.clock = Clock()
         self.sent: dict[str, tuple[RequestIdentity, list[Message]]] = {}
@@ -235,7 +235,7 @@ class RequestMachine(RuleBasedStateMachine):
         for it or not), with a raw head window or none."""
         self.method = method
         self.head = head
-        self._open()
+        self._open(first=True)
         for i in range(past):
             if i % tools_every:
                 self.add_turns(2, 20)
@@ -249,7 +249,9 @@ class RequestMachine(RuleBasedStateMachine):
         """The strategy sends the same request when compiled again with nothing changed."""
         return self.method == "passthrough" or solvers.capabilities(self.method).settles
 
-    def _open(self) -> None:
+    def _open(self, *, first: bool = False) -> None:
+        """Open the manager on the store; the first time, give it the agent's tools (the
+        store keeps them, with the system prompt, for every later open)."""
         self.strategy = _strategy(self.method, self.head)
         self.cm = ContextManager.open(
             path=self.path,
@@ -258,9 +260,7 @@ class RequestMachine(RuleBasedStateMachine):
             counter=COUNTER,
             clock=self.clock,
         )
-        if self.system:
-            self.cm.set_system_prompt(self.system)
-        if self.tools:
+        if first and self.tools:
             self.cm.set_tool_definitions(self.tools)
         self.last = None
 
@@ -505,13 +505,11 @@ class RequestMachine(RuleBasedStateMachine):
     def system_prompt(self, size: int) -> None:
         text = " ".join(f"s{i}" for i in range(size)) or None
         self.manager.set_system_prompt(text)
-        self.system = text or self.system
 
     @rule(names=st.lists(st.sampled_from(["bash", "edit", "search"]), max_size=3, unique=True))
     def tool_definitions(self, names: list[str]) -> None:
         tools = [{"name": n, "input_schema": {"type": "object"}} for n in names]
         self.manager.set_tool_definitions(tools)
-        self.tools = tools or self.tools
 
     # ---------------------------------------------------------------- compile
     def compile(
@@ -967,11 +965,7 @@ class RequestMachine(RuleBasedStateMachine):
             counter=COUNTER,
             clock=self.clock,
         )
-        try:
-            if self.system:
-                derived.set_system_prompt(self.system)
-            if self.tools:
-                derived.set_tool_definitions(self.tools)
+        try:  # the system prompt and tools come with the store
             derived.hold_compression(self.manager.compression_holds())  # not in the store
             assert [m.id for m in derived.get_window_messages()] == self.window_ids()
             assert [m.id for m in derived.get_messages()] == self.ids()

@@ -166,7 +166,7 @@ class LongHistory(RequestMachine):
     def open(self, method: str) -> None:  # type: ignore[override]
         self.method = method
         shutil.copyfile(_template(method), self.path)
-        self._open()
+        self._open(first=True)
 
 
 LongHistory.TestCase.settings = settings(
