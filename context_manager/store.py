@@ -1510,15 +1510,30 @@ class Store:
         return int(found[0]), name
 
     def _compute_lineage(self, branch_id: int) -> list[tuple[int, int]]:
+        """The branch and its ancestors, each with the last sequence it lends; a damaged
+        branch table (a parent that does not exist, a cycle) is a
+        :class:`StoreCorruptError`."""
         lineage: list[tuple[int, int]] = []
         limit = 2**62
         current: int | None = branch_id
+        seen: set[int] = set()
         while current is not None:
+            where = f"table branches, row {current}"
+            if current in seen:
+                raise damaged(self._path, where, "its parents lead back to itself")
+            seen.add(current)
             lineage.append((current, limit))
-            parent, fork_seq = self._conn.execute(
+            row = self._conn.execute(
                 "SELECT parent, fork_seq FROM branches WHERE id = ?", (current,)
             ).fetchone()
-            limit = min(limit, int(fork_seq))
+            if row is None:
+                raise damaged(self._path, where, "a branch names it as its parent, but it is gone")
+            parent, fork_seq = row
+            if not isinstance(fork_seq, int) or (
+                parent is not None and not isinstance(parent, int)
+            ):
+                raise damaged(self._path, where, "its parent or fork sequence is not a number")
+            limit = min(limit, fork_seq)
             current = parent
         return lineage
 

@@ -190,3 +190,24 @@ def test_audit_lists_damaged_rows_and_repair_copies_every_readable_row(tmp_path:
         assert kept == [i for k, i in enumerate(ids) if k not in (3, 17)]
         assert cm.compile().messages
     assert CliRunner().invoke(app, ["audit", str(path)]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("update", "what"),
+    [
+        ("UPDATE branches SET parent = id WHERE name = 'main'", "lead back to itself"),
+        ("UPDATE branches SET parent = 999 WHERE name = 'main'", "is gone"),
+    ],
+)
+def test_a_damaged_branch_lineage_is_refused_not_looped(
+    tmp_path: Path, update: str, what: str
+) -> None:
+    path = tmp_path / "a.db"
+    with _open(path) as cm:
+        cm.add_message("User", "hello")
+    with sqlite3.connect(path) as conn:
+        conn.execute(update)
+    with pytest.raises(StoreCorruptError, match=what):
+        _open(path)
+    result = CliRunner().invoke(app, ["inspect", str(path)])
+    assert result.exit_code == 2 and "table branches, row" in result.output

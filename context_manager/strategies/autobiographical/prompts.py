@@ -47,8 +47,18 @@ _THINKING = re.compile(r"^\s*<thinking>.*?</thinking>\s*", re.DOTALL)
 
 
 def clean(text: str) -> str:
-    """The answer without a leading ``<thinking>`` preamble, stripped."""
-    return _THINKING.sub("", text).strip()
+    r"""The answer without a leading ``<thinking>`` preamble, stripped, and storable: a
+    lone surrogate (no character of any text a model meant to write) becomes U+FFFD.
+
+    Examples
+    --------
+    >>> clean("<thinking>hmm</thinking> I fixed the test \ud800.")
+    'I fixed the test \ufffd.'
+    """
+    text = _THINKING.sub("", text).strip()
+    if not text.isascii():
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
 
 
 def with_suffix(request: CompletionRequest, suffix: str) -> CompletionRequest:
