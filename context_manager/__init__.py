@@ -19,6 +19,7 @@ from .errors import (
     MissingAPIKeyError,
     OverBudgetError,
     SummarizerNotConfiguredError,
+    SummarizerTimeoutError,
     UncoveredDropError,
 )
 from .manager import (
@@ -93,6 +94,7 @@ __all__ = [
     "StrippedThinking",
     "Summarizer",
     "SummarizerNotConfiguredError",
+    "SummarizerTimeoutError",
     "TextBlock",
     "ThinkingBinding",
     "ThinkingBlock",

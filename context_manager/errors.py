@@ -11,6 +11,7 @@ __all__ = [
     "MissingAPIKeyError",
     "OverBudgetError",
     "SummarizerNotConfiguredError",
+    "SummarizerTimeoutError",
     "UncoveredDropError",
 ]
 
@@ -29,6 +30,13 @@ class MissingAPIKeyError(ConfigError):
 
 class SummarizerNotConfiguredError(ContextManagerError):
     """The strategy must write a summary but has no ``compression_model`` (or no summariser)."""
+
+
+class SummarizerTimeoutError(ContextManagerError, TimeoutError):
+    """A summariser call made for the caller did not answer before its deadline.
+
+    The call is abandoned on its worker thread (it cannot be stopped) and nothing was
+    stored; the operation can be retried."""
 
 
 class OverBudgetError(ContextManagerError):

@@ -25,11 +25,13 @@ from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .deadline import BoundedCaller, CallerBusyError, DeadlineError
 from .errors import (
     ConfigError,
     ContextManagerError,
     OverBudgetError,
     SummarizerNotConfiguredError,
+    SummarizerTimeoutError,
 )
 from .messages import (
     AGENT,
@@ -56,6 +58,7 @@ from .recall import (
 )
 from .store import Branch, Store, StoreError, StoreFullError
 from .strategies.autobiographical import AutobiographicalConfig, AutobiographicalStrategy
+from .strategies.autobiographical.prompts import clean as clean_answer
 from .strategies.base import (
     AnswerNeeded,
     Answers,
@@ -68,6 +71,7 @@ from .strategies.passthrough import PassthroughStrategy
 from .summarizer import (
     MEMORY_MARKER_PARTICIPANT,
     TOPIC_TRANSITION,
+    Completion,
     CompletionRequest,
     Summarizer,
 )
@@ -727,6 +731,9 @@ TRANSITION_INSTRUCTION = (
 TRANSITION_MAX_TOKENS = 1024
 """Output cap of the request for a transition summary."""
 
+TRANSITION_TIMEOUT_SECONDS = 320.0
+"""Deadline of the transition summary's call when the strategy sets none."""
+
 
 _Thinking = tuple[ThinkingBinding, RequestIdentity | str | None]
 """A compile's thinking binding and the identity it is sent under."""
@@ -1095,6 +1102,7 @@ class ContextManager:
         self._owns_store = owns_store
         self._strategy = strategy
         self._summarizer = summarizer
+        self._transition_caller = BoundedCaller("context-transition")
         self._counter = counter
         self._namespace = namespace
         self._slot = f"{namespace}/messages" if isolate else "messages"
@@ -2733,7 +2741,6 @@ class ContextManager:
         finally:
             self._answers = None
 
-    @_operation(writes=True)
     def reset_head_window(self, transition_text: str | None = None) -> str:
         """Start a new topic: store a transition summary and start the head window there.
 
@@ -2742,7 +2749,9 @@ class ContextManager:
         with a raw head window starts it at the latest such message, so the messages of
         the old head become compressible like the rest of the middle. Without
         ``transition_text`` the summariser writes the summary, in ``compression_model``'s
-        voice, from what the agent is shown now.
+        voice, from what the agent is shown now: it is called with no lock held and
+        waited for at most the strategy's ``summary_timeout_seconds``, so other threads'
+        operations go on meanwhile.
 
         Parameters
         ----------
@@ -2758,6 +2767,11 @@ class ContextManager:
         ------
         ConfigError
             For an empty ``transition_text``.
+        TypeError
+            For a ``transition_text`` that is not a string.
+        SummarizerTimeoutError
+            When the summariser does not answer within the strategy's
+            ``summary_timeout_seconds`` (the call is abandoned; nothing is stored).
         ContextManagerError
             When the strategy keeps a raw head window but cannot move it (it has no
             ``reset_head_window``), or the summariser's answer cannot be stored as a
@@ -2776,8 +2790,25 @@ class ContextManager:
         >>> last.participant, last.text
         ('Context Manager', '[Topic Transition] The parser is fixed; next, the docs.')
         """
+        self._check_open()
+        if transition_text is None:
+            text = self._ask_transition(self._transition_request())
+        elif not isinstance(transition_text, str):
+            raise TypeError(
+                f"transition_text must be a str or None, got {type(transition_text).__name__}"
+            )
+        elif not transition_text.strip():
+            raise ConfigError("transition_text is empty; give the summary, or None to write one")
+        else:
+            text = transition_text.strip()
+        return self._start_head_window(text)
+
+    def _head_mover(self) -> Callable[[StrategyContext, str], None] | None:
+        """The strategy's ``reset_head_window``; refused when it keeps a head it cannot move."""
         strategy = self._strategy
-        move = getattr(strategy, "reset_head_window", None)
+        move: Callable[[StrategyContext, str], None] | None = getattr(
+            strategy, "reset_head_window", None
+        )
         head = getattr(getattr(strategy, "config", None), "head_window_tokens", 0) or 0
         if head and move is None:
             raise ContextManagerError(
@@ -2785,12 +2816,11 @@ class ContextManager:
                 f"(head_window_tokens={head}) but cannot move its start; set "
                 "head_window_tokens=0 or use a strategy with reset_head_window"
             )
-        if transition_text is None:
-            text = self._transition_summary()
-        elif not transition_text.strip():
-            raise ConfigError("transition_text is empty; give the summary, or None to write one")
-        else:
-            text = transition_text.strip()
+        return move
+
+    @_operation(writes=True)
+    def _start_head_window(self, text: str) -> str:
+        move = self._head_mover()
         message_id = self.add_message(MEMORY_MARKER_PARTICIPANT, f"{TOPIC_TRANSITION} {text}")
         if self._presenting():  # the summary is this agent's own: it is shown at once
             self.present_rows([message_id])
@@ -2798,9 +2828,13 @@ class ContextManager:
             move(self._ctx, message_id)
         return text
 
-    def _transition_summary(self) -> str:
-        """A transition summary written by the summariser from the current context."""
-        model = getattr(getattr(self._strategy, "config", None), "compression_model", None)
+    @_operation()
+    def _transition_request(self) -> CompletionRequest:
+        """The request that asks the summariser for a transition summary of the current
+        context."""
+        self._head_mover()  # refused before anything is asked
+        config = getattr(self._strategy, "config", None)
+        model = getattr(config, "compression_model", None)
         if self._summarizer is None or not model:
             raise SummarizerNotConfiguredError(
                 "reset_head_window() without transition_text needs a summariser and a "
@@ -2815,21 +2849,43 @@ class ContextManager:
                 f"{context.budget}); compress first (drain()) or pass the text"
             )
         instruction = Message.text_message(MEMORY_MARKER_PARTICIPANT, TRANSITION_INSTRUCTION)
-        request = CompletionRequest(
+        return CompletionRequest(
             model=model,
             messages=(*context.result.messages, instruction),
             system=self._system_prompt,
             tools=tuple(self._tools) if self._tools else None,
             max_tokens=TRANSITION_MAX_TOKENS,
+            timeout=self._transition_timeout(),
         )
-        answer = self._summarizer.complete(request)
-        if not answer.acceptable:
+
+    def _transition_timeout(self) -> float:
+        timeout = getattr(getattr(self._strategy, "config", None), "summary_timeout_seconds", None)
+        if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+            return float(timeout)
+        return TRANSITION_TIMEOUT_SECONDS
+
+    def _ask_transition(self, request: CompletionRequest) -> str:
+        """The summariser's transition summary, asked with no lock held, at most
+        :meth:`_transition_timeout` seconds waited."""
+        summarizer = self._summarizer
+        assert summarizer is not None  # checked by _transition_request
+        timeout = request.timeout if request.timeout is not None else TRANSITION_TIMEOUT_SECONDS
+        try:
+            answer = self._transition_caller.call(lambda: summarizer.complete(request), timeout)
+        except (DeadlineError, CallerBusyError) as exc:
+            raise SummarizerTimeoutError(
+                f"reset_head_window(): the summariser did not write the transition summary "
+                f"within {timeout:g} s ({exc}); nothing was stored: retry, or pass "
+                "transition_text"
+            ) from None
+        if not isinstance(answer, Completion) or not answer.acceptable:
+            stop = getattr(answer, "stop_reason", type(answer).__name__)
             raise ContextManagerError(
-                f"the summariser's transition summary cannot be stored "
-                f"(stop_reason={answer.stop_reason!r}, {len(answer.text.strip())} characters); "
-                "nothing was stored: retry, or pass transition_text"
+                f"the summariser's transition summary cannot be stored (stop_reason={stop!r}, "
+                f"{len(getattr(answer, 'text', '').strip())} characters); nothing was stored: "
+                "retry, or pass transition_text"
             )
-        return answer.text.strip()
+        return clean_answer(answer.text)
 
     def drain(self, max_ticks: int = 10_000) -> int:
         """Tick until no work is left (or ``max_ticks``); returns the ticks that worked.

@@ -9,6 +9,7 @@ under test.
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from context_manager import (
     ThinkingBinding,
     ThinkingBlock,
 )
-from context_manager.errors import SummarizerNotConfiguredError
+from context_manager.errors import SummarizerNotConfiguredError, SummarizerTimeoutError
 from context_manager.manager import TOPIC_TRANSITION
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.base import (
@@ -630,6 +631,56 @@ def test_reset_head_window_stores_nothing_it_cannot_stand_behind() -> None:
         with pytest.raises(ContextManagerError, match="stop_reason='refusal'"):
             cm.reset_head_window()
         assert len(cm.get_messages()) == 1
+
+
+class Hanging:
+    """A summariser whose calls block until :attr:`release` is set."""
+
+    needs_tool_definitions = False
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        self.entered.set()
+        self.release.wait()
+        return Completion(text="We fixed the parser.", stop_reason="end_turn")
+
+
+def test_reset_head_window_waits_for_the_summariser_at_most_its_deadline() -> None:
+    hanging = Hanging()
+    try:
+        with manager(strategy=strategy(summary_timeout_seconds=0.05), summarizer=hanging) as cm:
+            talk(cm, 4)
+            before = cm.get_messages()
+            with pytest.raises(SummarizerTimeoutError, match="nothing was stored"):
+                cm.reset_head_window()
+            assert hanging.entered.is_set()
+            assert cm.get_messages() == before
+    finally:
+        hanging.release.set()
+
+
+def test_reset_head_window_holds_no_lock_while_the_summariser_writes() -> None:
+    hanging = Hanging()
+    with manager(strategy=strategy(), summarizer=hanging) as cm:
+        talk(cm, 4)
+        outcome: list[str] = []
+        resetting = threading.Thread(target=lambda: outcome.append(cm.reset_head_window()))
+        resetting.start()
+        try:
+            assert hanging.entered.wait(30)
+            adding = threading.Thread(target=lambda: cm.add_message("User", "meanwhile"))
+            adding.start()
+            adding.join(30)
+            assert not adding.is_alive()  # another thread's write went on meanwhile
+        finally:
+            hanging.release.set()
+            resetting.join(30)
+        assert outcome == ["We fixed the parser."]
+        texts = [s.message.text for s in cm.get_messages()]
+        assert texts[-2:] == ["meanwhile", f"{TOPIC_TRANSITION} We fixed the parser."]
 
 
 class Headed(Strategy):

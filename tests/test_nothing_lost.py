@@ -17,6 +17,7 @@ from context_manager import (
     PassthroughStrategy,
     StoreFullError,
 )
+from context_manager.deadline import MAX_ABANDONED
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.base import StoredMessage, StrategyContext
 from context_manager.summarizer import Completion, CompletionRequest
@@ -332,27 +333,47 @@ def test_every_summariser_call_carries_the_deadline() -> None:
     assert summarizer.timeouts and set(summarizer.timeouts) == {42.5}
 
 
-def test_a_hung_summariser_is_abandoned_at_the_deadline_on_one_thread() -> None:
+def test_a_hung_summariser_is_abandoned_at_the_deadline_on_a_bounded_number_of_threads() -> None:
     cm, summarizer, clock = _flaky(summary_timeout_seconds=0.05)
     _talk(cm, 40)
     summarizer.fault = "hang"
     before = threading.active_count()
     assert cm.tick()  # returns at the deadline: the call is abandoned, not awaited
-    for _ in range(5):
+    for _ in range(3 * MAX_ABANDONED):
         clock.now += 3600
-        cm.tick()  # the worker is busy: nothing new is started
-    assert threading.active_count() <= before + 1
-    assert len(summarizer.timeouts) == 1
+        cm.tick()  # each hung call costs a thread, up to the bound; then nothing is started
+    assert threading.active_count() <= before + MAX_ABANDONED
+    assert len(summarizer.timeouts) == MAX_ABANDONED
     summarizer.fault = None
     summarizer.release.set()
     s = cm.strategy
     assert isinstance(s, AutobiographicalStrategy)
-    while s.state.caller.busy:  # the abandoned call returns once released
+    while s.state.caller.abandoned:  # the abandoned calls return once released
         summarizer.release.wait(0.01)
     clock.now += 3600
     cm.drain()
     compression_is_done(cm)
     assert s.chunk_attempts == {}
+
+
+def test_a_call_that_never_returns_does_not_stop_later_work() -> None:
+    """One call hangs for good; the provider answers every later call: compression goes
+    on on a fresh worker and every chunk is remembered."""
+    cm, summarizer, clock = _flaky(summary_timeout_seconds=0.05)
+    _talk(cm, 40)
+    summarizer.fault = "hang"
+    try:
+        assert cm.tick()  # abandoned at the deadline, and never released below
+        summarizer.fault = None
+        s = cm.strategy
+        assert isinstance(s, AutobiographicalStrategy)
+        assert s.state.caller.abandoned == 1
+        clock.now += 3600
+        cm.drain()
+        compression_is_done(cm)
+        assert s.state.caller.abandoned == 1  # still hung, and nothing waited for it
+    finally:
+        summarizer.release.set()
 
 
 def test_work_given_up_on_can_be_retried() -> None:
