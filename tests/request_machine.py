@@ -31,7 +31,9 @@ contiguous run of the window's live messages whatever was removed or retracted
 reopening and branching included; and once the summariser is healthy again (after
 errors, exceptions, empty, huge or refused answers, or calls that hang past their
 deadline), retrying what was given up and draining remembers every chunk no hold
-keeps back.
+keeps back. Drain then fit: with no hold, the drained memories fold as deep as those
+of a store that never lost a message (removals, retractions and released holds
+included), and the floor a refusal reports is met by a compile at that budget.
 
 ``tests/test_request_edge.py`` runs it derandomised with a fixed example count;
 ``make soak`` runs it long (``tests/soak.py``) and prints the counts.
@@ -76,6 +78,9 @@ from context_manager.summarizer import Completion, CompletionRequest
 COUNTER = CharsCounter()
 BINDING = ThinkingBinding()
 SOLVERS = [m for m in solvers.names() if not solvers.capabilities(m).oracle]
+FLOOR_STEPS = 6
+"""Refusals a drained store may give, each at the floor the last one named, before a
+compile fits."""
 TALLY: Counter[str] = Counter()
 """Outcomes over every run of the machine in this process (read by the soak)."""
 
@@ -443,7 +448,37 @@ class RequestMachine(RuleBasedStateMachine):
         held = self.manager.compression_holds()
         raw = [c.id for c in strategy.chunks if not c.compressed and held.isdisjoint(c.source_ids)]
         assert raw == [], f"compression stalled on {raw}"
+        if not held:
+            self._drained_then_fits(strategy)
         TALLY["healed"] += 1
+
+    def _drained_then_fits(self, strategy: AutobiographicalStrategy) -> None:
+        """Drain then fit: with no hold, a drained store's memories fold as deep as a
+        store that never lost a message, whatever was removed: the parentless memories,
+        oldest first, never rise in level, and each level has fewer than
+        ``merge_threshold`` of them (at least one); and the floor a refusal reports is
+        one a compile at that budget meets (after at most :data:`FLOOR_STEPS` refusals,
+        each naming a higher floor: a refusal at a stage names that stage's floor)."""
+        position = {m: i for i, m in enumerate(self.window_ids())}
+        roots = sorted(
+            (s for s in strategy.summaries.values() if s.parent_id is None),
+            key=lambda s: position[s.first],
+        )
+        levels = [s.level for s in roots]
+        assert levels == sorted(levels, reverse=True), f"memories left unmerged: {levels}"
+        most = max(strategy.config.merge_threshold - 1, 1)
+        crowded = {k: n for k, n in Counter(levels).items() if n > most}
+        assert not crowded, f"levels with {most}+ parentless memories after a drain: {crowded}"
+        budget, asked = 1, []
+        for _ in range(FLOOR_STEPS):  # each refusal names more of the floor, never less
+            asked.append(budget)
+            preview = self.manager.preview_context(max_tokens=budget, reserve_for_response=0)
+            if preview.fits:
+                TALLY["floors_met"] += 1
+                return
+            assert preview.tokens is not None and preview.tokens > budget, (preview, budget)
+            budget = preview.tokens
+        raise AssertionError(f"no floor met after compiling at {asked}")
 
     # ------------------------------------------------------------ constraints
     @precondition(

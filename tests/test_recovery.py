@@ -37,3 +37,74 @@ def test_a_lone_surrogate_in_a_memory_is_stored_replaced_and_the_worker_lives() 
         assert memories and all("\ufffd broken" in m.content for m in memories)
         assert cm.pending_work() == []
         cm.compile()
+
+
+_WORDS = [
+    "parser",
+    "test",
+    "module",
+    "fix",
+    "bug",
+    "file",
+    "line",
+    "error",
+    "value",
+    "config",
+    "build",
+    "deploy",
+    "cache",
+]
+
+
+def _removing_agent(seed: int, n: int, rate: float) -> tuple[ContextManager, int]:
+    """An agent that ticks as it goes and removes about ``rate`` of its older messages."""
+    import random
+
+    rng = random.Random(seed)
+    strategy = AutobiographicalStrategy(
+        compression_model="extractive",
+        target_chunk_tokens=60,
+        recent_window_tokens=120,
+        merge_threshold=3,
+        summary_target_tokens=30,
+        l1_holdback_chunks=0,
+        min_chunk_chars_for_llm=0,
+    )
+    cm = ContextManager.open(
+        path=":memory:",
+        strategy=strategy,
+        summarizer=ExtractiveSummarizer(target_tokens=30),
+        counter=CharsCounter(),
+    )
+    ids: list[str] = []
+    removed = 0
+    for i in range(n):
+        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 12)))
+        ids.append(cm.add_message("User" if i % 2 == 0 else "Assistant", f"m{i} {words}"))
+        if i % 5 == 4:
+            cm.tick()
+        if i > 20 and rng.random() < rate:
+            cm.remove_message(ids.pop(rng.randrange(0, len(ids) * 2 // 3)))
+            removed += 1
+    return cm, removed
+
+
+def test_removals_never_leave_a_drained_store_refused_at_a_budget_it_fit_without_them() -> None:
+    """Forgotten memories over removed rows are re-folded, so a drain ends at the same depth."""
+    cm, removed = _removing_agent(seed=1, n=1500, rate=0.03)
+    with cm:
+        assert removed > 30
+        cm.drain()
+        assert cm.pending_work() == []
+        strategy = cm.strategy
+        state = strategy.state  # type: ignore[attr-defined]
+        index = state.positions(cm._ctx, cm._ctx.messages())
+        frontier = sorted(state.frontier_summaries(), key=lambda m: index.get(m.first, -1))
+        levels = [m.level for m in frontier]
+        # A drained frontier is a staircase: never a lower memory stranded before a higher one,
+        # and no level holding as many parentless memories as the merge threshold.
+        assert levels == sorted(levels, reverse=True), levels
+        assert all(levels.count(level) < 3 for level in set(levels)), levels
+        for budget in (2_000, 1_000, 600, 400):
+            request = cm.compile(max_tokens=budget, reserve_for_response=0)
+            assert request.render_stats["tokens"] <= budget

@@ -332,6 +332,37 @@ class Records:
         for chunk_id in kept_chunks:
             self.exhausted.pop(chunk_id, None)
 
+    def unfold(self, ids: Sequence[str]) -> None:
+        """Drop the memories ``ids`` (each parentless, or the child of another of them):
+        their other children are parentless again, to be merged anew. One transaction.
+
+        The writer unfolds a memory beside one that no longer has siblings of its level
+        (:func:`~.writer.refold`): a removal or a hold can leave such a memory alone
+        between higher ones, where no merge of one level ever reaches it."""
+        summaries = self.summaries
+        dropped = set(ids)
+        for summary_id in ids:
+            parent = summaries[summary_id].parent_id
+            if parent is not None and parent not in dropped:
+                raise ValueError(f"{summary_id} has a parent ({parent}) that is not unfolded")
+        freed = [
+            summaries[c]
+            for summary_id in ids
+            for c in summaries[summary_id].source_ids
+            if summaries[summary_id].level > 1 and c in summaries and c not in dropped
+        ]
+        store = self._store()
+        with store.transaction():
+            for summary_id in sorted(dropped):
+                store.redact(self.slot(_SUMMARIES), summaries[summary_id].item)
+            for child in freed:
+                store.edit(self.slot(_SUMMARIES), child.item, {**child.body(), "parent_id": None})
+        for summary_id in dropped:
+            del summaries[summary_id]
+        for child in freed:
+            child.parent_id = None
+        self.revision += 1
+
     def count_chunk_attempt(self, chunk: ChunkRecord) -> None:
         """One more unacceptable answer for ``chunk``."""
         attempts = {**self.chunk_attempts, chunk.id: self.chunk_attempts.get(chunk.id, 0) + 1}

@@ -14,10 +14,11 @@ logged once per strategy.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ...deadline import BoundedCaller, CallerBusyError, DeadlineError
 from ...errors import SummarizerNotConfiguredError
@@ -99,9 +100,10 @@ def merge_sizes(length: int, threshold: int, *, newest: bool) -> list[int]:
     """The sizes of the merges a run of ``length`` memories makes, oldest group first.
 
     A run is a stretch of parentless memories of one level, each starting right after
-    the one before ends. Only the newest run of a level can still grow; an older one is
+    the one before ends. Only the newest run of a level can still grow, and only while
+    no parentless memory of its level or above comes after it; any other run is
     *stranded*: a live message that no memory of the level covers (a chunk the
-    summariser refused, a pinned or held message) cuts it off.
+    summariser refused, a pinned or held message) or a higher memory cuts it off.
 
     - The newest run merges its oldest ``threshold`` once it holds that many; where
       that would leave exactly one memory behind it takes ``threshold - 1`` (leaving
@@ -196,7 +198,8 @@ def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
         if base is not None and span > base * threshold ** max(0, s.level - 3):
             continue  # too wide for its level: never merged further
         by_level.setdefault(s.level, []).append(s)
-    for _, entries in sorted(by_level.items()):
+    higher_after = _highest_after(st, index)
+    for level, entries in sorted(by_level.items()):
         entries.sort(key=lambda s: index[s.first])
         runs: list[list[SummaryEntry]] = []
         for s in entries:
@@ -204,14 +207,125 @@ def merge_groups(st: State, ctx: StrategyContext) -> list[list[str]]:
                 runs[-1].append(s)
             else:
                 runs.append([s])
-        for r, run in enumerate(runs):
+        for run in runs:
             start = 0
-            for size in merge_sizes(len(run), threshold, newest=r == len(runs) - 1):
+            newest = higher_after(index[run[-1].last]) < level  # nothing of its level after
+            for size in merge_sizes(len(run), threshold, newest=newest):
                 ids = [s.id for s in run[start : start + size]]
                 start += size
                 if ready(ids) and ids not in groups:
                     groups.append(ids)
     return groups
+
+
+def _highest_after(st: State, index: dict[str, int]) -> Callable[[int], int]:
+    """For a message position, the highest level of the parentless memories starting
+    after it (0 when none does)."""
+    roots = sorted(
+        (index[s.first], s.level)
+        for s in st.frontier_summaries()
+        if s.first in index and s.last in index
+    )
+    starts = [p for p, _ in roots]
+    highest = [0] * (len(roots) + 1)  # highest[i]: over roots[i:]
+    for i in range(len(roots) - 1, -1, -1):
+        highest[i] = max(highest[i + 1], roots[i][1])
+
+    def after(position: int) -> int:
+        return highest[bisect.bisect_right(starts, position)]
+
+    return after
+
+
+def refold(st: State, ctx: StrategyContext) -> list[str]:
+    """The memories to unfold so that a memory left alone can be merged: empty when
+    none is stuck.
+
+    A parentless memory *m* of level *k* is stuck when no memory of its level is next
+    to it and neither side can bring one: on each side lies a parentless memory of a
+    higher level, a chunk given up on, or (before it) a message no chunk holds, such as
+    the raw head. Removals leave such memories (the memories over a removed message
+    are dropped, their chunk is remembered again, and by then its old siblings may
+    have merged without it), as do holds released late. No merge of one level ever
+    reaches *m*, so every request would show it beside much deeper memories. The
+    higher neighbour (the lower of the two; the older on a tie) is unfolded, and below
+    it each child next to *m* while that child is still above level *k*: *m* then has
+    siblings of its level, and merges rebuild the memories above it. Only under
+    ``memory_schedule="eager"`` with a hierarchy; a memory over a held message is left
+    as it is."""
+    cfg = st.config
+    if not cfg.hierarchical or cfg.memory_schedule == "forecast":
+        return []
+    stored = ctx.messages()
+    index = st.positions(ctx, stored)
+    roots = sorted(
+        (s for s in st.frontier_summaries() if s.first in index and s.last in index),
+        key=lambda s: index[s.first],
+    )
+    if len(roots) < 2:
+        return []
+    held = ctx.held_ids()
+    chunk_of = {i: c for c in st.records.chunks for i in c.source_ids}
+    limit = cfg.chunk_attempt_limit
+    starting = {index[s.first]: s for s in roots}
+    ending = {index[s.last]: s for s in roots}
+
+    def given_up(position: int) -> bool | None:
+        """A raw neighbour: True when it can never be remembered, None when no chunk
+        holds it."""
+        chunk = chunk_of.get(stored[position].id)
+        if chunk is None:
+            return None
+        if chunk.compressed:
+            return True
+        return st.records.chunk_attempts.get(chunk.id, 0) >= limit or (
+            chunk.id in st.records.exhausted and _refused_before(st, ctx, chunk)
+        )
+
+    def holds(s: SummaryEntry) -> bool:
+        return bool(held) and not held.isdisjoint(st.leaves_of(s))
+
+    for m in roots:
+        before, after = index[m.first] - 1, index[m.last] + 1
+        sides: list[SummaryEntry | None] = []
+        stuck = True
+        for position, neighbours, leading in (
+            (before, ending, True),
+            (after, starting, False),
+        ):
+            neighbour = neighbours.get(position)
+            if neighbour is not None:
+                if neighbour.level <= m.level:
+                    stuck = False  # a sibling, or a lower memory that can still rise
+                sides.append(neighbour)
+            elif position < 0:
+                sides.append(None)  # the first message: nothing before
+            elif position >= len(stored):
+                stuck = False  # the newest messages come after: the run can still grow
+            else:
+                verdict = given_up(position)
+                if verdict is False or (verdict is None and not leading):
+                    stuck = False  # a chunk still to remember, or the open end
+                sides.append(None)
+        higher = [n for n in sides if n is not None]
+        if not stuck or not higher or holds(m):
+            continue
+        target = min(higher, key=lambda n: (n.level, index[n.first]))
+        if holds(target):
+            continue
+        opened = [target.id]
+        node = target
+        while True:
+            children = [st.summaries[c] for c in node.source_ids if c in st.summaries]
+            if not children:
+                break
+            child = children[-1] if index[node.first] < index[m.first] else children[0]
+            if child.level <= m.level:
+                break
+            opened.append(child.id)
+            node = child
+        return opened
+    return []
 
 
 def _mergeable(st: State, ids: list[str], index: dict[str, int]) -> bool:
@@ -230,6 +344,8 @@ def pending_work(st: State, ctx: StrategyContext) -> list[str]:
     """What :func:`tick` would do, one line per unit of work."""
     work = [f"compress {c.id}" for c in queued_chunks(st, ctx)]
     work += [f"merge {'+'.join(g)}" for g in merge_groups(st, ctx)]
+    if not work and ctx.summarizer is not None:
+        work += [f"unfold {i}" for i in refold(st, ctx)]
     return work
 
 
@@ -289,10 +405,14 @@ def tick(st: State, ctx: StrategyContext) -> bool:
     rebuild_chunks(st, ctx)
     queued = queued_chunks(st, ctx)
     groups = merge_groups(st, ctx)
-    if not queued and not groups:
-        return False
     if ctx.summarizer is None:
         return False  # nothing can be written without a summariser
+    if not queued and not groups:
+        stuck = refold(st, ctx)
+        if stuck:  # a memory left alone: the merges that follow rebuild the hierarchy
+            log.info("unfolding %s to merge a memory left alone", "+".join(stuck))
+            st.records.unfold(stuck)
+        return bool(stuck)
     if st.config.compression_model is None:
         raise SummarizerNotConfiguredError(
             "compression_model is not configured: memories are written in one model's "
