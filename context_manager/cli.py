@@ -6,9 +6,11 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from importlib import resources
+from itertools import accumulate
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -46,6 +48,125 @@ EXIT_STATUS = (
 )
 
 
+MAX_JSON_DEPTH = 100
+"""The deepest nesting of arrays and objects a JSON input may have."""
+MAX_NUMBER_DIGITS = 100
+"""The most digits a number in a JSON input may have."""
+MAX_INPUT_BYTES = 1 << 30
+"""The largest JSON input file read, in bytes (1 GiB)."""
+MAX_TREE_DEPTH = 8
+"""How many levels below a root ``show`` draws; deeper summaries are counted, not drawn."""
+
+
+class InputLimitError(ValueError):
+    """A JSON input is beyond a limit of the command line: nested too deeply, a number
+    with too many digits, or a file too large.
+
+    Parameters
+    ----------
+    source : str
+        What was read (a file name, an option), named in the message.
+    problem : str
+        What is wrong with it, naming the limit.
+
+    Attributes
+    ----------
+    source, problem : str
+        As given.
+    """
+
+    def __init__(self, source: str, problem: str) -> None:
+        super().__init__(f"{source}: {problem}")
+        self.source = source
+        self.problem = problem
+
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_LONG_NUMBER = re.compile(rf"[0-9]{{{MAX_NUMBER_DIGITS + 1},}}")
+_NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def check_json_limits(text: str, source: str) -> None:
+    """Refuse JSON text the parsers cannot take safely, before it is parsed.
+
+    The check does not recurse: string literals are blanked out, and the nesting depth
+    is the running count of the brackets left, so a document of any depth is measured
+    in linear time and constant stack.
+
+    Parameters
+    ----------
+    text : str
+        The JSON text.
+    source : str
+        What it was read from, named in the error.
+
+    Raises
+    ------
+    InputLimitError
+        Arrays and objects are nested deeper than :data:`MAX_JSON_DEPTH`, or a number
+        has more than :data:`MAX_NUMBER_DIGITS` digits.
+
+    Examples
+    --------
+    >>> check_json_limits('{"a": [1, 2, "[[[["]}', "x.json")
+    >>> try:
+    ...     check_json_limits("[" * 101 + "]" * 101, "x.json")
+    ... except InputLimitError as exc:
+    ...     print(exc)
+    x.json: arrays and objects nested 101 levels deep, over the limit of 100
+    """
+    bare = _STRING.sub('""', text)
+    brackets = _NOT_BRACKET.sub("", bare)
+    depth = max(accumulate(map(_NESTING.__getitem__, brackets)), default=0)
+    if depth > MAX_JSON_DEPTH:
+        raise InputLimitError(
+            source,
+            f"arrays and objects nested {depth:,} levels deep, over the limit of {MAX_JSON_DEPTH}",
+        )
+    long = _LONG_NUMBER.search(bare)
+    if long is not None:
+        digits = len(long.group())
+        raise InputLimitError(
+            source,
+            f"a number of {digits:,} digits, over the limit of {MAX_NUMBER_DIGITS} digits",
+        )
+
+
+def load_json(text: str, source: str) -> Any:
+    """Parse JSON text within the limits of :func:`check_json_limits`.
+
+    Parameters
+    ----------
+    text : str
+        The JSON text.
+    source : str
+        What it was read from, named in the errors.
+
+    Returns
+    -------
+    Any
+        The parsed value.
+
+    Raises
+    ------
+    InputLimitError
+        The text is beyond a limit, or the parser still ran out of stack or refused a
+        number (a last guard, the message naming ``source``).
+    json.JSONDecodeError
+        The text is not JSON.
+    """
+    check_json_limits(text, source)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise InputLimitError(source, "nested too deeply to parse") from None
+    except ValueError as exc:  # a number Python refuses to convert
+        raise InputLimitError(source, _first_line(str(exc), 200)) from None
+
+
 class Command(TyperCommand):
     """A command whose help shows no type for flags (``--json``, ``--help``)."""
 
@@ -71,7 +192,7 @@ class Command(TyperCommand):
 
         try:
             return super().invoke(ctx)
-        except StoreCorruptError as exc:
+        except (StoreCorruptError, InputLimitError) as exc:
             fail(str(exc), USAGE_ERROR)
         except (StoreError, ContextManagerError, FoldingError) as exc:
             fail(str(exc), RUNTIME_ERROR)
@@ -79,6 +200,13 @@ class Command(TyperCommand):
             name = exc.filename if isinstance(exc.filename, str) else ""
             shown = name if len(name) <= 80 else name[:77] + "..."
             fail(f"{shown + ': ' if shown else ''}{exc.strerror or exc}", USAGE_ERROR)
+        except RecursionError:  # input nested beyond what a parser or a walk can take
+            fail(
+                "the input is nested too deeply to process (Python's recursion limit)",
+                RUNTIME_ERROR,
+            )
+        except ValueError as exc:  # e.g. a number too long for Python to convert
+            fail(_first_line(str(exc) or type(exc).__name__, 200), RUNTIME_ERROR)
 
 
 class _Group(typer.core.TyperGroup):
@@ -213,13 +341,20 @@ def validation_summary(exc: ValidationError, data: Any = None, limit: int = 3) -
 
 def _load_problem(path: Path) -> FoldProblem:
     try:
+        size = path.stat().st_size
+        if size > MAX_INPUT_BYTES:
+            raise InputLimitError(
+                str(path), f"{size:,} bytes, over the limit of {MAX_INPUT_BYTES:,} bytes"
+            )
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")
     except UnicodeDecodeError as exc:
         fail(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
     try:
-        data = json.loads(text)
+        data = load_json(text, str(path))
+    except InputLimitError as exc:
+        fail(str(exc))
     except json.JSONDecodeError as exc:
         fail(f"{path} is not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}")
     try:
@@ -237,29 +372,41 @@ def _hierarchy_tree(problem: FoldProblem, max_children: int = 6) -> Tree:
         f"depth L{h.depth}"
     )
     by_id = {s.id: s for s in problem.summaries}
-
-    def add(branch: Tree, node: str) -> None:
-        if node in by_id:
-            s = by_id[node]
-            covered = h.covered_leaves(node)
-            sub = branch.add(
-                f"[cyan]{node}[/cyan] L{s.level} {s.tokens} tok over "
-                f"{covered[0]}..{covered[-1]} ({len(covered)} leaves)"
-            )
-            if s.level > 1:
-                for child in s.children[:max_children]:
-                    add(sub, child)
-                if len(s.children) > max_children:
-                    sub.add(f"... {len(s.children) - max_children} more")
-        else:
+    roots = h.roots()
+    # depth first without recursion, so a hierarchy of any depth is drawn: a work item
+    # is a node to draw under a branch at a depth, or a closing line for a branch
+    work: list[tuple[Tree, str, int] | tuple[Tree, str]] = []
+    if len(roots) > 12:
+        work.append((tree, f"... {len(roots) - 12} more roots"))
+    work.extend((tree, node, 0) for node in reversed(roots[:12]))
+    while work:
+        item = work.pop()
+        if len(item) == 2:
+            item[0].add(item[1])
+            continue
+        branch, node, depth = item
+        if node not in by_id:
             leaf = problem.leaves[h.leaf_index[node]]
             branch.add(f"{node} raw {leaf.tokens} tok ({leaf.zone})")
-
-    roots = h.roots()
-    for node in roots[:12]:
-        add(tree, node)
-    if len(roots) > 12:
-        tree.add(f"... {len(roots) - 12} more roots")
+            continue
+        s = by_id[node]
+        covered = h.covered_leaves(node)
+        sub = branch.add(
+            f"[cyan]{node}[/cyan] L{s.level} {s.tokens} tok over "
+            f"{covered[0]}..{covered[-1]} ({len(covered)} leaves)"
+        )
+        if s.level <= 1:
+            continue
+        if depth >= MAX_TREE_DEPTH:
+            n = len(s.children)
+            sub.add(
+                f"... {n} child{'ren' if n != 1 else ''} not drawn: more than "
+                f"{MAX_TREE_DEPTH} levels below the root"
+            )
+            continue
+        if len(s.children) > max_children:
+            work.append((sub, f"... {len(s.children) - max_children} more"))
+        work.extend((sub, child, depth + 1) for child in reversed(s.children[:max_children]))
     return tree
 
 
@@ -379,7 +526,9 @@ def _parse_options(options: list[str]) -> dict[str, object]:
         if not sep or not key:
             fail(f"option {item!r} is not KEY=VALUE")
         try:
-            parsed[key] = json.loads(value)
+            parsed[key] = load_json(value, f"option {key!r}")
+        except InputLimitError as exc:
+            fail(str(exc))
         except json.JSONDecodeError:
             parsed[key] = value
     return parsed
