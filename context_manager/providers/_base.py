@@ -13,6 +13,7 @@ from typing import ClassVar, Generic, Protocol, Self, TypeVar
 
 from ..errors import ConfigError, MissingAPIKeyError
 from ..summarizer import Completion, CompletionRequest
+from .redaction import client_secrets, redact
 from .retry import (
     Retry,
     RetryPolicy,
@@ -78,7 +79,10 @@ class ProviderSummarizer(ABC, Generic[ClientT]):
 
     Subclasses build the client, turn a request into one SDK call and read
     the answer. Provider trouble never raises: it ends as a completion with
-    stop reason ``error`` whose text is a one-line diagnostic.
+    stop reason ``error`` whose text is a one-line diagnostic. Every diagnostic,
+    logged or returned, has its secrets removed first (see
+    :func:`~context_manager.providers.redaction.redact`): the client's API key,
+    bearer tokens, credential headers and key-shaped tokens a server echoed.
     """
 
     provider: ClassVar[str]
@@ -116,10 +120,12 @@ class ProviderSummarizer(ABC, Generic[ClientT]):
                 )
             self._client: ClientT = self._without_sdk_retries(client)
             self._owns_client = False
+            self._secrets = client_secrets(client)
         else:
             key = resolve_api_key(api_key, self.env_var, name)
             self._client = self._build_client(key, base_url)
             self._owns_client = True
+            self._secrets = (key, *client_secrets(self._client))
 
     # ------------------------------------------------------------ subclass hooks
     @abstractmethod
@@ -143,8 +149,22 @@ class ProviderSummarizer(ABC, Generic[ClientT]):
     def _sdk(self) -> ModuleType:
         """The SDK module, for its ``APIStatusError``, ``APIConnectionError``, ``APIError``."""
 
+    def _redact(self, text: str) -> str:
+        """``text`` without the client's key or any other secret (see :func:`redact`)."""
+        return redact(text, self._secrets)
+
     def _attempt(self, request: CompletionRequest, timeout: float) -> Completion | Retry:
-        """One call: a completion (``error`` for a final failure) or a transient failure."""
+        """One call: a completion (``error`` for a final failure) or a transient failure,
+        its diagnostic redacted."""
+        outcome = self._try(request, timeout)
+        if isinstance(outcome, Retry):
+            return Retry(self._redact(outcome.detail), outcome.retry_after)
+        if outcome.stop_reason == "error":
+            return outcome.model_copy(update={"text": self._redact(outcome.text)})
+        return outcome
+
+    def _try(self, request: CompletionRequest, timeout: float) -> Completion | Retry:
+        """One call, its diagnostic as the SDK gave it."""
         sdk, model = self._sdk, request.model
         try:
             answer = self._call(request, timeout)
@@ -196,6 +216,7 @@ class ProviderSummarizer(ABC, Generic[ClientT]):
             clock=self._clock,
             label=self.provider,
             model=request.model,
+            secrets=self._secrets,
         )
 
     def close(self) -> None:

@@ -11,7 +11,9 @@ transient failure: 429, 5xx, a dropped connection, a timeout).
 * a ``retry-after`` the server sent replaces that wait;
 * a wait that would end at or past the deadline is never started: the call
   ends there with stop reason ``error``;
-* every attempt gets the time left before the deadline as its timeout.
+* every attempt gets the time left before the deadline as its timeout;
+* a failure's detail is logged and returned with its secrets removed
+  (:func:`~context_manager.providers.redaction.redact`).
 
 The clock and the sleep function are injectable, so tests never sleep.
 """
@@ -23,11 +25,12 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..summarizer import Completion
+from .redaction import redact
 
 __all__ = [
     "Retry",
@@ -193,6 +196,7 @@ def run_with_retries(
     clock: Callable[[], float],
     label: str,
     model: str | None,
+    secrets: Iterable[str] = (),
 ) -> Completion:
     """Run ``attempt(timeout)`` until it returns a completion or the deadline forbids a retry.
 
@@ -213,6 +217,10 @@ def run_with_retries(
         Prefix of the diagnostic (the provider name).
     model : str or None
         Reported in an ``error`` completion.
+    secrets : iterable of str
+        Strings never to log or return (the API key): a failure's detail, in the
+        log and in an ``error`` completion, is passed through
+        :func:`~context_manager.providers.redaction.redact` with them.
 
     Returns
     -------
@@ -220,6 +228,7 @@ def run_with_retries(
         The attempt's completion, or stop reason ``error`` with a diagnostic
         when the retries ran out or the deadline passed.
     """
+    secrets = tuple(secrets)
     end = clock() + deadline
     attempts = 0
     last = "no attempt made"
@@ -234,8 +243,10 @@ def run_with_retries(
         outcome = attempt(remaining)
         attempts += 1
         if isinstance(outcome, Completion):
+            if outcome.stop_reason == "error":
+                return outcome.model_copy(update={"text": redact(outcome.text, secrets)})
             return outcome
-        last = outcome.detail
+        last = redact(outcome.detail, secrets)
         if policy.max_attempts is not None and attempts >= policy.max_attempts:
             return error_completion(
                 f"{label}: gave up after {attempts} attempt(s); last failure: {last}", model
