@@ -778,7 +778,7 @@ def inspect(
     """
     import sqlite3
 
-    from .store import Store, StoreError
+    from .store import NotAStoreError, Store, StoreError, check_store_tables, store_tables
 
     if not store.is_file():
         fail(f"{store} is not a file")
@@ -787,7 +787,7 @@ def inspect(
     probe_uri = store.resolve().as_uri() + "?mode=ro"
     try:
         with contextlib.closing(sqlite3.connect(probe_uri, uri=True)) as probe:
-            tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master")}
+            tables = store_tables(probe)
             slots = (
                 [r[0] for r in probe.execute("SELECT DISTINCT slot FROM records")]
                 if "records" in tables
@@ -795,8 +795,10 @@ def inspect(
             )
     except sqlite3.DatabaseError as exc:
         fail(f"{store} is not a SQLite database: {exc}")
-    if not {"records", "branches", "meta"} <= tables:
-        fail(f"{store} is a SQLite database but not a store")
+    try:
+        check_store_tables(str(store), tables, complete=True)
+    except NotAStoreError as exc:
+        fail(str(exc))
     namespaces = sorted(
         {slot.rsplit("/", 1)[0] for slot in slots if isinstance(slot, str) and "/" in slot}
     )

@@ -70,9 +70,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from .errors import ContextManagerError
+
 __all__ = [
+    "STORE_TABLES",
     "Branch",
     "Item",
+    "NotAStoreError",
     "Store",
     "StoreCorruptError",
     "StoreError",
@@ -158,6 +162,98 @@ class StoreFullError(StoreError):
 
 class StoreCorruptError(StoreError):
     """The file is not a store database, or SQLite found it damaged."""
+
+
+class NotAStoreError(StoreError, ContextManagerError):
+    """The path is not a store: another application's SQLite database, a file that is
+    not a database, or (for ``ctxfold inspect``, ``audit`` and ``repair``) a store
+    lacking the namespace or branch asked for. Nothing was written to the file."""
+
+
+STORE_TABLES = frozenset(
+    {
+        "branches",
+        "records",
+        "blobs",
+        "meta",
+        "derived_scopes",
+        "derived_items",
+        "derived_blobs",
+        "derived_counts",
+    }
+)
+"""The tables of a store (:data:`SCHEMA`); SQLite's own ``sqlite_*`` tables aside, a
+file holding any other table is another application's database."""
+_CORE_TABLES = frozenset({"branches", "records", "meta"})
+"""The tables every store that finished its first open has."""
+
+
+def store_tables(conn: sqlite3.Connection) -> set[str]:
+    """The names of the tables of the database ``conn`` reads, SQLite's own aside.
+
+    Only reads the schema: the file is not written.
+
+    Raises
+    ------
+    sqlite3.DatabaseError
+        When the file is not a SQLite database.
+    """
+    rows = conn.execute(
+        "SELECT CAST(name AS BLOB) FROM sqlite_master WHERE type = 'table'"
+    ).fetchall()
+    names = {_text(bytes(row[0])) for row in rows if row[0] is not None}
+    return {name for name in names if not name.startswith("sqlite_")}
+
+
+def check_store_tables(shown: str, tables: Iterable[str], *, complete: bool = False) -> None:
+    """Refuse a database whose tables say it is not a store.
+
+    The one test of "is this file a store" that :meth:`Store.open`, ``ctxfold
+    inspect``, ``audit`` and ``repair`` share: a database holding any table a store
+    does not have (:data:`STORE_TABLES`) belongs to another application.
+
+    Parameters
+    ----------
+    shown : str
+        The path, as the error names it.
+    tables : iterable of str
+        The database's tables (:func:`store_tables`).
+    complete : bool
+        Also require the tables every opened store has (``branches``, ``records``,
+        ``meta``): for a reader, which must not create them. An opener gives False, so
+        an empty database (or one whose first open stopped part way) becomes a store.
+
+    Raises
+    ------
+    NotAStoreError
+        Naming the path and the tables that are not a store's (or the missing ones).
+
+    Examples
+    --------
+    >>> try:
+    ...     check_store_tables("app.db", {"users"})
+    ... except NotAStoreError as exc:
+    ...     print(str(exc)[:72])
+    app.db is a SQLite database but not a store: it holds the table users, w
+    >>> check_store_tables("new.db", set())
+    """
+    present = set(tables)
+    foreign = sorted(present - STORE_TABLES)
+    if foreign:
+        shown_tables = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        raise NotAStoreError(
+            f"{shown} is a SQLite database but not a store: it holds the "
+            f"table{'s' if len(foreign) > 1 else ''} {shown_tables}, which no store has; "
+            "nothing was written to it (open a new path, or an empty file, to create a store)"
+        )
+    missing = sorted(_CORE_TABLES - present)
+    if complete and missing:
+        raise NotAStoreError(
+            f"{shown} is a SQLite database but not a store: it has no "
+            f"{', '.join(missing)} table{'s' if len(missing) > 1 else ''}"
+        )
 
 
 _UNPARSED: Any = object()
@@ -621,8 +717,12 @@ class Store:
         StoreLockedError
             When another process, or another ``Store`` in this process, has the
             same file open (by any name: symlinks and hard links included).
+        NotAStoreError
+            When the file is another application's SQLite database (it holds tables
+            a store does not have, :func:`check_store_tables`): nothing is written
+            to it. An empty file, or a new path, becomes a store.
         StoreCorruptError
-            When the file is not a store database.
+            When the file is not a SQLite database, or is a damaged one.
         StoreFullError
             When there is no space to create the store.
         StoreError
@@ -662,6 +762,9 @@ class Store:
                         "open it again"
                     )
             conn.text_factory = _text
+            # read before anything is written: another application's database is
+            # refused as it was found
+            check_store_tables(shown, store_tables(conn))
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")

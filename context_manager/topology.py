@@ -64,7 +64,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .salvage import DamagedRow, damaged_rows, salvage
-from .store import Store, StoreError, StoreLockedError, scratch
+from .store import (
+    NotAStoreError,
+    Store,
+    StoreError,
+    StoreLockedError,
+    check_store_tables,
+    scratch,
+    store_tables,
+)
 from .strategies.autobiographical.records import (
     _CHUNK_COUNTER,
     _CHUNKS,
@@ -91,10 +99,6 @@ __all__ = [
     "read_stored",
     "repair_store",
 ]
-
-
-class NotAStoreError(StoreError):
-    """The path is not a readable store, or has no such namespace or branch."""
 
 
 class Kind(StrEnum):
@@ -1191,7 +1195,7 @@ def _open_copy(copy: Path, shown: str, namespace: str, branch: str | None) -> tu
     it on ``branch`` (when given) and the branch that was current."""
     try:
         with contextlib.closing(sqlite3.connect(copy)) as probe:
-            tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master")}
+            tables = store_tables(probe)
             slots, current = [], "main"
             if {"records", "branches", "meta"} <= tables:
                 slots = [r[0] for r in probe.execute("SELECT DISTINCT slot FROM records")]
@@ -1201,8 +1205,7 @@ def _open_copy(copy: Path, shown: str, namespace: str, branch: str | None) -> tu
                 current = str(row[0]) if row else current
     except sqlite3.DatabaseError as exc:
         raise NotAStoreError(f"{shown} is not a SQLite database: {exc}") from exc
-    if not {"records", "branches", "meta"} <= tables:
-        raise NotAStoreError(f"{shown} is a SQLite database but not a store")
+    check_store_tables(shown, tables, complete=True)
     namespaces = sorted(
         {slot.rsplit("/", 1)[0] for slot in slots if isinstance(slot, str) and "/" in slot}
     )
