@@ -61,6 +61,7 @@ import logging
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import threading
 import time
@@ -622,12 +623,87 @@ def _checked_path(shown: str) -> str:
     return real
 
 
+STORE_MODE = 0o600
+"""The permissions of a new store file, whatever the umask: it holds whole transcripts.
+SQLite gives the store's ``-wal``, ``-shm`` and ``-journal`` files the store's own."""
+
+
+def _open_store_file(path: str) -> int:
+    """A read-write descriptor of the store file ``path``, created :data:`STORE_MODE`
+    (exclusively, so never through a symlink or over a file that appeared) when it does
+    not exist; an existing file keeps its mode. The last component is never followed
+    when it is a symlink (``path`` is already resolved: one there now was planted)."""
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+    while True:
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, STORE_MODE)
+        except FileExistsError:
+            try:
+                return os.open(path, flags)
+            except FileNotFoundError:
+                continue  # removed since: create it after all
+        try:
+            os.fchmod(fd, STORE_MODE)  # the umask may have taken bits away
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+def _create_private(path: str | os.PathLike[str], mode: int) -> int:
+    """A write descriptor of a new file ``path`` with permissions ``mode`` (whatever the
+    umask), created exclusively: never through a symlink, never over a file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def copy_private(source: str | os.PathLike[str], dest: str | os.PathLike[str], mode: int) -> None:
+    """Copy the file ``source`` to the new file ``dest``, created with permissions
+    ``mode`` (whatever the umask) and exclusively (never through a symlink planted at
+    ``dest``, never over a file), and flushed to disk. A failed copy leaves no ``dest``.
+
+    Raises
+    ------
+    FileExistsError
+        When ``dest`` exists (a file, a folder or a symlink).
+    OSError
+        When ``source`` cannot be read or ``dest`` written.
+
+    Examples
+    --------
+    >>> import tempfile, stat
+    >>> folder = tempfile.mkdtemp()
+    >>> with open(os.path.join(folder, "a"), "w") as f:
+    ...     _ = f.write("transcript")
+    >>> copy_private(os.path.join(folder, "a"), os.path.join(folder, "b"), 0o600)
+    >>> oct(stat.S_IMODE(os.stat(os.path.join(folder, "b")).st_mode))
+    '0o600'
+    """
+    fd = _create_private(dest, mode)
+    try:
+        with open(source, "rb") as src, open(fd, "wb", closefd=False) as out:
+            shutil.copyfileobj(src, out)
+            out.flush()
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with suppress(FileNotFoundError):
+            os.unlink(dest)
+        raise
+    os.close(fd)
+
+
 class _Lock:
     """The exclusive writer lock: ``flock`` on a descriptor of the database file."""
 
     def __init__(self, path: str, shown: str) -> None:
         try:
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self.fd = _open_store_file(path)
         except OSError as exc:
             raise StoreError(
                 f"{shown}: cannot open the store file ({exc.strerror}); check the path "
@@ -702,8 +778,10 @@ class Store:
         Parameters
         ----------
         path : str or os.PathLike
-            The store file (created with its directory when missing), or
-            ``":memory:"`` for a store that lives in memory.
+            The store file (created with its directory when missing, readable and
+            writable by its owner only, ``0600`` whatever the umask: it holds whole
+            transcripts; an existing file keeps its mode), or ``":memory:"`` for a
+            store that lives in memory.
         branch : str, optional
             Switch to this branch after opening.
 
@@ -1500,15 +1578,19 @@ class Store:
         derived views are not: they are rebuilt from the records on first use. The
         new store hands out ids after the highest this one has, so no item id it
         carries is ever given again. The new file appears whole or not at all (it is
-        written in a scratch folder beside ``path``, then linked into place); a derive
-        killed mid-way leaves that folder, and the next open of this store removes it.
+        written in a private scratch folder beside ``path``, then linked into place);
+        a derive killed mid-way leaves that folder, and the next open of this store
+        removes it. The new file has this store's permissions (a store is created
+        ``0600``), and nothing is written through a symlink: a link at ``path``, even
+        one to no file, is refused.
 
         Raises
         ------
         StoreError
             When ``seq`` is outside ``[0, sequence]``, a transaction is open (its
-            writes are not stored yet), ``path`` already exists or is this store's
-            own file, or the new file cannot be written (nothing is left behind).
+            writes are not stored yet), ``path`` already exists (a symlink included)
+            or is this store's own file, or the new file cannot be written (nothing
+            is left behind).
         """
         self._check_open()
         self._check_not_aborted()
@@ -1526,6 +1608,12 @@ class Store:
                 f"cannot derive into {shown!r}: it must name a new file "
                 "(a derived store never overwrites one)"
             )
+        if os.path.islink(shown) or os.path.lexists(target):
+            raise StoreError(
+                f"cannot derive into {shown!r}: a symbolic link is there (to "
+                f"{os.readlink(shown) if os.path.islink(shown) else target}); a derived "
+                "store is written to a new file, never through a link"
+            )
         if not target.parent.is_dir():
             raise StoreError(
                 f"cannot derive into {shown!r}: the folder {target.parent} does not exist; "
@@ -1539,18 +1627,21 @@ class Store:
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, where))
         except sqlite3.Error as exc:
             raise self._failure(exc, "noting where a derive writes") from exc
+        mode = stat.S_IMODE(os.fstat(self._lock.fd).st_mode) if self._lock else STORE_MODE
         try:
             with scratch(target.parent, target.name, "deriving") as work:
-                self._derive_into(work / target.name, target, shown, seq)
+                self._derive_into(work / target.name, target, shown, seq, mode)
         finally:
             with suppress(sqlite3.Error):
                 self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
-    def _derive_into(self, temporary: Path, target: Path, shown: str, seq: int) -> None:
-        """:meth:`derive`, writing the new store at ``temporary`` (in a scratch folder
-        beside ``target``), then linking it into place."""
+    def _derive_into(self, temporary: Path, target: Path, shown: str, seq: int, mode: int) -> None:
+        """:meth:`derive`, writing the new store at ``temporary`` (created exclusively in
+        a private scratch folder beside ``target``), then giving it ``mode`` (this
+        store's permissions) and linking it into place."""
         child: Store | None = None
         try:
+            os.close(_create_private(temporary, STORE_MODE))
             child = Store.open(temporary)
             with child.transaction():
                 (main,) = child._conn.execute("SELECT id FROM branches").fetchone()
@@ -1585,6 +1676,7 @@ class Store:
                     child.save_counts(scope, self.derived_counts(scope).items())
             child._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             child.close()
+            os.chmod(temporary, mode)
             os.link(temporary, target)  # fails, rather than overwrites, if target appeared
         except BaseException as exc:
             if child is not None:

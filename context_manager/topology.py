@@ -55,6 +55,7 @@ import itertools
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -70,6 +71,7 @@ from .store import (
     StoreError,
     StoreLockedError,
     check_store_tables,
+    copy_private,
     scratch,
     store_tables,
 )
@@ -1295,11 +1297,27 @@ def _audit_scratch(real: str) -> Iterator[Path]:
         yield work
 
 
-def _backup_name(real: str) -> str:
-    candidate, n = f"{real}.bak", 1
-    while os.path.lexists(candidate) or os.path.lexists(f"{candidate}-wal"):
-        candidate, n = f"{real}.bak.{n}", n + 1
-    return candidate
+def _backup_name(real: str, n: int = 0) -> tuple[str, int]:
+    """The first free backup name of ``real`` from the ``n``-th on, and its number."""
+    while True:
+        candidate = f"{real}.bak" if n == 0 else f"{real}.bak.{n}"
+        if not os.path.lexists(candidate) and not os.path.lexists(f"{candidate}-wal"):
+            return candidate, n
+        n += 1
+
+
+def _keep_backup(real: str, mode: int) -> str:
+    """Copy the store file ``real`` to its backup name (a new file, never one written
+    through a symlink, with the store's permissions ``mode``) and return that name."""
+    n = 0
+    while True:
+        backup, n = _backup_name(real, n)
+        try:
+            copy_private(real, backup, mode)
+        except FileExistsError:  # it appeared since: take the next
+            n += 1
+            continue
+        return backup
 
 
 def _fsync(path: str) -> None:
@@ -1333,7 +1351,9 @@ def repair_store(
     it, the writer lock is held throughout: the plan is applied to a copy next to
     the file, the copy is audited again and checked by SQLite, and only when both
     are clean is the original kept as ``STORE.bak`` (``STORE.bak.1``, ... when taken)
-    and the copy moved over ``STORE`` in one rename. Otherwise the original is left
+    and the copy moved over ``STORE`` in one rename. The backup and the repaired file
+    keep the store's permissions, and the backup is a new file (never one written
+    through a symlink planted at its name). Otherwise the original is left
     as it was and :attr:`StoreRepair.after` says what the copy still had.
 
     Parameters
@@ -1412,11 +1432,10 @@ def repair_store(
         if result.after or result.messages_after != result.messages_before:
             return result
         _fold_log(copy)
-        shutil.copymode(real, copy)
+        mode = stat.S_IMODE(os.stat(real).st_mode)
+        os.chmod(copy, mode)  # the repaired store keeps the store's permissions
         _fsync(str(copy))
-        backup = _backup_name(real)
-        shutil.copyfile(real, backup)
-        _fsync(backup)
+        backup = _keep_backup(real, mode)
         if os.path.exists(real + "-wal"):
             # the log belongs to the original: it goes with the backup, so it is
             # never read against the repaired file

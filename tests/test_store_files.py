@@ -1,9 +1,13 @@
-"""The store's files: another application's SQLite database is left alone."""
+"""The store's files: private permissions, no writes through planted symlinks, another
+application's SQLite database left alone, and a store reached by a second name."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,10 +17,185 @@ import context_manager.topology as topology
 from context_manager import CharsCounter, ContextManager, ContextManagerError
 from context_manager.cli import app
 from context_manager.store import NotAStoreError, Store, StoreError
+from context_manager.topology import repair_store
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """A umask that leaves new files readable by everyone (0644), as most systems have."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _store(path: Path, mode: int | None = None) -> Path:
+    with Store.open(path) as db:
+        db.append("messages", {"text": "a private transcript"})
+        db.set("default/settings", {"k": 1})
+    if mode is not None:
+        os.chmod(path, mode)
+    return path
+
+
+def _damage_one_record(path: Path) -> None:
+    """One record's body made into text that is not JSON, so a repair has work to do."""
+    with Store.open(path) as db:
+        db.append("notes", {"n": "to be damaged"})
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("UPDATE records SET body = '{not json' WHERE slot = 'notes'")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------ permissions
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o277])
+def test_a_new_store_and_its_side_files_are_private_whatever_the_umask(
+    tmp_path: Path, umask: int
+) -> None:
+    path = tmp_path / "agent.db"
+    old = os.umask(umask)
+    try:
+        with Store.open(path) as db:
+            db.append("messages", {"text": "hello"})
+            side = sorted(p.name for p in tmp_path.iterdir())
+            modes = {p.name: _mode(p) for p in tmp_path.iterdir()}
+    finally:
+        os.umask(old)
+    assert side == ["agent.db", "agent.db-shm", "agent.db-wal"]
+    assert modes == {"agent.db": 0o600, "agent.db-shm": 0o600, "agent.db-wal": 0o600}
+    assert _mode(path) == 0o600
+
+
+def test_an_existing_empty_file_becomes_a_store_and_keeps_its_mode(
+    tmp_path: Path, umask_022: None
+) -> None:
+    path = tmp_path / "agent.db"
+    path.touch()
+    os.chmod(path, 0o640)
+    with Store.open(path) as db:
+        db.append("messages", {"text": "hello"})
+    assert _mode(path) == 0o640  # the file's owner chose its mode
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640])
+def test_a_derived_store_has_its_source_s_permissions(
+    tmp_path: Path, umask_022: None, mode: int
+) -> None:
+    source = _store(tmp_path / "agent.db", mode)
+    target = tmp_path / "derived.db"
+    with Store.open(source) as db:
+        db.derive(target, db.sequence)
+    assert _mode(target) == mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.db", "derived.db"]
+    with Store.open(target) as derived:
+        assert [i.body for i in derived.items("messages")] == [{"text": "a private transcript"}]
+
+
+def test_a_manager_s_derived_store_is_private(tmp_path: Path, umask_022: None) -> None:
+    source = tmp_path / "agent.db"
+    with ContextManager.open(path=source, counter=CharsCounter()) as cm:
+        cm.add_message("User", "a private transcript")
+        child = cm.derive(tmp_path / "child.db")
+    assert _mode(source) == 0o600 and _mode(child) == 0o600
+
+
+def test_a_repair_keeps_the_store_s_permissions_on_the_backup_and_the_repaired_file(
+    tmp_path: Path, umask_022: None
+) -> None:
+    path = _store(tmp_path / "agent.db", 0o600)
+    _damage_one_record(path)
+    damaged = _sha256(path)
+    result = repair_store(path, apply=True)
+    assert result.applied and result.backup == f"{path}.bak"
+    backup = Path(result.backup)
+    assert _sha256(backup) == damaged
+    assert _mode(backup) == 0o600
+    assert _mode(path) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.db", "agent.db.bak"]
+
+
+def test_a_group_readable_store_s_backup_stays_group_readable(
+    tmp_path: Path, umask_022: None
+) -> None:
+    path = _store(tmp_path / "agent.db", 0o640)
+    _damage_one_record(path)
+    result = repair_store(path, apply=True)
+    assert result.backup is not None
+    assert _mode(Path(result.backup)) == 0o640 and _mode(path) == 0o640
+
+
+# ----------------------------------------------------------- planted symlinks
+def test_a_symlink_at_the_derive_s_old_temporary_name_is_never_written_through(
+    tmp_path: Path,
+) -> None:
+    source = _store(tmp_path / "agent.db")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the victim's own text")
+    target = tmp_path / "derived.db"
+    planted = tmp_path / f".{target.name}.deriving-{os.getpid()}"
+    planted.symlink_to(victim)
+    with Store.open(source) as db:
+        db.derive(target, db.sequence)
+    assert victim.read_text() == "the victim's own text"
+    assert planted.is_symlink() and os.readlink(planted) == str(victim)
+    assert b"a private transcript" not in victim.read_bytes()
+
+
+def test_a_symlink_at_the_derive_s_target_is_refused_and_its_target_not_created(
+    tmp_path: Path,
+) -> None:
+    source = _store(tmp_path / "agent.db")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    victim = elsewhere / "victim.db"  # no file yet: the link dangles
+    target = tmp_path / "derived.db"
+    target.symlink_to(victim)
+    with Store.open(source) as db, pytest.raises(StoreError, match="symbolic link"):
+        db.derive(target, db.sequence)
+    assert not victim.exists() and list(elsewhere.iterdir()) == []
+    assert target.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.db", "derived.db", "elsewhere"]
+
+
+def test_a_symlink_planted_at_the_backup_name_after_it_was_chosen_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _store(tmp_path / "agent.db", 0o600)
+    _damage_one_record(path)
+    damaged = _sha256(path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the victim's own text")
+    chosen = topology._backup_name
+    planted: list[str] = []
+
+    def plant_after_choosing(*args: object, **kwargs: object) -> object:
+        name = chosen(*args, **kwargs)  # type: ignore[arg-type]
+        shown = name if isinstance(name, str) else name[0]
+        if not planted:  # a race, once: the link appears after the free name was chosen
+            os.symlink(victim, shown)
+            planted.append(shown)
+        return name
+
+    monkeypatch.setattr(topology, "_backup_name", plant_after_choosing)
+    result = repair_store(path, apply=True)
+    assert result.applied and result.backup is not None
+    assert victim.read_text() == "the victim's own text"
+    backup = Path(result.backup)
+    assert planted == [f"{path}.bak"] and Path(planted[0]).is_symlink()
+    assert backup == Path(f"{path}.bak.1")
+    assert not backup.is_symlink() and _sha256(backup) == damaged and _mode(backup) == 0o600
 
 
 # --------------------------------------------- another application's database
