@@ -44,8 +44,14 @@ locked descriptor's, so a file swapped in between is refused rather than
 written without the lock. Because SQLite opens the resolved path, its
 ``-wal`` and ``-shm`` files sit next to the real file whichever symlink was
 used. A hard link is a second real name, and SQLite names the write-ahead log
-after the name it opened: after a crash, reopen the store by the name the
-crashed writer used so its log is recovered.
+after the name it opened: after a crash, only the name the crashed writer used
+recovers its log. So each writer records, in the store, the path (and device and
+inode) it opened the file by, folded into the file itself at once. An open by
+another name of the same file while that name's log still holds writes is refused
+with :class:`StoreAliasError`, naming the name to use, and changes nothing (the
+recovery it would run could only lose those writes). An open of a file that has
+hard links succeeds with a :class:`StoreAliasWarning` naming the other names: the
+risk is real only after a crash, and the refusal then guards it.
 
 Every step of an open that fails releases what the open took (the SQLite
 connection, the descriptor and its lock), so the next open can succeed.
@@ -65,6 +71,7 @@ import stat
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -79,6 +86,8 @@ __all__ = [
     "Item",
     "NotAStoreError",
     "Store",
+    "StoreAliasError",
+    "StoreAliasWarning",
     "StoreCorruptError",
     "StoreError",
     "StoreFullError",
@@ -163,6 +172,20 @@ class StoreFullError(StoreError):
 
 class StoreCorruptError(StoreError):
     """The file is not a store database, or SQLite found it damaged."""
+
+
+class StoreAliasError(StoreError):
+    """The store was last written through another name of the same file (a hard link,
+    or the name it had before a rename) by a writer that stopped without closing it,
+    and that writer's log is still beside that name: opening the store by this name
+    would lose the writes the log holds. Nothing was changed; the message names the
+    name to open it by."""
+
+
+class StoreAliasWarning(UserWarning):
+    """The store file has more than one name (hard links): a writer that stops without
+    closing leaves its log under the name it used, and only that name recovers it. The
+    message names the other names and the fix."""
 
 
 class NotAStoreError(StoreError, ContextManagerError):
@@ -698,6 +721,127 @@ def copy_private(source: str | os.PathLike[str], dest: str | os.PathLike[str], m
     os.close(fd)
 
 
+_WRITER_META = "writer"
+"""The meta row naming the path (and device and inode) the last writer opened the file
+by: JSON ``[path, st_dev, st_ino]``."""
+
+_Writer = tuple[str, int, int]
+
+
+def _recorded_writer(conn: sqlite3.Connection, tables: set[str]) -> _Writer | None:
+    """The path, device and inode the last writer recorded (:func:`_note_writer`), or
+    None (a new store, or one no writer recorded itself in). Only reads."""
+    if "meta" not in tables:
+        return None
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (_WRITER_META,)).fetchone()
+    try:
+        path, dev, ino = json.loads(row[0]) if row else (None, 0, 0)
+    except (ValueError, TypeError):
+        return None  # an unreadable note protects nothing: the next open rewrites it
+    if not isinstance(path, str) or not isinstance(dev, int) or not isinstance(ino, int):
+        return None
+    return path, dev, ino
+
+
+def _note_writer(
+    conn: sqlite3.Connection, real: str, identity: tuple[int, int], recorded: _Writer | None
+) -> None:
+    """Record the name this writer opened the file by, and fold it into the file itself
+    (a checkpoint), so an open by another name reads it even if this writer's log is
+    never recovered. Nothing is written when the name is the one recorded."""
+    mine = (real, *identity)
+    if recorded == mine:
+        return
+    conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_WRITER_META, json.dumps(mine)))
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+def _hot_log(path: str) -> str | None:
+    """The write-ahead log or rollback journal beside ``path`` that still holds writes
+    (a log longer than its 32-byte header, a journal that is not empty), or None."""
+    for suffix, header in (("-wal", 32), ("-journal", 0)):
+        side = path + suffix
+        try:
+            info = os.stat(side)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_size > header:
+            return side
+    return None
+
+
+def _refuse_another_name_s_log(
+    real: str, shown: str, identity: tuple[int, int], recorded: _Writer | None
+) -> None:
+    """Raise :class:`StoreAliasError` when the last writer opened this same file by
+    another name and left its log there (it stopped without closing): SQLite names
+    the log after the path it opens, so an open by this name would not see it."""
+    if recorded is None or recorded[0] == real:
+        return
+    other = recorded[0]
+    log = _hot_log(other)
+    if log is None:
+        return
+    try:
+        info = os.stat(other)
+        same = (info.st_dev, info.st_ino) == identity
+        gone = False
+    except FileNotFoundError:  # renamed since: the same file if it kept its inode
+        same, gone = tuple(recorded[1:]) == identity, True
+    except OSError:
+        return
+    if not same:
+        return  # another file (this one is a copy): that log is not this file's
+    fix = (
+        f"move the file back to {other}, open it there and close it"
+        if gone
+        else f"open it as {other} and close it"
+    )
+    raise StoreAliasError(
+        f"{shown}: the store was last written through another name of the same file, "
+        f"{other}, by a writer that stopped without closing it; its log {log} still "
+        f"holds writes that opening the store as {shown} would lose (SQLite names the "
+        f"log after the path it is opened by). Nothing was changed: {fix} to recover "
+        "them, after which any name opens it; to stop this, keep one name for a store "
+        "(remove the hard links, or copy it to a file of its own with cp or derive)"
+    )
+
+
+def _warn_other_names(real: str, shown: str, fd: int, recorded: _Writer | None) -> None:
+    """Warn (:class:`StoreAliasWarning`) when the store file has hard links, naming
+    those in its folder (and the last writer's name, when another)."""
+    info = os.fstat(fd)
+    if info.st_nlink <= 1:
+        return
+    others: list[str] = []
+    folder = os.path.dirname(real)
+    with suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.path == real or not entry.is_file(follow_symlinks=False):
+                continue
+            with suppress(OSError):
+                found = entry.stat(follow_symlinks=False)
+                if (found.st_dev, found.st_ino) == (info.st_dev, info.st_ino):
+                    others.append(entry.path)
+    if recorded is not None and recorded[0] != real and recorded[0] not in others:
+        with suppress(OSError):
+            found = os.stat(recorded[0])
+            if (found.st_dev, found.st_ino) == (info.st_dev, info.st_ino):
+                others.append(recorded[0])
+    named = f": also {', '.join(sorted(others))}" if others else " elsewhere"
+    warnings.warn(
+        StoreAliasWarning(
+            f"{shown} has {info.st_nlink} names (hard links{named}). SQLite names a "
+            "store's write-ahead log after the name it is opened by: if a writer stops "
+            "without closing, only that name recovers its last writes (an open by "
+            "another name then refuses and names it). Open the store by one name only, "
+            "or give it one: copy it to a file of its own (cp, or derive) and remove "
+            "the other names"
+        ),
+        stacklevel=4,
+    )
+
+
 class _Lock:
     """The exclusive writer lock: ``flock`` on a descriptor of the database file."""
 
@@ -790,11 +934,21 @@ class Store:
         Store
             The open store; it holds the file's writer lock until :meth:`close`.
 
+        Warns
+        -----
+        StoreAliasWarning
+            When the file has more than one name (hard links).
+
         Raises
         ------
         StoreLockedError
             When another process, or another ``Store`` in this process, has the
             same file open (by any name: symlinks and hard links included).
+        StoreAliasError
+            When the last writer opened the same file by another name (a hard link,
+            or its name before a rename) and stopped without closing it, leaving its
+            log there: opening by this name would lose those writes. Nothing is
+            changed; the message names the name to open it by.
         NotAStoreError
             When the file is another application's SQLite database (it holds tables
             a store does not have, :func:`check_store_tables`): nothing is written
@@ -842,7 +996,12 @@ class Store:
             conn.text_factory = _text
             # read before anything is written: another application's database is
             # refused as it was found
-            check_store_tables(shown, store_tables(conn))
+            tables = store_tables(conn)
+            check_store_tables(shown, tables)
+            recorded = None
+            if lock is not None:  # a writer: is this the name the last one wrote through?
+                recorded = _recorded_writer(conn, tables)
+                _refuse_another_name_s_log(real, shown, lock.identity, recorded)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
@@ -854,6 +1013,8 @@ class Store:
                     (time.time(),),
                 )
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('current_branch', 'main')")
+            if lock is not None:
+                _note_writer(conn, real, lock.identity, recorded)
             store = cls(conn, shown, None)
             if branch is not None:
                 store.switch_branch(branch)
@@ -869,6 +1030,7 @@ class Store:
         store._lock = lock  # handed over only once the open has succeeded
         if lock is not None:  # the one writer: no derive, repair or audit of it runs
             store._sweep(real)
+            _warn_other_names(real, shown, lock.fd, recorded)
         return store
 
     def _sweep(self, real: str) -> None:

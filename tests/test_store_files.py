@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 import sqlite3
 import stat
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +21,13 @@ from typer.testing import CliRunner
 import context_manager.topology as topology
 from context_manager import CharsCounter, ContextManager, ContextManagerError
 from context_manager.cli import app
-from context_manager.store import NotAStoreError, Store, StoreError
+from context_manager.store import (
+    NotAStoreError,
+    Store,
+    StoreAliasError,
+    StoreAliasWarning,
+    StoreError,
+)
 from context_manager.topology import repair_store
 
 
@@ -275,3 +286,123 @@ def test_the_cli_and_the_library_refuse_with_the_same_words(tmp_path: Path) -> N
         assert " ".join(str(raised.value).split()) in " ".join(result.stderr.split()), command
     assert _sha256(path) == before
     assert topology.NotAStoreError is NotAStoreError
+
+
+# ------------------------------------------------------ another name of the file
+CRASHING_WRITER = textwrap.dedent(
+    """
+    import os, sys
+    from context_manager.store import Store
+    store = Store.open(sys.argv[1])
+    for n in range(3):
+        store.append("messages", {"n": n})
+    print("acknowledged", len(store.items("messages")), flush=True)
+    os._exit(0)  # killed: the store is never closed, its log is never folded in
+    """
+)
+
+
+def _crash_writing_through(path: Path) -> None:
+    """A writer opens the store by ``path``, writes three messages and dies."""
+    out = subprocess.run(
+        [sys.executable, "-c", CRASHING_WRITER, str(path)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["acknowledged", "3"]
+    assert os.path.getsize(f"{path}-wal") > 32  # the writes are in its log only
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {p.name: _sha256(p) for p in sorted(folder.iterdir())}
+
+
+def _messages(store: Store) -> list[int]:
+    return [i.body["n"] for i in store.items("messages")]
+
+
+def test_a_crashed_writer_s_log_is_not_lost_by_opening_another_hard_link(tmp_path: Path) -> None:
+    first, second = tmp_path / "agent.db", tmp_path / "linked.db"
+    Store.open(first).close()
+    os.link(first, second)
+    with pytest.warns(StoreAliasWarning):
+        Store.open(second).close()  # the last clean writer used the second name
+    _crash_writing_through(first)
+    before = _snapshot(tmp_path)
+    with pytest.raises(StoreAliasError) as raised:
+        Store.open(second)
+    message = str(raised.value)
+    assert str(second) in message and f"open it as {first}" in message
+    assert f"{first}-wal" in message and "Nothing was changed" in message
+    assert _snapshot(tmp_path) == before  # not a byte written, no file added
+    with pytest.raises(StoreAliasError):  # the refusal took nothing with it
+        ContextManager.open(path=second, counter=CharsCounter())
+    with pytest.warns(StoreAliasWarning):
+        store = Store.open(first)  # the name the writer used recovers its writes
+    with store:
+        assert _messages(store) == [0, 1, 2]
+    with pytest.warns(StoreAliasWarning):
+        store = Store.open(second)  # its log folded in and closed: any name opens it
+    with store:
+        assert _messages(store) == [0, 1, 2]
+
+
+def test_a_store_renamed_after_its_writer_crashed_is_refused_until_moved_back(
+    tmp_path: Path,
+) -> None:
+    first, moved = tmp_path / "agent.db", tmp_path / "moved.db"
+    _crash_writing_through(first)
+    os.rename(first, moved)
+    before = _snapshot(tmp_path)
+    with pytest.raises(StoreAliasError, match=re.escape(f"move the file back to {first}")):
+        Store.open(moved)
+    assert _snapshot(tmp_path) == before
+    os.rename(moved, first)
+    with Store.open(first) as store:  # one name: no warning
+        assert _messages(store) == [0, 1, 2]
+
+
+def test_the_writer_s_own_name_recovers_without_a_word(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    _crash_writing_through(path)
+    with Store.open(path) as store:
+        assert _messages(store) == [0, 1, 2]
+
+
+def test_a_copy_of_a_store_whose_writer_runs_is_not_taken_for_another_name(
+    tmp_path: Path,
+) -> None:
+    path, copy = tmp_path / "agent.db", tmp_path / "copy.db"
+    with Store.open(path) as live:
+        live.append("messages", {"n": 0})
+        assert os.path.getsize(f"{path}-wal") > 32
+        shutil.copyfile(path, copy)  # another file: the live log is not its own
+        with Store.open(copy) as other:
+            other.append("messages", {"n": 1})
+
+
+def test_a_hard_linked_store_opens_with_a_warning_naming_its_other_name(tmp_path: Path) -> None:
+    path, linked = tmp_path / "agent.db", tmp_path / "linked.db"
+    with Store.open(path) as store:
+        store.append("messages", {"n": 0})
+    os.link(path, linked)
+    with pytest.warns(StoreAliasWarning) as caught:
+        store = Store.open(path)
+    with store:
+        assert _messages(store) == [0]
+    (warning,) = caught
+    message = str(warning.message)
+    assert f"{path} has 2 names" in message and f"also {linked}" in message
+    assert "Open the store by one name only" in message
+    os.unlink(linked)
+    with Store.open(path) as store:  # one name again: no warning (warnings are errors here)
+        assert _messages(store) == [0]
+
+
+def test_a_symlinked_store_opens_without_a_warning(tmp_path: Path) -> None:
+    path, alias = tmp_path / "agent.db", tmp_path / "alias.db"
+    Store.open(path).close()
+    alias.symlink_to(path)
+    with Store.open(alias) as store:  # the symlink resolves: its log is the file's
+        store.append("messages", {"n": 0})
+    with Store.open(path) as store:
+        assert _messages(store) == [0]
