@@ -44,7 +44,16 @@ from .messages import (
 )
 from .pairing import enforce_tool_pairs, tool_pair_problems
 from .recall import RecallInputError, RecallTool
-from .store import Store, StoreCorruptError, StoreError, StoreFullError, StoreLockedError
+from .store import (
+    NotAStoreError,
+    Store,
+    StoreAliasError,
+    StoreAliasWarning,
+    StoreCorruptError,
+    StoreError,
+    StoreFullError,
+    StoreLockedError,
+)
 from .strategies import PassthroughConfig, PassthroughStrategy, Strategy
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
 from .thinking import NotedRow, RequestIdentity, StrippedThinking, ThinkingBinding, ThinkingStrip
@@ -73,6 +82,7 @@ __all__ = [
     "Message",
     "MissingAPIKeyError",
     "NoSummarizerWarning",
+    "NotAStoreError",
     "NotedRow",
     "OpenAISummarizer",
     "OverBudgetError",
@@ -85,6 +95,8 @@ __all__ = [
     "RecallTool",
     "RequestIdentity",
     "Store",
+    "StoreAliasError",
+    "StoreAliasWarning",
     "StoreCorruptError",
     "StoreError",
     "StoreFullError",
