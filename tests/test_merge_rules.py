@@ -233,7 +233,8 @@ def test_a_failed_merge_lets_exactly_one_chunk_go_then_competes_again() -> None:
         return remembered(words(120, f"memory{n}"))
 
     script = Script(answer)
-    cm, strategy = open_cm(script, summary_target_tokens=20)
+    # memories up to 40 times the target are kept as written (none is cut)
+    cm, strategy = open_cm(script, summary_target_tokens=20, summary_max_tokens=800)
     add(cm, 0, 33)  # eight chunks; the default threshold (6) never merges the newest run
     assert len(strategy.chunks) == 8
     ticks: list[list[str]] = []

@@ -285,6 +285,16 @@ class AutobiographicalConfig(BaseModel):
         "the larger of 16,000 and 1.5x this). A memory shown in a context costs about this "
         "much, so it must be well below the input budget.",
     )
+    summary_max_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="The longest memory stored, a safety net under ``summary_target_tokens``: "
+        "a longer answer is asked for once more with this limit stated, and if that is still "
+        "too long the shorter answer is cut to the limit at a sentence or word boundary "
+        "(ending in an ellipsis). A stored memory over the limit (written before, or under a "
+        "larger limit) is written again by a later tick once no other work waits. None: four "
+        "times ``summary_target_tokens``.",
+    )
     memory_values_tokens: int | None = Field(
         default=None,
         ge=0,
@@ -415,6 +425,17 @@ class AutobiographicalConfig(BaseModel):
         "``for_window``: pass it as ``reserve_for_response`` to ``ContextManager.compile`` "
         "(with ``max_tokens=window_tokens``). None: not sized.",
     )
+
+    @model_validator(mode="after")
+    def _limit_above_target(self) -> AutobiographicalConfig:
+        limit = self.summary_max_tokens
+        if limit is not None and limit < self.summary_target_tokens:
+            raise ValueError(
+                f"summary_max_tokens={limit} is below summary_target_tokens="
+                f"{self.summary_target_tokens}: every memory asked for would be cut; raise "
+                "summary_max_tokens or leave it None (four times the target)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _fits_window(self) -> AutobiographicalConfig:
@@ -553,6 +574,20 @@ class AutobiographicalConfig(BaseModel):
                 if options:
                     sized["solver_options"] = options
         return cls(**{**sized, **overrides})
+
+    def memory_limit(self) -> int:
+        """The longest memory stored, in the manager's counter's tokens
+        (``summary_max_tokens``, by default four times ``summary_target_tokens``).
+
+        Examples
+        --------
+        >>> from context_manager.strategies.autobiographical import AutobiographicalConfig
+        >>> AutobiographicalConfig(summary_target_tokens=500).memory_limit()
+        2000
+        >>> AutobiographicalConfig(summary_target_tokens=500, summary_max_tokens=800).memory_limit()
+        800
+        """
+        return self.summary_max_tokens or 4 * self.summary_target_tokens
 
     def values_tokens(self, level: int = 1) -> int:
         """The tokens of exact values a memory of ``level`` carries

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 
 from ...messages import Message, TextBlock, ThinkingBlock
 from ...summarizer import MEMORY_MARKER_PARTICIPANT, CompletionRequest
@@ -13,7 +14,9 @@ __all__ = [
     "NO_TOOLS",
     "PLAIN_PROSE",
     "clean",
+    "cut",
     "shape",
+    "shorter",
     "strip_thinking",
     "with_suffix",
 ]
@@ -72,3 +75,53 @@ def with_suffix(request: CompletionRequest, suffix: str) -> CompletionRequest:
         blocks.append(TextBlock(text=suffix.strip()))
     messages[-1] = last.model_copy(update={"content": tuple(blocks)})
     return request.model_copy(update={"messages": tuple(messages)})
+
+
+def shorter(limit: int) -> str:
+    """The sentence appended to a memory request whose answer was over ``limit`` tokens."""
+    return (
+        f" Your memory must be at most {limit} tokens; a longer one is cut. Write it "
+        "again, shorter: keep the decisions, facts and open threads, drop the detail."
+    )
+
+
+_SENTENCE_END = re.compile(r"[.!?;:](?=\s)|\n")
+_ELLIPSIS = "\u2026"
+
+
+def cut(text: str, limit: int, count: Callable[[str], int]) -> str:
+    """The longest start of ``text`` within ``limit`` tokens by ``count``, ending at a
+    sentence end (else a word boundary) in its second half, followed by an ellipsis.
+
+    The result is never over ``limit`` (with a counter that is not monotone in length,
+    characters before the ellipsis go until it is). ``text`` within the limit is
+    returned as it is.
+
+    Examples
+    --------
+    >>> chars = len
+    >>> cut("I fixed the parser. Then I ran the tests and all passed.", 30, chars)
+    'I fixed the parser. …'
+    >>> cut("short", 30, chars)
+    'short'
+    """
+    if count(text) <= limit:
+        return text
+    lo, hi = 0, len(text)  # the longest prefix (with its ellipsis) within the limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(f"{text[:mid].rstrip()} {_ELLIPSIS}") <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    head = text[:lo]
+    ends = [m.end() for m in _SENTENCE_END.finditer(head + " ")]
+    ends = [e for e in ends if e <= len(head) and e >= len(head) // 2]
+    if ends:
+        head = head[: ends[-1]]
+    elif " " in head[len(head) // 2 :]:
+        head = head[: head.rindex(" ")]
+    out = f"{head.rstrip()} {_ELLIPSIS}" if head.strip() else _ELLIPSIS
+    while out and count(out) > limit:  # a counter that is not monotone in length
+        out = out[:-2] + _ELLIPSIS if len(out) > 1 else ""
+    return out

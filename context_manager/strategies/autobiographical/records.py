@@ -334,11 +334,13 @@ class Records:
 
     def unfold(self, ids: Sequence[str]) -> None:
         """Drop the memories ``ids`` (each parentless, or the child of another of them):
-        their other children are parentless again, to be merged anew. One transaction.
+        their other children are parentless again, to be merged anew, and the chunk of
+        a dropped L1 is to be remembered again. One transaction.
 
         The writer unfolds a memory beside one that no longer has siblings of its level
         (:func:`~.writer.refold`): a removal or a hold can leave such a memory alone
-        between higher ones, where no merge of one level ever reaches it."""
+        between higher ones, where no merge of one level ever reaches it. It unfolds a
+        memory over ``summary_max_tokens`` to write it again (:func:`~.writer.overlong`)."""
         summaries = self.summaries
         dropped = set(ids)
         for summary_id in ids:
@@ -351,16 +353,24 @@ class Records:
             for c in summaries[summary_id].source_ids
             if summaries[summary_id].level > 1 and c in summaries and c not in dropped
         ]
+        again = {
+            c.id: ChunkRecord(c.item, c.id, c.source_ids)
+            for c in self.chunks
+            if c.summary_id is not None and c.summary_id in dropped
+        }
         store = self._store()
         with store.transaction():
             for summary_id in sorted(dropped):
                 store.redact(self.slot(_SUMMARIES), summaries[summary_id].item)
             for child in freed:
                 store.edit(self.slot(_SUMMARIES), child.item, {**child.body(), "parent_id": None})
+            for chunk in again.values():
+                store.edit(self.slot(_CHUNKS), chunk.item, chunk.body())
         for summary_id in dropped:
             del summaries[summary_id]
         for child in freed:
             child.parent_id = None
+        self.chunks = [again.get(c.id, c) for c in self.chunks]
         self.revision += 1
 
     def count_chunk_attempt(self, chunk: ChunkRecord) -> None:

@@ -23,10 +23,16 @@ from collections.abc import Callable, Iterator, Sequence
 from ...deadline import BoundedCaller, CallerBusyError, DeadlineError
 from ...errors import SummarizerNotConfiguredError
 from ...messages import Message, ToolResultBlock, ToolUseBlock
-from ...summarizer import Completion, CompletionRequest, Summarizer, needs_tool_definitions
+from ...summarizer import (
+    Completion,
+    CompletionRequest,
+    Summarizer,
+    Usage,
+    needs_tool_definitions,
+)
 from ..base import AnswerNeeded, Answers, StoredMessage, StrategyContext
 from .chunking import orphaned, rebuild_chunks
-from .prompts import NO_TOOLS, PLAIN_PROSE, clean, shape, with_suffix
+from .prompts import NO_TOOLS, PLAIN_PROSE, clean, cut, shape, shorter, with_suffix
 from .records import ChunkRecord, SummaryEntry
 from .requests import (
     l1_request,
@@ -328,6 +334,50 @@ def refold(st: State, ctx: StrategyContext) -> list[str]:
     return []
 
 
+def overlong(st: State, ctx: StrategyContext) -> list[list[str]]:
+    """The memories to unfold so that each memory over ``summary_max_tokens`` is
+    written again within it: per parentless memory holding one in its tree, oldest
+    first, that memory and every one between it and the long ones (an order
+    :meth:`~.records.Records.unfold` takes). The rest of the tree stays.
+
+    A memory is over the limit when stored before the limit was enforced, or under a
+    larger ``summary_max_tokens``. A tree over a held message, and a stub (a fixed
+    sentence), are left as they are."""
+    limit = st.config.memory_limit()
+    summaries = st.summaries
+    key = ("overlong", st.records.revision, len(summaries), limit)
+    kept = st.cache.get(key)
+    if kept is None:
+        sizes: dict[str, int] = st.cache.setdefault(("memory-tokens", ctx.counter.name), {})
+        count = ctx.counter.count_text
+        marked: set[str] = set()  # the long memories and every memory above one
+        for s in summaries.values():
+            if s.stub or s.id in marked:
+                continue
+            size = sizes.get(s.id)
+            if size is None:
+                size = sizes[s.id] = count(s.content)
+            node: SummaryEntry | None = s if size > limit else None
+            while node is not None and node.id not in marked:
+                marked.add(node.id)
+                node = summaries.get(node.parent_id) if node.parent_id else None
+        kept = []
+        for root in st.frontier_summaries():
+            if root.id not in marked:
+                continue
+            group, todo = [], [root]
+            while todo:
+                node = todo.pop()
+                group.append(node.id)
+                todo.extend(summaries[c] for c in reversed(node.source_ids) if c in marked)
+            kept.append(group)
+        for old in [k for k in st.cache if k[0] == "overlong"]:
+            del st.cache[old]
+        st.cache[key] = kept
+    held = ctx.held_ids()
+    return [g for g in kept if not held or held.isdisjoint(st.leaves_of(summaries[g[0]]))]
+
+
 def _mergeable(st: State, ids: list[str], index: dict[str, int]) -> bool:
     """Every memory exists, has no parent and still has its first and last message."""
     summaries = st.summaries
@@ -346,6 +396,7 @@ def pending_work(st: State, ctx: StrategyContext) -> list[str]:
     work += [f"merge {'+'.join(g)}" for g in merge_groups(st, ctx)]
     if not work and ctx.summarizer is not None:
         work += [f"unfold {i}" for i in refold(st, ctx)]
+        work += [f"rewrite {'+'.join(g)}" for g in overlong(st, ctx)]
     return work
 
 
@@ -412,7 +463,12 @@ def tick(st: State, ctx: StrategyContext) -> bool:
         if stuck:  # a memory left alone: the merges that follow rebuild the hierarchy
             log.info("unfolding %s to merge a memory left alone", "+".join(stuck))
             st.records.unfold(stuck)
-        return bool(stuck)
+            return True
+        long = overlong(st, ctx)
+        if long:  # written again by the ticks that follow, within the limit
+            log.info("unfolding %s, over summary_max_tokens, to write it again", long[0][0])
+            st.records.unfold(long[0])
+        return bool(long)
     if st.config.compression_model is None:
         raise SummarizerNotConfiguredError(
             "compression_model is not configured: memories are written in one model's "
@@ -490,12 +546,13 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         if isinstance(after, list):  # the split rung's parts, in order
             text = "\n\n".join(part.text for part in after)
             tokens = [part.usage.output_tokens for part in after]
+            bounded = _cut(st, ctx, text, chunk.id)
             records.add_l1(
                 chunk,
-                text,
-                tokens=sum(tokens) if all(tokens) else 0,
+                bounded,
+                tokens=sum(tokens) if all(tokens) and bounded == text else 0,
                 stitched=True,
-                values=l1_values(cfg, ctx.counter, messages, text, raw=raw),
+                values=l1_values(cfg, ctx.counter, messages, bounded, raw=raw),
             )
             st.demanded_chunks.discard(chunk.id)
             return True
@@ -509,6 +566,7 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
     if not completion.acceptable:  # never memory; after the limit the chunk stays raw
         records.count_chunk_attempt(chunk)
         return False
+    completion = _within_limit(st, ctx, request, completion, chunk.id)
     records.add_l1(
         chunk,
         completion.text,
@@ -679,6 +737,42 @@ def _ask(
     return completion.model_copy(update={"text": clean(completion.text)})
 
 
+def _within_limit(
+    st: State, ctx: StrategyContext, request: CompletionRequest, answer: Completion, key: str
+) -> Completion:
+    """``answer`` when its memory is within ``summary_max_tokens``; else the request is
+    made once more with the limit stated, and the better answer (the first within the
+    limit, else the shorter) is kept, cut to the limit when still over it
+    (:func:`~.prompts.cut`; its token count is then left to be measured)."""
+    limit = st.config.memory_limit()
+    count = ctx.counter.count_text
+    tokens = count(answer.text)
+    if tokens <= limit:
+        return answer
+    log.warning(
+        "the memory written for %s is %d tokens, over summary_max_tokens=%d; asked again",
+        key,
+        tokens,
+        limit,
+    )
+    again = _ask(st, ctx, with_suffix(request, shorter(limit)), key)
+    if again is not None and again.acceptable and count(again.text) < tokens:
+        answer, tokens = again, count(again.text)
+        if tokens <= limit:
+            return answer
+    text = _cut(st, ctx, answer.text, key)
+    return answer.model_copy(update={"text": text, "usage": Usage()})
+
+
+def _cut(st: State, ctx: StrategyContext, text: str, key: str) -> str:
+    """``text`` cut to ``summary_max_tokens`` (said in the log when it was over)."""
+    limit = st.config.memory_limit()
+    out = cut(text, limit, ctx.counter.count_text)
+    if out != text:
+        log.warning("the memory for %s is cut to summary_max_tokens=%d", key, limit)
+    return out
+
+
 class _Raised:
     """The outcome of a summariser call that raised (a deadline, a busy worker, an error)."""
 
@@ -744,7 +838,8 @@ def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
     sources = [st.summaries[i] for i in ids]
     key = "+".join(ids)
     before = st.calls
-    answer = _ask(st, ctx, merge_request(st, ctx, sources), key)
+    request = merge_request(st, ctx, sources)
+    answer = _ask(st, ctx, request, key)
     if answer is None:  # no answer: not a verdict, retried after a backoff
         if st.calls > before:  # a call failed (not a worker still busy: nothing was asked)
             st.merge_failed(key)
@@ -753,6 +848,7 @@ def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
         st.records.count_merge_attempt(ids)
         st.merge_failed(key)
         return False
+    answer = _within_limit(st, ctx, request, answer, key)
     st.yielding.discard(key)
     values: tuple[str, ...] = ()
     if any(s.values for s in sources):
