@@ -454,21 +454,28 @@ class RequestMachine(RuleBasedStateMachine):
 
     def _drained_then_fits(self, strategy: AutobiographicalStrategy) -> None:
         """Drain then fit: with no hold, a drained store's memories fold as deep as a
-        store that never lost a message, whatever was removed: the parentless memories,
-        oldest first, never rise in level, and each level has fewer than
-        ``merge_threshold`` of them (at least one); and the floor a refusal reports is
-        one a compile at that budget meets (after at most :data:`FLOOR_STEPS` refusals,
-        each naming a higher floor: a refusal at a stage names that stage's floor)."""
+        store that never lost a message, whatever was removed. In each run of parentless
+        memories next to each other (runs are parted by messages no chunk holds, such
+        as the raw head and raw pins), oldest first, the level never rises, and each
+        level has fewer than ``merge_threshold`` of them (at least one). And the floor a
+        refusal reports is one a compile at that budget meets (after at most
+        :data:`FLOOR_STEPS` refusals, each naming a higher floor: a refusal at a stage
+        names that stage's floor), unless the pins conflict (no floor then)."""
         position = {m: i for i, m in enumerate(self.window_ids())}
         roots = sorted(
             (s for s in strategy.summaries.values() if s.parent_id is None),
             key=lambda s: position[s.first],
         )
-        levels = [s.level for s in roots]
-        assert levels == sorted(levels, reverse=True), f"memories left unmerged: {levels}"
+        runs: list[list[int]] = []
+        for i, s in enumerate(roots):
+            if i == 0 or position[s.first] != position[roots[i - 1].last] + 1:
+                runs.append([])
+            runs[-1].append(s.level)
         most = max(strategy.config.merge_threshold - 1, 1)
-        crowded = {k: n for k, n in Counter(levels).items() if n > most}
-        assert not crowded, f"levels with {most}+ parentless memories after a drain: {crowded}"
+        for levels in runs:
+            assert levels == sorted(levels, reverse=True), f"memories left unmerged: {runs}"
+            crowded = {k: n for k, n in Counter(levels).items() if n > most}
+            assert not crowded, f"levels with {most}+ parentless memories in a run: {runs}"
         budget, asked = 1, []
         for _ in range(FLOOR_STEPS):  # each refusal names more of the floor, never less
             asked.append(budget)
@@ -476,6 +483,8 @@ class RequestMachine(RuleBasedStateMachine):
             if preview.fits:
                 TALLY["floors_met"] += 1
                 return
+            if preview.stats.get("diagnostics", {}).get("conflicts"):
+                return  # pins that contradict each other: a ConstraintConflictError
             assert preview.tokens is not None and preview.tokens > budget, (preview, budget)
             budget = preview.tokens
         raise AssertionError(f"no floor met after compiling at {asked}")

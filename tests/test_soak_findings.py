@@ -13,6 +13,12 @@ ones at the same places among what was drawn from, so it runs the same operation
   next compile, over the blocks of the capped answer, fitted without the cap and
   sent other bytes. A window over budget now solves the whole history before it
   caps or refuses.
+* ``drained-runs-parted-by-a-raw-pin``: a raw pin keeps messages out of every chunk,
+  so the memories on either side can never merge; the drain-then-fit rule now checks
+  each run of neighbouring memories on its own.
+* ``drained-floor-under-conflicting-pins``: a raw pin and a level pin on one message
+  leave no floor to meet; the drain-then-fit rule now stops at the conflict (which a
+  compile reports as a ``ConstraintConflictError``).
 """
 
 from __future__ import annotations
