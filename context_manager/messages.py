@@ -23,6 +23,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import ExtraValues
 
+from .errors import ContextManagerError
+
 __all__ = [
     "AGENT",
     "SYSTEM",
@@ -53,9 +55,9 @@ SYSTEM = "System"
 """The participant of system prompts read from a provider format."""
 
 
-class MessageFormatError(ValueError):
+class MessageFormatError(ContextManagerError, ValueError):
     """A chat message could not be read or cannot be stored: names the message (or the
-    message index) and the field.
+    message index) and the field (a :class:`ValueError`).
 
     Attributes
     ----------

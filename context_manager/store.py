@@ -158,7 +158,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class StoreError(Exception):
+class StoreError(ContextManagerError):
     """A store operation failed: names the slot, item, branch or file and the fix."""
 
 
@@ -188,7 +188,7 @@ class StoreAliasWarning(UserWarning):
     message names the other names and the fix."""
 
 
-class NotAStoreError(StoreError, ContextManagerError):
+class NotAStoreError(StoreError):
     """The path is not a store: another application's SQLite database, a file that is
     not a database, or (for ``ctxfold inspect``, ``audit`` and ``repair``) a store
     lacking the namespace or branch asked for. Nothing was written to the file."""
