@@ -12,7 +12,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .arguments import MAX_WINDOW_TOKENS
 from .errors import (
+    ArgumentError,
+    ArgumentTypeError,
     ConfigError,
     ConstraintConflictError,
     ContextManagerError,
@@ -21,6 +24,7 @@ from .errors import (
     SummarizerNotConfiguredError,
     SummarizerTimeoutError,
     UncoveredDropError,
+    UnknownMessageError,
 )
 from .manager import (
     CompileResult,
@@ -64,7 +68,10 @@ if TYPE_CHECKING:
     from .providers import AnthropicSummarizer, OpenAISummarizer
 
 __all__ = [
+    "MAX_WINDOW_TOKENS",
     "AnthropicSummarizer",
+    "ArgumentError",
+    "ArgumentTypeError",
     "ByteHeuristicCounter",
     "CharsCounter",
     "CompileResult",
@@ -116,6 +123,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "UncoveredDropError",
+    "UnknownMessageError",
     "UnknownRowError",
     "WindowStatus",
     "enforce_tool_pairs",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
     "ConfigError",
     "ConstraintConflictError",
     "ContextManagerError",
@@ -13,6 +15,7 @@ __all__ = [
     "SummarizerNotConfiguredError",
     "SummarizerTimeoutError",
     "UncoveredDropError",
+    "UnknownMessageError",
 ]
 
 
@@ -22,6 +25,82 @@ class ContextManagerError(Exception):
 
 class ConfigError(ContextManagerError, ValueError):
     """A configuration value is missing or invalid; the message names it and the fix."""
+
+
+class ArgumentError(ConfigError):
+    """An argument of a public call is refused before the call does anything (nothing
+    is written): the message names the parameter, the value received and what the
+    parameter accepts.
+
+    Attributes
+    ----------
+    param : str
+        The parameter, with the index or key of the part refused (``injections[0]``,
+        ``tools[1].name``).
+    value : object
+        The value received (the part refused).
+    accepted : str
+        What the parameter accepts.
+    """
+
+    def __init__(self, param: str, value: object, accepted: str, *, hint: str = "") -> None:
+        self.param = param
+        self.value = value
+        self.accepted = accepted
+        tail = f"; {hint}" if hint else ""
+        super().__init__(f"{param} must be {accepted}, got {shown(value)}{tail}")
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type (a bool where an int is wanted included): an
+    :class:`ArgumentError` that is also a :class:`TypeError`."""
+
+
+class UnknownMessageError(ContextManagerError, KeyError):
+    """An argument names no stored message (nothing was done); a :class:`KeyError`.
+
+    Attributes
+    ----------
+    param : str
+        The parameter that named it (``message_id``, ``first_id``, ``rows[1]``).
+    ids : tuple of str
+        The ids that name no message, in the order given.
+    """
+
+    def __init__(self, text: str, *, param: str, ids: tuple[str, ...]) -> None:
+        self.text = text
+        self.param = param
+        self.ids = ids
+        super().__init__(text)
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.text
+
+
+def shown(value: object, width: int = 80) -> str:
+    """``value`` as an error message shows it: its repr, cut to ``width`` characters,
+    and its type.
+
+    Examples
+    --------
+    >>> shown(float("nan"))
+    'nan (float)'
+    >>> shown("x" * 100, width=12)
+    "'xxxxxxxxx... (str of 100 characters)"
+    >>> shown(10**5000)
+    'an int of 16610 bits'
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an int of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except Exception:
+        return f"a {type(value).__name__}"
+    kind = type(value).__name__
+    if len(text) > width:
+        size = f" of {len(value)} characters" if isinstance(value, str) else ""
+        return f"{text[: width - 2]}... ({kind}{size})"
+    return f"{text} ({kind})"
 
 
 class MissingAPIKeyError(ConfigError):

@@ -47,7 +47,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import ConfigError, ContextManagerError
+from .arguments import check_ids
+from .errors import UnknownMessageError
 
 __all__ = [
     "RecordKind",
@@ -67,63 +68,24 @@ RecordKind = Literal["write-down", "present", "retract"]
 _KINDS: tuple[RecordKind, ...] = ("write-down", "present", "retract")
 
 
-class UnknownRowError(ContextManagerError, KeyError):
-    """A window operation named rows that are not in the record.
+class UnknownRowError(UnknownMessageError):
+    """A window operation named rows that are not in the record (a ``KeyError``).
 
     Attributes
     ----------
     field : str
-        The argument that named them (``ids``, ``message_id``).
+        The argument that named them (``ids``, ``message_id``; also ``param``).
     ids : tuple of str
         The ids that name no row, in the order given.
     """
 
     def __init__(self, field: str, ids: Sequence[str], where: str, fix: str) -> None:
         self.field = field
-        self.ids = tuple(ids)
-        shown = ", ".join(repr(i) for i in self.ids[:5])
-        more = f" and {len(self.ids) - 5} more" if len(self.ids) > 5 else ""
-        self.text = f"{field} names no row of the record {where}: {shown}{more}; {fix}"
-        super().__init__(self.text)
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return self.text
-
-
-def check_ids(ids: object, field: str = "ids") -> list[str]:
-    """``ids`` as a list of message ids, in order.
-
-    Raises
-    ------
-    ConfigError
-        For a single string (a common slip for a one-element list) or anything that
-        is not a sequence of strings.
-
-    Examples
-    --------
-    >>> check_ids(("1", "2"))
-    ['1', '2']
-    >>> try:
-    ...     check_ids("12")
-    ... except ConfigError as exc:
-    ...     print(exc)
-    ids must be a sequence of message ids, not one string; wrap one id in a list: ['12']
-    """
-    if isinstance(ids, str):
-        raise ConfigError(
-            f"{field} must be a sequence of message ids, not one string; "
-            f"wrap one id in a list: [{ids!r}]"
-        )
-    if not isinstance(ids, Iterable):
-        raise ConfigError(f"{field} must be a sequence of message ids, got {type(ids).__name__}")
-    out = list(ids)
-    bad = [i for i in out if not isinstance(i, str)]
-    if bad:
-        raise ConfigError(
-            f"{field} must hold message ids (strings), got {type(bad[0]).__name__} "
-            f"{bad[0]!r}; pass the ids add_message returned"
-        )
-    return out
+        named = tuple(ids)
+        shown = ", ".join(repr(i) for i in named[:5])
+        more = f" and {len(named) - 5} more" if len(named) > 5 else ""
+        text = f"{field} names no row of the record {where}: {shown}{more}; {fix}"
+        super().__init__(text, param=field, ids=named)
 
 
 @dataclass(frozen=True)

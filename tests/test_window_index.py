@@ -88,7 +88,7 @@ def test_check_ids_refuses_a_string_and_non_strings() -> None:
     assert check_ids(iter(["1", "2"])) == ["1", "2"]
     with pytest.raises(ConfigError, match=r"wrap one id in a list: \['12'\]"):
         check_ids("12")
-    with pytest.raises(ConfigError, match="must hold message ids"):
+    with pytest.raises(ConfigError, match=r"ids\[1\] must be a message id"):
         check_ids(["1", 2])
     with pytest.raises(ConfigError, match="sequence of message ids"):
         check_ids(3)
