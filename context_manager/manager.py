@@ -23,15 +23,39 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .arguments import (
+    MAX_LEVEL,
+    MAX_WINDOW_TOKENS,
+    check_choice,
+    check_content,
+    check_flag,
+    check_id,
+    check_ids,
+    check_int,
+    check_items,
+    check_mapping,
+    check_number,
+    check_path,
+    check_pin_levels,
+    check_protocol,
+    check_seconds,
+    check_sequence,
+    check_text,
+    check_tools,
+    refusal,
+)
 from .deadline import BoundedCaller, CallerBusyError, DeadlineError
 from .errors import (
+    ArgumentError,
+    ArgumentTypeError,
     ConfigError,
     ContextManagerError,
     OverBudgetError,
     SummarizerNotConfiguredError,
     SummarizerTimeoutError,
+    UnknownMessageError,
 )
 from .messages import (
     AGENT,
@@ -90,7 +114,6 @@ from .window import (
     WindowIndex,
     WindowRecord,
     WindowStatus,
-    check_ids,
 )
 
 __all__ = [
@@ -112,6 +135,11 @@ __all__ = [
     "place_injections",
 ]
 
+STRATEGY_ACCEPTED = "a Strategy (an object with select() and initialize())"
+INJECTION_ACCEPTED = (
+    "an Injection (Injection.text(namespace, position, text), position one of 'system', "
+    "'before_user', 'after_user')"
+)
 INJECTION_PREFIX = "system_context:"
 """Participant prefix of injected messages (``system_context:<namespace>``)."""
 DEFAULT_NAMESPACE = "default"
@@ -146,10 +174,10 @@ def default_strategy(
     >>> default_strategy(None).name
     'passthrough'
     """
-    if window_tokens is not None and (
-        isinstance(window_tokens, bool) or not isinstance(window_tokens, int)
-    ):
-        raise ConfigError(f"window_tokens must be an int, got {window_tokens!r}")
+    if window_tokens is not None:
+        window_tokens = check_int(window_tokens, "window_tokens", low=1, high=MAX_WINDOW_TOKENS)
+    if memory_model is not None:
+        check_text(memory_model, "memory_model", blank=False)
     if summarizer is None:
         return PassthroughStrategy(window_tokens=window_tokens)
     model = memory_model if memory_model is not None else getattr(summarizer, "model", None)
@@ -199,9 +227,27 @@ class Injection(BaseModel):
 
     @classmethod
     def text(cls, namespace: str, position: str, text: str) -> Injection:
-        """An injection holding one text block."""
+        """An injection holding one text block.
+
+        Raises
+        ------
+        ArgumentError
+            Naming the argument refused: a ``namespace`` or ``text`` that is not a str,
+            or a ``position`` other than ``system``, ``before_user``, ``after_user``.
+
+        Examples
+        --------
+        >>> Injection.text("notes", "system", "Be brief.").position
+        'system'
+        """
+        check_text(namespace, "namespace")
+        check_choice(position, "position", ("system", "before_user", "after_user"))
         return cls.model_validate(
-            {"namespace": namespace, "position": position, "content": [TextBlock(text=text)]}
+            {
+                "namespace": namespace,
+                "position": position,
+                "content": [TextBlock(text=check_text(text, "text"))],
+            }
         )
 
 
@@ -314,9 +360,32 @@ class ContextEntry(BaseModel):
     message: Message
 
 
-def _blocks(content: str | Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
-    """Message content from a string (one text block) or from blocks."""
-    return (TextBlock(text=content),) if isinstance(content, str) else tuple(content)
+HOLD_ACCEPTED = "True, False or a positive finite number of seconds"
+
+
+def _new_message(
+    participant: object, content: object, metadata: object, timestamp: object
+) -> Message:
+    """The message :meth:`ContextManager.add_message` stores, its arguments checked."""
+    fields: dict[str, Any] = {
+        "participant": check_text(participant, "participant", empty=False),
+        "content": check_content(content),
+        "metadata": {},
+        "timestamp": time.time() if timestamp is None else check_number(timestamp, "timestamp"),
+    }
+    if metadata is not None:
+        accepted = "a mapping of JSON values under str keys, or None"
+        fields["metadata"] = dict(check_mapping(metadata, "metadata", accepted))
+    return _built(**fields)
+
+
+def _built(**fields: Any) -> Message:
+    """A message from checked arguments; pydantic's own refusal (a lone surrogate in the
+    participant) as an :class:`ArgumentError` naming the field."""
+    try:
+        return Message(**fields)
+    except ValidationError as exc:
+        raise refusal(exc) from None
 
 
 _R = TypeVar("_R")
@@ -739,16 +808,30 @@ _Thinking = tuple[ThinkingBinding, RequestIdentity | str | None]
 """A compile's thinking binding and the identity it is sent under."""
 
 
+def _injections(injections: object) -> tuple[Injection, ...]:
+    """The ``injections`` of a compile, checked."""
+    return check_items(injections, "injections", Injection, INJECTION_ACCEPTED)
+
+
+def _check_overhead(overhead: object) -> None:
+    """Refuse an ``overhead`` that is not an :class:`Overhead` (or None)."""
+    if overhead is not None and not isinstance(overhead, Overhead):
+        raise ArgumentTypeError(
+            "overhead",
+            overhead,
+            "an Overhead (Overhead(system=..., tools=..., tokens=...)) or None",
+        )
+
+
 def _thinking_args(
     binding: ThinkingBinding | None, identity: RequestIdentity | str | None
 ) -> _Thinking | None:
     """The checked ``thinking_binding`` and ``identity`` of a compile (None without one)."""
+    identity_accepted = "a RequestIdentity, a model name (a non-empty str) or None"
     if identity is not None and not isinstance(identity, RequestIdentity | str):
-        raise ConfigError(
-            f"identity must be a RequestIdentity or a model name, got {type(identity).__name__}"
-        )
+        raise ArgumentTypeError("identity", identity, identity_accepted)
     if isinstance(identity, str) and not identity:
-        raise ConfigError("identity='' names no model; pass the model's name")
+        raise ArgumentError("identity", identity, identity_accepted, hint="pass the model's name")
     if binding is None:
         if identity is not None:
             raise ConfigError(
@@ -757,9 +840,7 @@ def _thinking_args(
             )
         return None
     if not isinstance(binding, ThinkingBinding):
-        raise ConfigError(
-            f"thinking_binding must be a ThinkingBinding, got {type(binding).__name__}"
-        )
+        raise ArgumentTypeError("thinking_binding", binding, "a ThinkingBinding or None")
     if identity is None and binding.binds:
         raise ConfigError(
             "thinking_binding binds, so the compile needs identity=: the model's name, "
@@ -769,6 +850,16 @@ def _thinking_args(
 
 
 _MISSING = object()
+MIN_RECALL_CHARS = 300
+"""The fewest characters a recall answer may be cut to (``max_chars``)."""
+
+
+def _levels(levels: object) -> list[int]:
+    """``levels`` of a summary search: ints from 1."""
+    return [
+        check_int(x, f"levels[{i}]", low=1, high=MAX_LEVEL)
+        for i, x in enumerate(check_sequence(levels, "levels", "a sequence of summary levels"))
+    ]
 
 
 def _at_path(value: Any, path: Sequence[str]) -> Any:
@@ -1045,19 +1136,34 @@ def _plain_copy(value: Any) -> Any:
     return value
 
 
+def _check_parts(strategy: object, summarizer: object, counter: object, clock: object) -> None:
+    """The objects :meth:`ContextManager.open` is given: each None (the default) or one
+    with the methods it is called through."""
+    if strategy is not None:
+        check_protocol(strategy, "strategy", ("select", "initialize"), STRATEGY_ACCEPTED)
+    if summarizer is not None:
+        check_protocol(
+            summarizer, "summarizer", ("complete",), "a Summarizer (an object with complete())"
+        )
+    if counter is not None:
+        check_protocol(
+            counter,
+            "counter",
+            ("count_text", "count_message"),
+            "a TokenCounter (an object with count_text() and count_message())",
+        )
+    check_protocol(clock, "clock", ("__call__",), "a callable returning seconds (time.monotonic)")
+
+
 def _auxiliary_slots(views: Sequence[str | None], own: str) -> tuple[str, ...]:
     """The message slots of ``auxiliary_views``, checked (each once, never ``own``)."""
-    if isinstance(views, str):
-        raise ConfigError(
-            f"auxiliary_views must be a sequence of namespaces, not one string; use [{views!r}]"
-        )
+    hint = f"not one string; use [{views!r}]" if isinstance(views, str) else ""
     slots: list[str] = []
-    for view in views:
-        if view is not None and (not isinstance(view, str) or not view):
-            raise ConfigError(
-                f"auxiliary_views holds {view!r}: give a writer's namespace, or None for the "
-                "shared message slot"
-            )
+    found = check_sequence(views, "auxiliary_views", "a sequence of namespaces", hint)
+    for i, view in enumerate(found):
+        if view is not None:
+            accepted = "a writer's namespace (a non-empty str), or None for the shared slot"
+            check_text(view, f"auxiliary_views[{i}]", empty=False, accepted=accepted)
         slot = "messages" if view is None else f"{view}/messages"
         if slot == own:
             raise ConfigError(
@@ -1243,7 +1349,20 @@ class ContextManager:
             is set without a ``namespace``, when ``window_tokens`` or ``memory_model``
             is given with a ``strategy`` (size the strategy itself), or when the
             default strategy has a summariser but no model to name in its requests.
+        ArgumentError
+            For an argument of the wrong type or out of range (an :class:`ArgumentTypeError`
+            for the wrong type), naming it; nothing is opened.
         """
+        _check_parts(strategy, summarizer, counter, clock)
+        if path is not None:
+            check_path(path)
+        if store is not None and not isinstance(store, Store):
+            raise ArgumentTypeError("store", store, "a Store (Store.open(path)) or None")
+        if namespace is not None:
+            check_text(namespace, "namespace", empty=False)
+        check_flag(isolate, "isolate")
+        if not isinstance(auto_tick, bool) and auto_tick != "after_compile":
+            raise ArgumentError("auto_tick", auto_tick, "True, False or 'after_compile'")
         if strategy is None:
             strategy = default_strategy(summarizer, window_tokens, memory_model)
         elif window_tokens is not None or memory_model is not None:
@@ -1257,6 +1376,7 @@ class ContextManager:
             raise ConfigError("give exactly one of path= (a store file) or store= (a Store)")
         if isolate and not namespace:
             raise ConfigError("isolate=True needs a namespace= to isolate the messages under")
+        _auxiliary_slots(auxiliary_views, f"{namespace}/messages" if isolate else "messages")
         owns = store is None
         opened = Store.open(path) if store is None else store  # type: ignore[arg-type]
         try:
@@ -1328,8 +1448,8 @@ class ContextManager:
 
         Raises
         ------
-        ConfigError
-            For an object with no ``select``.
+        ArgumentTypeError
+            For an object with no ``select`` or ``initialize``.
         Exception
             Whatever the new strategy's ``initialize`` raises: the old strategy stays,
             reloaded, and nothing it wrote is kept.
@@ -1343,11 +1463,7 @@ class ContextManager:
         ...     cm.strategy is replacement
         True
         """
-        if not callable(getattr(strategy, "select", None)):
-            raise ConfigError(
-                f"set_strategy() needs a Strategy (an object with select()), "
-                f"got {type(strategy).__name__}"
-            )
+        check_protocol(strategy, "strategy", ("select", "initialize"), STRATEGY_ACCEPTED)
         old = self._strategy
         self._strategy = strategy
         try:
@@ -1380,25 +1496,35 @@ class ContextManager:
         (the strategy's ``on_presented``); once a host presents rows
         (:meth:`present_rows`), it enters the window only when presented.
 
+        Parameters
+        ----------
+        participant : str
+            Who speaks: any non-empty name (``"User"``, ``"Claude"``, ``"Tool"``...).
+        content : str or sequence of content blocks
+            The text (one text block), or the blocks (each a block or its mapping).
+        metadata : dict, optional
+            JSON values under string keys.
+        hold : bool or float
+            Hold the message out of compression (a number: for that many seconds).
+        timestamp : float, optional
+            When it was said (default: now).
+
         Raises
         ------
-        ConfigError
-            For a ``hold`` that is neither a bool nor a positive number of seconds
-            (checked before anything is written).
+        ArgumentError
+            For an argument of the wrong type (an :class:`ArgumentTypeError`) or value,
+            naming it (``content[0].text``): a ``participant`` that is not a non-empty
+            str, ``content`` that is neither a str nor content blocks, ``metadata`` that
+            is not a mapping of JSON values, a ``hold`` that is neither a bool nor a
+            positive number of seconds, or a ``timestamp`` that is not a finite number.
+            Checked before anything is written.
+        MessageFormatError
+            For content or metadata that cannot be stored (a lone surrogate, a value
+            that is not JSON), naming the field.
         """
-        if not isinstance(hold, bool) and not (
-            isinstance(hold, int | float) and math.isfinite(hold) and hold > 0
-        ):
-            raise ConfigError(
-                f"hold must be True, False or a positive number of seconds, got {hold!r}"
-            )
-        blocks = _blocks(content)
-        message = Message(
-            participant=participant,
-            content=blocks,
-            metadata=metadata or {},
-            timestamp=timestamp if timestamp is not None else time.time(),
-        )
+        if not isinstance(hold, bool):
+            check_seconds(hold, "hold", accepted=HOLD_ACCEPTED)
+        message = _new_message(participant, content, metadata, timestamp)
         body = message.model_dump(mode="json")
         with self._store.transaction():
             item = self._store.append(self._slot, body)
@@ -1417,14 +1543,24 @@ class ContextManager:
 
     @_operation(writes=True)
     def edit_message(self, message_id: str, content: str | Sequence[ContentBlock]) -> None:
-        """Replace a message's content (existing summaries keep their text)."""
+        """Replace a message's content (existing summaries keep their text).
+
+        Raises
+        ------
+        UnknownMessageError
+            For an unknown id (a ``KeyError``).
+        ArgumentError
+            For a ``message_id`` that is not a str or ``content`` that is neither a str
+            nor content blocks, naming it.
+        """
+        check_id(message_id, "message_id")
+        blocks = check_content(content)
         old = self.get_message(message_id)
         self._read_only([message_id])
-        blocks = _blocks(content)
         # built anew, not model_copy'd: a copy would keep the old content's cached
         # tool_use_ids / tool_result_ids, and the pairing rule reads those
         fields = {name: getattr(old, name) for name in Message.model_fields}
-        new = Message(**{**fields, "content": blocks})
+        new = _built(**{**fields, "content": blocks})
         with self._store.transaction():
             item = self._store.edit(self._slot, message_id, new.model_dump(mode="json"))
             for entry in self._log_entries(message_id, "copy"):
@@ -1454,8 +1590,10 @@ class ContextManager:
 
         Raises
         ------
-        KeyError
-            For an unknown id.
+        UnknownMessageError
+            For an unknown id (a ``KeyError``).
+        ArgumentTypeError
+            For an id that is not a str.
         """
         self.get_message(message_id)
         self._remove([message_id])
@@ -1472,8 +1610,10 @@ class ContextManager:
 
         Raises
         ------
-        KeyError
-            When either id names no live message (nothing is removed).
+        UnknownMessageError
+            When either id names no live message (a ``KeyError``; nothing is removed).
+        ArgumentTypeError
+            When either id is not a str.
         ConfigError
             When ``first_id`` comes after ``last_id``.
 
@@ -1488,15 +1628,7 @@ class ContextManager:
         (True, ['m0', 'm4'])
         """
         stored = self._messages()
-        ends = []
-        for name, message_id in (("first_id", first_id), ("last_id", last_id)):
-            try:
-                ends.append(self._position(message_id))
-            except KeyError:
-                raise KeyError(
-                    f"{name}={message_id!r} names no message on branch {self.current_branch!r}"
-                ) from None
-        a, b = ends
+        a, b = (self._at(first_id, "first_id"), self._at(last_id, "last_id"))
         if a > b:
             raise ConfigError(
                 f"remove_messages({first_id!r}, {last_id!r}) is reversed: {first_id!r} comes "
@@ -1553,19 +1685,17 @@ class ContextManager:
 
         Raises
         ------
-        KeyError
-            For an unknown message id.
-        ConfigError
-            For an unknown relation.
+        UnknownMessageError
+            For an unknown message id (a ``KeyError``).
+        ArgumentError
+            For an unknown relation, a ``message_id`` that is not a str or ``content``
+            that is neither a str nor content blocks, naming it.
         """
         self._check_open()
-        if relation not in ("copy", "derived", "referenced"):
-            raise ConfigError(
-                f"relation={relation!r} is not one of 'copy', 'derived', 'referenced'"
-            )
+        check_choice(relation, "relation", ("copy", "derived", "referenced"))
+        blocks = None if content is None else check_content(content)
         message = self.get_message(message_id)
-        if content is not None:
-            blocks = _blocks(content)
+        if blocks is not None:
             message = message.model_copy(update={"content": blocks})
         body = {
             "source_id": message_id,
@@ -1591,13 +1721,35 @@ class ContextManager:
 
         Raises
         ------
-        KeyError
-            For an unknown id.
+        UnknownMessageError
+            For an unknown id (a ``KeyError``).
+        ArgumentTypeError
+            For an id that is not a str.
         """
-        for stored in reversed(self._messages()):
-            if stored.id == message_id:
-                return stored.message
-        raise KeyError(f"no message with id {message_id!r} on branch {self.current_branch!r}")
+        return self._messages()[self._at(message_id, "message_id")].message
+
+    def _at(self, message_id: object, param: str) -> int:
+        """The position of the live message ``message_id`` (an argument named ``param``).
+
+        Raises
+        ------
+        ArgumentTypeError
+            For an id that is not a str.
+        UnknownMessageError
+            For an id that names no live message.
+        """
+        known = check_id(message_id, param)
+        try:
+            return self._position(known)
+        except KeyError:
+            named = (
+                f"no message with id {known!r}"
+                if param == "message_id"
+                else f"{param}={known!r} names no message"
+            )
+            raise UnknownMessageError(
+                f"{named} on branch {self.current_branch!r}", param=param, ids=(known,)
+            ) from None
 
     @_operation()
     def get_messages(self) -> list[StoredMessage]:
@@ -1638,9 +1790,11 @@ class ContextManager:
 
         Raises
         ------
-        ConfigError
-            For a negative ``limit``, ``from_time`` after ``to_time``, or ``metadata``
-            that is not a mapping of dotted paths.
+        ArgumentError
+            For an argument of the wrong type (an :class:`ArgumentTypeError`) or value,
+            naming it: a negative ``limit``, a time that is not a finite number,
+            ``from_time`` after ``to_time``, or ``metadata`` that is not a mapping of
+            dotted paths.
 
         Examples
         --------
@@ -1653,22 +1807,29 @@ class ContextManager:
         >>> [m.message.text for m in found.messages], found.total_count
         (['Deployed.'], 2)
         """
-        if limit is not None and limit < 0:
-            raise ConfigError(f"limit must be at least 0 (or None for no limit), got {limit}")
+        if limit is not None:
+            check_int(limit, "limit", low=0, hint="or None for no limit")
+        for name, bound in (("from_time", from_time), ("to_time", to_time)):
+            if bound is not None:
+                check_number(bound, name)
         if from_time is not None and to_time is not None and from_time > to_time:
-            raise ConfigError(
-                f"from_time={from_time} is after to_time={to_time}; give the earlier bound first"
+            raise ArgumentError(
+                "from_time",
+                from_time,
+                f"a time not after to_time={to_time}",
+                hint="give the earlier bound first",
             )
-        if metadata is not None and not (
-            isinstance(metadata, Mapping) and all(isinstance(k, str) and k for k in metadata)
-        ):
-            raise ConfigError(
-                "metadata must map dotted paths (non-empty strings such as 'external.id') "
-                f"to values, got {metadata!r}"
-            )
-        who = {participant} if isinstance(participant, str) else participant
-        who = None if who is None else set(who)
-        needle = text.casefold() if text is not None else None
+        if metadata is not None:
+            paths_accepted = "a mapping of dotted paths (non-empty strs such as 'external.id')"
+            if not all(k for k in check_mapping(metadata, "metadata", paths_accepted)):
+                raise ArgumentError("metadata", metadata, paths_accepted)
+        who: set[str] | None = None
+        if isinstance(participant, str):
+            who = {participant}
+        elif participant is not None:
+            who = set(check_items(participant, "participant", str, "a participant name (a str)"))
+        needle = check_text(text, "text").casefold() if text is not None else None
+        check_flag(reverse, "reverse")
         paths = [(k.split("."), v) for k, v in (metadata or {}).items()]
         timed = from_time is not None or to_time is not None
         found: list[StoredMessage] = []
@@ -1695,7 +1856,15 @@ class ContextManager:
     @_operation()
     def find_message_by_external_id(self, source: str, external_id: str) -> str | None:
         """The id of the newest message whose metadata names this origin
-        (``metadata["external"]["source"]`` and ``["id"]``), or None."""
+        (``metadata["external"]["source"]`` and ``["id"]``), or None.
+
+        Raises
+        ------
+        ArgumentTypeError
+            For a ``source`` or ``external_id`` that is not a str.
+        """
+        check_text(source, "source")
+        check_text(external_id, "external_id")
         found = self.query_messages(
             metadata={"external.source": source, "external.id": external_id},
             limit=1,
@@ -1730,8 +1899,10 @@ class ContextManager:
         Raises
         ------
         ConfigError
-            Unless exactly one of ``sequence`` and ``time`` is given, or for a sequence
-            outside ``[0, sequence]`` or a time that is not finite.
+            Unless exactly one of ``sequence`` and ``time`` is given.
+        ArgumentError
+            For a sequence that is not an int in ``[0, sequence]`` or a time that is not
+            a finite number (an :class:`ArgumentTypeError` for the wrong type).
 
         Examples
         --------
@@ -1763,7 +1934,10 @@ class ContextManager:
         ------
         ConfigError
             As :meth:`get_messages_at` does.
+        ArgumentTypeError
+            For a ``message_id`` that is not a str.
         """
+        check_id(message_id, "message_id")
         at = self._as_of(sequence, time)
         found = self._replay(at, only=message_id).get(message_id)
         if found is None:
@@ -1793,16 +1967,11 @@ class ContextManager:
             raise ConfigError("give exactly one of sequence= (a store sequence) or time=")
         head = self._store.sequence
         if sequence is not None:
-            if isinstance(sequence, bool) or not isinstance(sequence, int):
-                raise ConfigError(f"sequence must be an int, got {type(sequence).__name__}")
-            if not 0 <= sequence <= head:
-                raise ConfigError(
-                    f"sequence={sequence} is outside this branch's history [0, {head}]"
-                )
-            return sequence
+            return check_int(
+                sequence, "sequence", low=0, high=head, hint=f"this branch's history is [0, {head}]"
+            )
         assert time is not None
-        if not (isinstance(time, int | float) and math.isfinite(time)):
-            raise ConfigError(f"time must be a finite number of seconds, got {time!r}")
+        time = check_number(time, "time")
         for op, item, seq, rev in self._record_log():
             if op != "append":
                 continue
@@ -2117,8 +2286,16 @@ class ContextManager:
         ConstraintConflictError
             When pins, locks, holds and zones leave some message no level to be shown at.
         ConfigError
-            For a non-positive input budget, a ``thinking_binding`` that binds without
-            an ``identity``, or an ``identity`` without a ``thinking_binding``.
+            For a ``thinking_binding`` that binds without an ``identity``, or an
+            ``identity`` without a ``thinking_binding``.
+        ArgumentError
+            For an argument of the wrong type (an :class:`ArgumentTypeError`: a bool or
+            a float where an int is wanted, an injection that is not an
+            :class:`Injection`...) or out of range, naming it (``injections[0]``):
+            ``max_tokens`` outside ``[1, MAX_WINDOW_TOKENS]`` (``2**40``, the largest
+            budget the fold model states), ``reserve_for_response`` below 0 or not below
+            ``max_tokens``, a ``catch_up`` that is neither a bool nor a positive number
+            of seconds. Checked before anything is done.
 
         Examples
         --------
@@ -2132,15 +2309,13 @@ class ContextManager:
         thinking = _thinking_args(thinking_binding, identity)
         if isinstance(catch_up, bool):
             limit = math.inf if catch_up else None
-        elif isinstance(catch_up, int | float) and math.isfinite(catch_up) and catch_up > 0:
-            limit = float(catch_up)
         else:
-            raise ConfigError(
-                f"catch_up must be True, False or a positive number of seconds, got {catch_up!r}"
-            )
+            limit = check_seconds(catch_up, "catch_up", accepted=HOLD_ACCEPTED)
+        check_flag(dry_run, "dry_run")
+        wanted = _injections(injections)
+        _check_overhead(overhead)
         self._check_open()
         max_tokens, reserve_for_response = self._budget(max_tokens, reserve_for_response)
-        wanted = tuple(injections)
         try:
             if limit is None or dry_run:
                 return self._compile_op(
@@ -2206,10 +2381,26 @@ class ContextManager:
         )
 
     def _budget(self, max_tokens: int | None, reserve: int | None) -> tuple[int, int]:
-        """The window and reserve of a compile: as given, else what the strategy's config
-        was sized for (its reserve only with its window), else :data:`DEFAULT_WINDOW` and
-        a quarter of the window, at most :data:`DEFAULT_RESERVE`."""
+        """The window and reserve of a compile: as given (checked), else what the
+        strategy's config was sized for (its reserve only with its window), else
+        :data:`DEFAULT_WINDOW` and a quarter of the window, at most
+        :data:`DEFAULT_RESERVE`.
+
+        Raises
+        ------
+        ArgumentError
+            For a ``max_tokens`` that is not an int in ``[1, MAX_WINDOW_TOKENS]``, or a
+            ``reserve_for_response`` that is not one from 0 and below the window.
+        """
         config = getattr(self._strategy, "config", None)
+        if max_tokens is not None:
+            max_tokens = check_int(max_tokens, "max_tokens", low=1, high=MAX_WINDOW_TOKENS)
+        if reserve is not None:
+            high, hint = MAX_WINDOW_TOKENS, ""
+            if max_tokens is not None:
+                high = max_tokens - 1
+                hint = f"below max_tokens={max_tokens}, so the input keeps at least one token"
+            check_int(reserve, "reserve_for_response", low=0, high=high, hint=hint)
         if max_tokens is None:
             max_tokens = getattr(config, "window_tokens", None) or DEFAULT_WINDOW
         if reserve is None:
@@ -2488,22 +2679,24 @@ class ContextManager:
 
         Raises
         ------
-        KeyError
-            For a row naming no stored message (nothing is noted).
+        UnknownMessageError
+            For a row naming no stored message (a ``KeyError``; nothing is noted).
         ConfigError
-            For an ``identity`` that is not a RequestIdentity, or a row that is not an
-            id, a NotedRow or its mapping.
+            For an ``identity`` that is not a RequestIdentity, a ``compile_id`` that is
+            not a str, or a row that is not an id, a NotedRow or its mapping (an
+            :class:`ArgumentError` naming it).
         """
         if not isinstance(identity, RequestIdentity):
-            raise ConfigError(
-                f"identity must be the RequestIdentity the compile was made under "
-                f"(CompileResult.identity), got {type(identity).__name__}"
+            raise ArgumentTypeError(
+                "identity",
+                identity,
+                "the RequestIdentity the compile was made under (CompileResult.identity)",
             )
-        if isinstance(rows, str):
-            raise ConfigError("rows must be a sequence of message ids; wrap one id in a list")
+        check_text(compile_id, "compile_id")
+        hint = "wrap one id in a list" if isinstance(rows, str) else ""
         noted: list[tuple[str, Message]] = []
         vouched = True
-        for i, row in enumerate(rows):
+        for i, row in enumerate(check_sequence(rows, "rows", "a sequence of message ids", hint)):
             if isinstance(row, str):
                 row = NotedRow(id=row)
             elif isinstance(row, Mapping):
@@ -2512,9 +2705,8 @@ class ContextManager:
                 except ValueError as exc:
                     raise ConfigError(f"rows[{i}] is not a NotedRow: {exc}") from None
             elif not isinstance(row, NotedRow):
-                raise ConfigError(
-                    f"rows[{i}] must be a message id, a NotedRow or its mapping, "
-                    f"got {type(row).__name__}"
+                raise ArgumentTypeError(
+                    f"rows[{i}]", row, "a message id, a NotedRow or its mapping"
                 )
             if row.unstored:
                 vouched = False
@@ -2527,10 +2719,12 @@ class ContextManager:
             try:
                 at = self._position(row.id)
             except KeyError:
-                raise KeyError(
+                raise UnknownMessageError(
                     f"rows[{i}]={row.id!r} names no message on branch {self.current_branch!r}; "
                     "note a row the request carried that is not stored as "
-                    "NotedRow(unstored=True)"
+                    "NotedRow(unstored=True)",
+                    param=f"rows[{i}]",
+                    ids=(row.id,),
                 ) from None
             if vouched:
                 noted.append((row.id, self._messages()[at].message))
@@ -2573,8 +2767,9 @@ class ContextManager:
             When pins, locks and holds leave some message no level to be shown at (no
             budget helps).
         ConfigError
-            As :meth:`compile` does for its arguments; for ``overrides`` a strategy
-            does not take, naming the option.
+            As :meth:`compile` does for its arguments (an :class:`ArgumentError` naming
+            one that is refused); for ``overrides`` a strategy does not take, naming the
+            option.
 
         Examples
         --------
@@ -2590,6 +2785,10 @@ class ContextManager:
         (False, 'request overhead', True)
         """
         thinking = _thinking_args(thinking_binding, identity)
+        wanted = _injections(injections)
+        _check_overhead(overhead)
+        if overrides is not None:
+            check_mapping(overrides, "overrides", "a mapping of the strategy's options, or None")
         max_tokens, reserve = self._budget(max_tokens, reserve_for_response)
         budget = max_tokens - reserve
         own = self._strategy
@@ -2603,7 +2802,7 @@ class ContextManager:
             self._strategy = with_options(**overrides)
         try:
             result = self._compile(
-                max_tokens, reserve, tuple(injections), overhead, True, thinking, expire_holds=False
+                max_tokens, reserve, wanted, overhead, True, thinking, expire_holds=False
             )
         except OverBudgetError as exc:
             refused: dict[str, Any] = {"diagnostics": dict(exc.diagnostics)}
@@ -2767,8 +2966,8 @@ class ContextManager:
         ------
         ConfigError
             For an empty ``transition_text``.
-        TypeError
-            For a ``transition_text`` that is not a string.
+        ArgumentTypeError
+            For a ``transition_text`` that is not a string (a ``TypeError``).
         SummarizerTimeoutError
             When the summariser does not answer within the strategy's
             ``summary_timeout_seconds`` (the call is abandoned; nothing is stored).
@@ -2793,11 +2992,7 @@ class ContextManager:
         self._check_open()
         if transition_text is None:
             text = self._ask_transition(self._transition_request())
-        elif not isinstance(transition_text, str):
-            raise TypeError(
-                f"transition_text must be a str or None, got {type(transition_text).__name__}"
-            )
-        elif not transition_text.strip():
+        elif not check_text(transition_text, "transition_text").strip():
             raise ConfigError("transition_text is empty; give the summary, or None to write one")
         else:
             text = transition_text.strip()
@@ -2891,7 +3086,14 @@ class ContextManager:
         """Tick until no work is left (or ``max_ticks``); returns the ticks that worked.
 
         Each tick calls the summariser with no lock held (:meth:`tick`): other threads'
-        operations go on between and during them."""
+        operations go on between and during them.
+
+        Raises
+        ------
+        ArgumentError
+            For a ``max_ticks`` that is not an int of at least 0.
+        """
+        check_int(max_ticks, "max_ticks", low=0)
         self._check_open()
         done = 0
         for _ in range(max_ticks):
@@ -2922,7 +3124,11 @@ class ContextManager:
         ------
         ContextManagerError
             When the worker stopped on an error (the error is its cause).
+        ArgumentError
+            For a ``timeout`` that is not None nor a finite number of seconds from 0.
         """
+        if timeout is not None:
+            timeout = check_seconds(timeout, "timeout", zero=True)
         if self._ticker is None:
             return True
         idle = self._ticker.idle.wait(timeout)
@@ -2976,8 +3182,10 @@ class ContextManager:
 
         Raises
         ------
-        ConfigError
-            When the definitions cannot be stored as JSON.
+        ArgumentError
+            Naming the definition (``tools[0]``) that is not a mapping with a non-empty
+            str ``name`` (or a ``function`` mapping holding one), or holds a value that
+            cannot be stored as JSON; nothing is stored.
 
         Examples
         --------
@@ -2988,12 +3196,11 @@ class ContextManager:
         ...     [t["name"] for t in cm.compile(max_tokens=1000).tools]
         ['grep']
         """
-        if tools:
-            try:
-                value = json.loads(json.dumps([dict(t) for t in tools]))
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"tools: the definitions are not JSON ({exc})") from exc
-            self._set_frame("tools", value)
+        if tools is None:
+            return
+        value = check_tools(tools)
+        if value:
+            self._set_frame("tools", json.loads(json.dumps(value)))
 
     @_operation(writes=True)
     def set_system_prompt(self, text: str | None) -> None:
@@ -3005,6 +3212,11 @@ class ContextManager:
         branch and a derived store have it; setting the text already stored writes
         nothing.
 
+        Raises
+        ------
+        ArgumentTypeError
+            For a ``text`` that is not a str or None.
+
         Examples
         --------
         >>> from context_manager import CharsCounter
@@ -3014,9 +3226,7 @@ class ContextManager:
         ...     cm.compile(max_tokens=1000).system_prompt
         'You are terse.'
         """
-        if text:
-            if not isinstance(text, str):
-                raise ConfigError(f"text must be a str or None, got {type(text).__name__}")
+        if text is not None and check_text(text, "text"):
             self._set_frame("system", text)
 
     # ------------------------------------------------------------------- holds
@@ -3026,22 +3236,30 @@ class ContextManager:
 
         Raises
         ------
-        ConfigError
-            For a non-positive timeout.
+        ArgumentError
+            For ``ids`` that are not a sequence of message ids, or a ``timeout`` that is
+            not a positive finite number of seconds.
         """
-        if timeout is not None and not timeout > 0:
-            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout}")
+        wanted = check_ids(ids)
+        if timeout is not None:
+            timeout = check_seconds(timeout, "timeout")
         deadline = None if timeout is None else self._clock() + timeout
         known = {m.id for m in self.get_messages()}
-        for i in ids:
+        for i in wanted:
             if i in known:
                 self._holds[i] = deadline
 
     @_operation(writes=True)
     def release_compression(self, ids: Iterable[str]) -> None:
-        """Release holds (idempotent)."""
+        """Release holds (idempotent).
+
+        Raises
+        ------
+        ArgumentTypeError
+            For ``ids`` that are not a sequence of message ids.
+        """
         released = False
-        for i in ids:
+        for i in check_ids(ids):
             if i in self._holds:
                 del self._holds[i]
                 released = True
@@ -3090,7 +3308,24 @@ class ContextManager:
 
         Without levels they render raw; ``level`` holds them at exactly L_k and
         ``max_level`` folds them no deeper than L_k.
+
+        Raises
+        ------
+        ArgumentError
+            For an id that is not a str, a ``name`` that is neither a str nor None, a
+            level that is not an int in ``[0, MAX_LEVEL]`` (``2**20``), or a
+            ``max_level`` below ``level``, naming it (an :class:`ArgumentTypeError` for
+            the wrong type). Nothing is stored.
+        UnknownMessageError
+            When either id names no message of the window (a ``KeyError``).
+        ConfigError
+            When ``first_id`` comes after ``last_id``.
         """
+        check_id(first_id, "first_id")
+        check_id(last_id, "last_id")
+        if name is not None:
+            check_text(name, "name")
+        check_pin_levels(level, max_level)
         pin: str = self._capable("pin_range")(
             self._ctx, first_id, last_id, name=name, level=level, max_level=max_level
         )
@@ -3098,7 +3333,19 @@ class ContextManager:
 
     @_operation(writes=True)
     def mark_document(self, message_id: str, *, name: str | None = None) -> str:
-        """Pin one message raw as a document."""
+        """Pin one message raw as a document.
+
+        Raises
+        ------
+        ArgumentTypeError
+            For a ``message_id`` that is not a str or a ``name`` that is neither a str
+            nor None.
+        UnknownMessageError
+            When ``message_id`` names no message of the window (a ``KeyError``).
+        """
+        check_id(message_id, "message_id")
+        if name is not None:
+            check_text(name, "name")
         pin: str = self._capable("pin_range")(
             self._ctx, message_id, message_id, name=name, kind="document"
         )
@@ -3111,13 +3358,29 @@ class ContextManager:
 
     @_operation(writes=True)
     def unpin(self, pin_id: str) -> bool:
-        """Remove a pin; False when there is no such pin."""
+        """Remove a pin; False when there is no such pin.
+
+        Raises
+        ------
+        ArgumentTypeError
+            For a ``pin_id`` that is not a str.
+        """
+        check_text(pin_id, "pin_id")
         removed: bool = self._capable("unpin")(self._ctx, pin_id)
         return removed
 
     @_operation(writes=True)
     def lock_message(self, message_id: str, locked: bool = True) -> None:
-        """Keep a message at its current fold level (``locked=False`` releases it)."""
+        """Keep a message at its current fold level (``locked=False`` releases it).
+
+        Raises
+        ------
+        UnknownMessageError
+            For an unknown id (a ``KeyError``).
+        ArgumentTypeError
+            For a ``message_id`` that is not a str or a ``locked`` that is not a bool.
+        """
+        check_flag(locked, "locked")
         self.get_message(message_id)
         self._capable("lock")(self._ctx, message_id, locked)
 
@@ -3132,7 +3395,25 @@ class ContextManager:
         include_merged: bool = False,
     ) -> list[Any]:
         """``(summary, matches)`` pairs for ``text`` (case-insensitive) or ``regex``,
-        most matches first; empty for strategies without summaries."""
+        most matches first; empty for strategies without summaries.
+
+        Raises
+        ------
+        ArgumentError
+            For a ``text`` or ``regex`` that is neither a str nor None, ``levels`` that
+            are not ints from 1, a ``limit`` that is not an int from 1, or an
+            ``include_merged`` that is not a bool, naming it.
+        ConfigError
+            For an invalid regular expression.
+        """
+        if text is not None:
+            check_text(text, "text")
+        if regex is not None:
+            check_text(regex, "regex")
+        if levels is not None:
+            levels = _levels(levels)
+        check_int(limit, "limit", low=1)
+        check_flag(include_merged, "include_merged")
         search = getattr(self._strategy, "search_summaries", None)
         if search is None:
             return []
@@ -3148,13 +3429,32 @@ class ContextManager:
         to_time: float | None = None,
         level: int | None = None,
     ) -> list[Any]:
-        """Summaries whose messages' timestamps meet ``[from_time, to_time]`` (open bounds)."""
+        """Summaries whose messages' timestamps meet ``[from_time, to_time]`` (open bounds).
+
+        Raises
+        ------
+        ArgumentError
+            For a time that is not a finite number, or a ``level`` that is not an int in
+            ``[1, MAX_LEVEL]``, naming it.
+        """
+        for name, bound in (("from_time", from_time), ("to_time", to_time)):
+            if bound is not None:
+                check_number(bound, name)
+        if level is not None:
+            check_int(level, "level", low=1, high=MAX_LEVEL)
         query = getattr(self._strategy, "summaries_in_range", None)
         return [] if query is None else list(query(self._ctx, from_time, to_time, level))
 
     @_operation()
     def get_summary(self, summary_id: str) -> Any:
-        """One summary, or None."""
+        """One summary, or None.
+
+        Raises
+        ------
+        ArgumentTypeError
+            For a ``summary_id`` that is not a str.
+        """
+        check_text(summary_id, "summary_id")
         return getattr(self._strategy, "summaries", {}).get(summary_id)
 
     # ------------------------------------------------------------------ recall
@@ -3185,8 +3485,9 @@ class ContextManager:
 
         Raises
         ------
-        ConfigError
-            For an empty query or a limit that is not a positive whole number.
+        ArgumentError
+            For a query that is not a non-blank str, a limit that is not an int from 1,
+            or an ``include_merged`` that is not a bool.
 
         Examples
         --------
@@ -3212,10 +3513,9 @@ class ContextManager:
         (['L1-0'], [])
         >>> cm.close()
         """
-        if not isinstance(query, str) or not query.strip():
-            raise ConfigError(f"query must be a non-empty text, got {query!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-            raise ConfigError(f"limit must be a positive whole number, got {limit!r}")
+        check_text(query, "query", blank=False)
+        check_int(limit, "limit", low=1)
+        check_flag(include_merged, "include_merged")
         summaries = getattr(self._strategy, "summaries", None)
         if not summaries:
             return []
@@ -3256,10 +3556,8 @@ class ContextManager:
           The ticket is T-48213-C.
         >>> cm.close()
         """
-        if not isinstance(name, str) or not name:
-            raise ConfigError(f"name must be a non-empty text, got {name!r}")
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 300:
-            raise ConfigError(f"max_chars must be a whole number from 300, got {max_chars!r}")
+        check_text(name, "name", empty=False)
+        check_int(max_chars, "max_chars", low=MIN_RECALL_CHARS)
         return RecallTool(
             recall_definition(name),
             functools.partial(self.handle_recall, max_chars=max_chars),
@@ -3287,6 +3585,8 @@ class ContextManager:
             Naming the offending field (:func:`~context_manager.recall.check_recall_input`),
             an unknown memory id (``"memory_id"``), or ``memory_id`` under a strategy that
             keeps no memories. The host sends its message back as the tool's error result.
+        ArgumentError
+            For a ``max_chars`` that is not an int from 300.
 
         Examples
         --------
@@ -3322,6 +3622,7 @@ class ContextManager:
         'memory_id'
         >>> cm.close()
         """
+        check_int(max_chars, "max_chars", low=MIN_RECALL_CHARS)
         request = check_recall_input(tool_input)
         stored = self._messages()
         summaries = getattr(self._strategy, "summaries", None)
@@ -3622,7 +3923,7 @@ class ContextManager:
 
         Raises
         ------
-        ConfigError
+        ArgumentError
             For an ``after_sequence`` that is not an int of at least 0.
 
         Examples
@@ -3638,14 +3939,12 @@ class ContextManager:
         >>> waiting, later
         (['arrived since'], [])
         """
-        if after_sequence is not None and (
-            isinstance(after_sequence, bool)
-            or not isinstance(after_sequence, int)
-            or after_sequence < 0
-        ):
-            raise ConfigError(
-                f"after_sequence must be a store sequence (an int >= 0, such as "
-                f"current_sequence()), got {after_sequence!r}"
+        if after_sequence is not None:
+            check_int(
+                after_sequence,
+                "after_sequence",
+                low=0,
+                hint="a store sequence such as current_sequence()",
             )
         if not self._presenting():
             return []
@@ -3701,6 +4000,7 @@ class ContextManager:
         >>> holes, redone
         ([0, None, 2], 3)
         """
+        check_id(message_id, "message_id")
         if not self._presenting():
             try:
                 return self._position(message_id)
@@ -3727,6 +4027,7 @@ class ContextManager:
         ...     [cm.window_status_of(x) for x in (shown, waiting, "404")]
         ['undone', 'out', 'absent']
         """
+        check_id(message_id, "message_id")
         return self._window_index().status(
             message_id, in_record=bool(self._record_ids([message_id]))
         )
@@ -3773,6 +4074,7 @@ class ContextManager:
         ...     cm.branch_sequence_of(row) == cm.current_sequence() > stored
         True
         """
+        check_id(message_id, "message_id")
         try:
             at = self._position(message_id)
         except KeyError:
@@ -3980,7 +4282,14 @@ class ContextManager:
         ------
         UnknownRowError
             When ``message_id`` names no message of the record (a ``KeyError``).
+        ArgumentTypeError
+            For a ``message_id`` that is not a str, or a ``name`` that is neither a
+            non-empty str nor None.
+        StoreError
+            When a branch has that name already.
         """
+        if name is not None:
+            check_text(name, "name", empty=False)
         return self._store.branch_at(self.branch_sequence_of(message_id), name)
 
     @_operation()
@@ -4009,9 +4318,11 @@ class ContextManager:
         Raises
         ------
         ConfigError
-            When ``at_sequence`` is outside ``[0, current_sequence()]``, or ``path``
+            When ``at_sequence`` is not an int in ``[0, current_sequence()]``, or ``path``
             already exists, is not a file path (a derived store never overwrites
             one) or is in a folder that does not exist. Nothing is written.
+            (An :class:`ArgumentError`, naming the argument, for a ``path`` that is not
+            a str or a path, or a wrong ``at_sequence``.)
         StoreError
             When the new file cannot be written (no part of it is left behind), or
             inside an open :meth:`Store.transaction` (its writes are not stored yet).
@@ -4031,21 +4342,30 @@ class ContextManager:
         ['kept in both']
         """
         head = self.sequence
-        at = head if at_sequence is None else at_sequence
-        if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= head:
-            raise ConfigError(
-                f"at_sequence={at_sequence!r} is outside this branch's history [0, {head}]; "
-                "give a sequence read from current_sequence() or branch_sequence_of()"
+        at = head
+        if at_sequence is not None:
+            at = check_int(
+                at_sequence,
+                "at_sequence",
+                low=0,
+                high=head,
+                hint="give a sequence read from current_sequence() or branch_sequence_of()",
             )
-        shown = os.fspath(path)
-        if shown in (":memory:", "") or Path(shown).exists():
+        shown = check_path(path)
+        try:
+            taken = shown in (":memory:", "") or Path(shown).exists()
+            folder = Path(shown).resolve().parent
+            placed = folder.is_dir()
+        except (OSError, ValueError) as exc:  # a NUL byte, a name longer than allowed
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigError(f"path={shown!r} cannot name a file: {why}") from None
+        if taken:
             raise ConfigError(
                 f"path={shown!r} must name a new store file: a derived store never overwrites one"
             )
-        if not Path(shown).resolve().parent.is_dir():
+        if not placed:
             raise ConfigError(
-                f"path={shown!r} is in a folder that does not exist; create "
-                f"{Path(shown).resolve().parent} first"
+                f"path={shown!r} is in a folder that does not exist; create {folder} first"
             )
         self._saved_counts.save()
         self._store.derive(shown, at)
@@ -4053,14 +4373,33 @@ class ContextManager:
 
     @_operation(writes=True, atomic=False)
     def fork(self, name: str | None = None) -> str:
-        """Branch at the current head and switch to it."""
+        """Branch at the current head and switch to it.
+
+        Raises
+        ------
+        ArgumentTypeError
+            For a ``name`` that is neither a non-empty str nor None.
+        StoreError
+            When a branch has that name already.
+        """
+        if name is not None:
+            check_text(name, "name", empty=False)
         name = self._store.fork(name)
         self._reload()
         return name
 
     @_operation(writes=True, atomic=False)
     def switch_branch(self, name: str) -> None:
-        """Switch branches; the strategy reloads its branch-scoped state."""
+        """Switch branches; the strategy reloads its branch-scoped state.
+
+        Raises
+        ------
+        ArgumentTypeError
+            For a ``name`` that is not a str.
+        StoreError
+            When no branch has that name.
+        """
+        check_text(name, "name")
         self._store.switch_branch(name)
         self._reload()
 

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .arguments import check_int, check_items
+from .errors import ArgumentTypeError
 from .messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 __all__ = [
@@ -30,7 +32,15 @@ def tool_pair_problems(messages: Sequence[Message], *, start: int = 0) -> list[s
     answer a ``tool_use`` of the message right before it. ``start`` checks only the
     messages from that index on (against the one before it): what a request shares
     with one already checked needs no second look.
+
+    Raises
+    ------
+    ArgumentTypeError
+        For ``messages`` that are not a sequence, an item that is not a
+        :class:`~context_manager.messages.Message` (named by its index), or a ``start``
+        that is not an int.
     """
+    _check_messages(messages, start)
     problems: list[str] = []
     for i in range(max(0, start), len(messages)):
         m = messages[i]
@@ -52,8 +62,26 @@ def enforce_tool_pairs(messages: Sequence[Message]) -> list[Message]:
     Orphan results are dropped; a call with no answer gets a placeholder result
     when it is followed by another message, and is dropped when it is the last
     message (a trailing unanswered call). Messages left empty are removed.
+
+    Raises
+    ------
+    ArgumentTypeError
+        For ``messages`` that are not a sequence of
+        :class:`~context_manager.messages.Message` (the item named by its index).
     """
+    check_items(messages, "messages", Message, "a Message")
     return enforce_tool_pairs_with_origins(messages)[0]
+
+
+def _check_messages(messages: object, start: object) -> None:
+    """Refuse ``messages`` that are not a sequence of messages (from the one before
+    ``start`` on: the others are not read) and a ``start`` that is not an int."""
+    if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+        raise ArgumentTypeError("messages", messages, "a sequence of Message")
+    first = check_int(start, "start")
+    for i in range(max(0, first - 1), len(messages)):
+        if not isinstance(messages[i], Message):
+            raise ArgumentTypeError(f"messages[{i}]", messages[i], "a Message")
 
 
 def enforce_tool_pairs_with_origins(

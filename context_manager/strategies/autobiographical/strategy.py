@@ -19,7 +19,8 @@ from pydantic import ValidationError
 import solvers
 
 from ...adapter import Snapshot
-from ...errors import ConfigError
+from ...arguments import check_pin_levels
+from ...errors import ConfigError, UnknownMessageError
 from ..base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
 from .chunking import adopt_memories, rebuild_chunks, reconcile
 from .config import AutobiographicalConfig
@@ -278,15 +279,21 @@ class AutobiographicalStrategy(Strategy):
 
         Raises
         ------
-        KeyError
-            When ``first`` or ``last`` names no live message.
+        UnknownMessageError
+            When ``first`` or ``last`` names no live message (a ``KeyError``).
+        ArgumentError
+            For a level that is not an int in ``[0, MAX_LEVEL]``, or a ``max_level``
+            below ``level`` (nothing is stored).
         ConfigError
             When ``first`` comes after ``last``.
         """
+        check_pin_levels(level, max_level)
         index = self.state.positions(ctx, ctx.messages())
-        for x in (first, last):
+        for param, x in (("first_id", first), ("last_id", last)):
             if x not in index:
-                raise KeyError(f"no message with id {x!r}")
+                raise UnknownMessageError(
+                    f"no message with id {x!r} in the window", param=param, ids=(x,)
+                )
         if index[first] > index[last]:
             raise ConfigError(f"pin range {first!r}..{last!r} is reversed")
         pin = self.state.records.add_pin(
