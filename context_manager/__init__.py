@@ -59,6 +59,7 @@ from .store import (
     StoreLockedError,
 )
 from .strategies import PassthroughConfig, PassthroughStrategy, Strategy
+from .strategies.autobiographical import IgnoredPinWarning
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
 from .thinking import NotedRow, RequestIdentity, StrippedThinking, ThinkingBinding, ThinkingStrip
 from .tokens import ByteHeuristicCounter, CharsCounter, TiktokenCounter, TokenCounter
@@ -84,6 +85,7 @@ __all__ = [
     "ContextManagerError",
     "ExtractiveSummarizer",
     "FoldedMemory",
+    "IgnoredPinWarning",
     "ImageBlock",
     "Injection",
     "Message",

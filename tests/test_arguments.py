@@ -1,7 +1,9 @@
 """Arguments of the manager's public calls are checked at the call: a value of the wrong
 type or out of range is refused with the library's own error (:class:`ArgumentError`,
 :class:`ArgumentTypeError`, :class:`UnknownMessageError`) naming the parameter, the
-value received and what is accepted, and nothing is written.
+value received and what is accepted, and nothing is written. A store that holds a pin
+an older version wrote with levels no compile takes still compiles: the pin is left
+out, with a warning naming it and the fix.
 
 Expectations come from the arguments as the test wrote them and from the manager's
 state read before the call, never from the call under test.
@@ -10,6 +12,7 @@ state read before the call, never from the call under test.
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,9 @@ from context_manager import (
     ContextManager,
     ContextManagerError,
     ExtractiveSummarizer,
+    IgnoredPinWarning,
     Injection,
+    Store,
     StoreError,
     TextBlock,
     UnknownMessageError,
@@ -349,6 +354,43 @@ def _open(path: Path) -> ContextManager:
         summarizer=ExtractiveSummarizer(target_tokens=12),
         counter=CharsCounter(),
     )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"level": -1, "max_level": None},
+        {"level": 10**9, "max_level": None},
+        {"level": 2, "max_level": 1},
+        {"level": "2", "max_level": None},
+    ],
+)
+def test_a_stored_pin_no_compile_takes_is_left_out_with_a_warning_naming_the_fix(
+    tmp_path: Path, bad: dict[str, Any]
+) -> None:
+    path = tmp_path / "a.db"
+    with _open(path) as cm:
+        ids = [cm.add_message("User", f"message {i} " * 5) for i in range(8)]
+        cm.pin_range(ids[1], ids[2])
+        expected = [m.text for m in cm.compile(max_tokens=2_000).messages]
+    with Store.open(path) as store:  # the row an older version wrote, which checked nothing
+        slot = "default/autobio:pins"
+        body = store.get(slot)
+        row = {"id": "pin-2", "first": ids[4], "last": ids[5], "name": None, "kind": "range"}
+        store.set(slot, {"pins": [*body["pins"], {**row, **bad}], "counter": 2})
+    with pytest.warns(IgnoredPinWarning) as told:
+        cm = _open(path)
+    with cm:
+        text = str(told[0].message)
+        assert "'pin-2'" in text and "unpin('pin-2')" in text
+        assert [p.id for p in cm.list_pins()] == ["pin-1", "pin-2"]  # listed, so it can go
+        assert [m.text for m in cm.compile(max_tokens=2_000).messages] == expected
+        assert cm.unpin("pin-2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # removed: the store opens without a warning
+        with _open(path) as cm:
+            assert [p.id for p in cm.list_pins()] == ["pin-1"]
+            assert [m.text for m in cm.compile(max_tokens=2_000).messages] == expected
 
 
 # ------------------------------------------------------------ ids, and the roots

@@ -30,13 +30,22 @@ over them. This module is the facade: its names are the public ones.
 from __future__ import annotations
 
 from .config import AutobiographicalConfig, ToolProseFallback
-from .records import ChunkRecord, Pin, Records, SummaryEntry, frontier_runs, read_records
+from .records import (
+    ChunkRecord,
+    IgnoredPinWarning,
+    Pin,
+    Records,
+    SummaryEntry,
+    frontier_runs,
+    read_records,
+)
 from .strategy import AutobiographicalStrategy
 
 __all__ = [
     "AutobiographicalConfig",
     "AutobiographicalStrategy",
     "ChunkRecord",
+    "IgnoredPinWarning",
     "Pin",
     "Records",
     "SummaryEntry",

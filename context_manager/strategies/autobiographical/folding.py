@@ -369,7 +369,7 @@ def snapshot(
     n = len(stored)
     pins = [
         PinSpec(p.id, position[p.first], position[p.last], p.level, p.max_level, p.name)
-        for p in records.pins
+        for p in records.sound_pins
         # a pin on removed messages lapses, as does one a redo turned around
         if p.first in position and p.last in position and position[p.first] <= position[p.last]
     ]

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...arguments import check_pin_levels, check_text
+from ...errors import ArgumentError
 from ...exact_values import with_values
 from ...store import StoreCorruptError, damaged
 
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FRONTIER_CHAIN",
     "ChunkRecord",
+    "IgnoredPinWarning",
     "Pin",
     "Records",
     "SummaryEntry",
@@ -113,6 +117,13 @@ class SummaryEntry:
         }
 
 
+class IgnoredPinWarning(UserWarning):
+    """The store holds a pin no compile can take (a level out of range, ``max_level``
+    below ``level``: written by an older version, which did not check them): it is left
+    out of every compile until removed. The message names the pin and the fix
+    (``ContextManager.unpin``)."""
+
+
 @dataclass
 class Pin:
     """A protected range of messages (raw, or held at / below a level)."""
@@ -124,6 +135,27 @@ class Pin:
     level: int | None = None
     max_level: int | None = None
     kind: str = "range"
+
+    def problem(self) -> str | None:
+        """Why no compile can take this pin (a field of the wrong type, a level out of
+        range, ``max_level`` below ``level``), or None when it is sound.
+
+        Examples
+        --------
+        >>> Pin("pin-1", "3", "5", level=2).problem() is None
+        True
+        >>> Pin("pin-2", "3", "5", level=-1).problem()
+        'level must be an int from 0 to 1048576 (2**20), got -1 (int)'
+        """
+        try:
+            for name in ("id", "first", "last", "kind"):
+                check_text(getattr(self, name), name)
+            if self.name is not None:
+                check_text(self.name, "name")
+            check_pin_levels(self.level, self.max_level)
+        except ArgumentError as exc:
+            return str(exc)
+        return None
 
 
 def frontier_runs(saved: Any, chunks: dict[str, list[str]]) -> list[tuple[str, str, int]]:
@@ -221,6 +253,8 @@ class Records:
     """Memories with content, by id."""
     chunks: list[ChunkRecord]
     pins: list[Pin]
+    """Every pin stored, those no compile can take (:meth:`Pin.problem`) included, so
+    :meth:`remove_pin` removes them; compiles read :attr:`sound_pins`."""
     pin_counter: int
     locks: set[str]
     runs: list[tuple[str, str, int]]
@@ -489,6 +523,12 @@ class Records:
         return parent
 
     # --------------------------------------------------------- pins and locks
+    @property
+    def sound_pins(self) -> list[Pin]:
+        """The pins a compile takes: every pin but those with a :meth:`Pin.problem`
+        (written by an older version; :func:`read_records` warned of each)."""
+        return [p for p in self.pins if p.problem() is None]
+
     def add_pin(
         self,
         first: str,
@@ -602,10 +642,12 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
         )
         pins = store.get(slot(_PINS), {"pins": [], "counter": 0})
         caps = store.get(slot(_CAPS), {"budget": 0, "caps": {}})
+        pinned = [Pin(**p) for p in pins["pins"]]
+        _warn_ignored(pinned, slot(_PINS))
         return Records(
             summaries=summaries,
             chunks=chunks,
-            pins=[Pin(**p) for p in pins["pins"]],
+            pins=pinned,
             pin_counter=int(pins["counter"]),
             locks=set(store.get(slot(_LOCKS), [])),
             runs=runs or [],
@@ -627,6 +669,20 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
     except (TypeError, KeyError, ValueError, AttributeError, IndexError) as exc:
         where = f"the strategy records under {slot('')!r} (pins, locks, frontier or counters)"
         raise damaged(store.path, where, f"{type(exc).__name__}: {exc}") from None
+
+
+def _warn_ignored(pins: Sequence[Pin], where: str) -> None:
+    """Warn of each stored pin no compile can take (:class:`IgnoredPinWarning`)."""
+    for pin in pins:
+        problem = pin.problem()
+        if problem is not None:
+            warnings.warn(
+                f"pin {pin.id!r} in {where!r} is ignored by every compile ({problem}); "
+                f"remove it with ContextManager.unpin({pin.id!r}) and pin the range again "
+                "with valid levels",
+                IgnoredPinWarning,
+                stacklevel=2,
+            )
 
 
 @contextmanager

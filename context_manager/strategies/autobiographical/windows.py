@@ -113,7 +113,7 @@ def transition_start(st: State, ctx: StrategyContext, stored: Sequence[StoredMes
 
 def raw_pinned(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> set[str]:
     """Messages under a raw pin (they never join a chunk)."""
-    pins = st.records.pins
+    pins = st.records.sound_pins
     if not pins:
         return set()
     index = st.positions(ctx, stored)
