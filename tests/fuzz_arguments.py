@@ -10,8 +10,10 @@ nested), calls it, and hands back the exception it raised, if any.
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import math
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -37,7 +39,9 @@ from context_manager.strategies.autobiographical import AutobiographicalStrategy
 
 COUNTER = CharsCounter()
 SCRATCH = Path(tempfile.mkdtemp(prefix="cm-arguments-"))
-"""Where ``derive`` may write (a fresh name for each valid path drawn)."""
+"""Where ``derive`` may write (a fresh name for each valid path drawn); removed when
+the process ends."""
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 
 
 @dataclass(frozen=True)
