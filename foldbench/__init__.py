@@ -20,7 +20,7 @@ peers
 plant
     Facts planted in a transcript's tool results and user turns, early, midway and late.
 synthetic
-    Seeded synthetic fold problems and histories.
+    Seeded synthetic fold problems and histories (re-exported from :mod:`folding.testing`).
 solver_replay
     Solver-level replays: a growing conversation under a moving wall.
 

@@ -10,7 +10,7 @@ previous step. Every layout goes through a :class:`~folding.CacheSimulator`.
 
 Example
 -------
->>> from foldbench.synthetic import chronicle
+>>> from folding.testing import chronicle
 >>> from foldbench.solver_replay import growth_schedule, replay
 >>> history = chronicle(60, leaf_tokens=500, chunk=4, recall_tokens=150)
 >>> report = replay(history, growth_schedule(60, 12_000), method="kv-stable", tail_tokens=2_000)
@@ -290,7 +290,7 @@ def sweep(
 ) -> dict[str, Any]:
     """The standard budget sweep: grow under ``budgets[0]``, then move the wall.
 
-    The history is :func:`folding.chunked_history` (``n_leaves`` messages of
+    The history is :func:`folding.testing.chunked_history` (``n_leaves`` messages of
     ~900 tokens, 3,000-token chunks of at least 4 messages, 600-token
     summaries merged 6 at a time). The conversation grows one message per
     call under the first wall; then each later wall gets ``calls_per_budget``
@@ -302,7 +302,7 @@ def sweep(
         ``phases``: per wall, the tokens and utilisation after its last call;
         ``summary``: :meth:`ReplayReport.summary` of the whole run; ``raw_tokens``.
     """
-    from foldbench.synthetic import chunked_history
+    from folding.testing import chunked_history
 
     history = chunked_history(n_leaves)
     schedule: list[tuple[int, BudgetLike]] = list(growth_schedule(n_leaves, budgets[0]))

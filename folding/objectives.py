@@ -52,7 +52,7 @@ def fidelity_loss(problem: FoldProblem, frontier: Frontier, alpha: float = DEFAU
 
     Examples
     --------
-    >>> from foldbench.synthetic import chronicle
+    >>> from folding.testing import chronicle
     >>> p = chronicle(12, chunk=6, leaf_tokens=100)
     >>> fidelity_loss(p, {}) == 0.0
     True

@@ -426,7 +426,7 @@ def solve(
     Examples
     --------
     >>> import solvers
-    >>> from foldbench.synthetic import chronicle
+    >>> from folding.testing import chronicle
     >>> result = solvers.solve(chronicle(36, total=12_000), method="flat-profile")
     >>> result.status.value, result.tokens <= 12_000
     ('feasible', True)

@@ -100,7 +100,7 @@ class ThresholdPyramid(Solver):
     Examples
     --------
     >>> import solvers
-    >>> from foldbench.synthetic import chronicle
+    >>> from folding.testing import chronicle
     >>> problem = chronicle(36, total=12_000)
     >>> result = solvers.solve(problem, method="threshold-pyramid", level_budgets=(800, 400))
     >>> result.status.value, result.tokens <= 12_000

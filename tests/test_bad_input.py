@@ -35,7 +35,6 @@ from context_manager.summarizer import (
     CompletionRequest,
     ExtractiveSummarizer,
 )
-from foldbench.synthetic import chronicle
 from folding import (
     MAX_LEVEL,
     MAX_TOKENS,
@@ -50,6 +49,7 @@ from folding import (
 )
 from folding.frontiers import selectable_summaries
 from folding.hierarchy import AMBIGUOUS, NONE
+from folding.testing import chronicle
 from folding.testing.strategies import problems
 from solvers._forest import Forest
 from solvers.kv_stable import ideal_cut

@@ -26,7 +26,7 @@ from foldbench.loaders import (
     load_swe_agent,
     load_transcript_file,
 )
-from foldbench.synthetic import chronicle
+from folding.testing import chronicle
 
 PLUGINS = load_plugins()  # the benchmark's commands, as the console script registers them
 

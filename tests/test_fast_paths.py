@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from foldbench.synthetic import random_problem
 from folding import FoldProblem, Leaf, render_levels
+from folding.testing import random_problem
 from folding.testing.strategies import problems
 from solvers._forest import Forest
 from solvers.kv_stable import ideal_cut

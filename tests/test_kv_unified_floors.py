@@ -162,7 +162,7 @@ def test_a_leaf_pinned_inside_the_last_requests_summary_breaks_the_prefix_there(
 def test_the_floors_are_exact_on_a_long_history_without_a_search() -> None:
     """On an agent history too long to enumerate, the floors equal what a CP-SAT
     floor solve proves given all the time it needs."""
-    from foldbench.synthetic import agent_history
+    from folding.testing import agent_history
 
     before = agent_history(3_000)
     carried = solvers.solve(before, method="kv-stable").frontier

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import solvers
-from foldbench.synthetic import agent_history
 from folding import FoldProblem
+from folding.testing import agent_history
 from folding.testing.strategies import problems
 from solvers import kv_unified as ku
 

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 import folding
 from context_manager.cli import app
-from foldbench.synthetic import chronicle, random_problem
 from folding import FoldProblem
 from folding.schema import SCHEMA_PATH, render_schema
+from folding.testing import chronicle, random_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,6 +151,14 @@ def test_chronicle_matches_the_reference_fixture_shapes() -> None:
     assert levels(chronicle(216)) == {1: 36, 2: 6, 3: 1}
     with pytest.raises(ValueError, match="exceeds n_leaves"):
         chronicle(3, head=2, tail=2)
+
+
+def test_the_benchmark_reexports_the_library_generators() -> None:
+    import folding.testing
+    from foldbench import synthetic
+
+    for name in folding.testing.__all__:
+        assert getattr(synthetic, name) is getattr(folding.testing, name)
 
 
 def test_random_problem_is_seeded() -> None:

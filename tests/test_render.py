@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from foldbench.synthetic import chronicle
 from folding import FoldProblem, Layout, PlanViolation, render, render_levels
+from folding.testing import chronicle
 
 
 def problem(**extra: Any) -> FoldProblem:

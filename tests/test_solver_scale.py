@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import solvers
-from foldbench.synthetic import agent_history, random_problem
 from folding import (
     BoundaryGraph,
     FoldProblem,
@@ -25,6 +24,7 @@ from folding import (
 )
 from folding._arrays import unique_sorted
 from folding.frontiers import floor_levels, selectable_summaries
+from folding.testing import agent_history, random_problem
 from folding.testing.strategies import problems
 from solvers import kv_unified
 from solvers._atoms import build_atoms, every_choice

@@ -10,7 +10,6 @@ import pytest
 
 import solvers
 from foldbench.solver_replay import growth_schedule, replay
-from foldbench.synthetic import chronicle
 from folding import (
     FoldProblem,
     ProduceRequest,
@@ -19,6 +18,7 @@ from folding import (
     fidelity_loss,
     levels_from_frontier,
 )
+from folding.testing import chronicle
 
 GREEDY = ["oldest-first", "flat-profile"]
 ALL_PLANNERS = ["oldest-first", "flat-profile", "kv-stable", "exact"]

@@ -8,7 +8,7 @@ kv-stable frontier under a 190k wall; ``shrink`` carries it under a 150k wall
 FOLDING_BENCH_XSLOW set (it does not prove optimality within a minute).
 
 ``OneShot`` and ``Validate`` time one-shot solves and problem validation on
-:func:`folding.agent_history` problems shaped like a live agent's store (~30-leaf
+:func:`folding.testing.agent_history` problems shaped like a live agent's store (~30-leaf
 chunks, merges by 6, leaves of 50-200 tokens, ~500-token summaries, a 32k wall with
 the target at 0.85 of it) carrying the frontier the same solver chose with the
 last 5 leaves missing, so the hold and trust-region paths run; kv-unified gets
@@ -29,8 +29,8 @@ from functools import cache
 from typing import Any
 
 import solvers
-from foldbench.synthetic import agent_history
 from folding import FoldProblem, fidelity_loss
+from folding.testing import agent_history
 from solvers._cpsat import import_cp_model
 
 from .common import store, warm

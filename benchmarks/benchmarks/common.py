@@ -21,8 +21,8 @@ from context_manager.messages import ContentBlock, Message, TextBlock, ToolResul
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.summarizer import ExtractiveSummarizer
 from foldbench.peers.ours import FoldingPolicy
-from foldbench.synthetic import chronicle, random_problem
 from folding import FoldProblem
+from folding.testing import chronicle, random_problem
 
 SEED = 0xDEADC0DE
 
