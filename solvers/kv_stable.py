@@ -130,10 +130,14 @@ def ideal_cut(
     that return the most fidelity per token added while that brings the total
     closer to the target without crossing the wall.
 
-    ``scalar`` (default: whenever the forest is the whole hierarchy) runs the
-    fold on per-summary running totals alone, without touching per-leaf arrays
-    until it ends; the answer is the same. When ``deadline`` passes, the fold and
-    the refill stop where they are: the cut is valid, possibly above the target.
+    The frontier is kept as flags per summary (shown, or under a shown one) with
+    running per-summary totals of tokens and fidelity lost. ``scalar`` (default:
+    whenever the forest is the whole hierarchy) takes each fold's token change from
+    those totals alone; otherwise each fold is also checked against a per-leaf
+    frontier state (the units it replaces must nest in its span), which a forest
+    holding only part of the hierarchy needs. On a whole forest the answer is the
+    same either way. When ``deadline`` passes, the fold and the refill stop where
+    they are: the cut is valid, possibly above the target.
     """
     if deadline is None:
         deadline = Deadline(None)
@@ -157,7 +161,6 @@ def ideal_cut(
     tokens = forest.tokens.tolist()
     levels_of = level.tolist()
     firsts = first.tolist()
-    first_member = forest.first_member.tolist()
     eligible = forest.eligible.tolist()
     depth = forest.depth
     # the kept summaries over a leaf, level by level above a raised summary: on a
@@ -176,8 +179,10 @@ def ideal_cut(
         ups = forest.cover_at(np.arange(levels_of[j] + 1, depth + 1), firsts[j])
         return [int(u) for u in ups if u >= 0]
 
+    # The frontier: the summaries shown, and those under a shown one (the units of
+    # the frontier are the shown summaries not under another, and raw leaves).
     shown = [False] * len(tokens)
-    hidden = [False] * len(tokens)  # under a shown summary
+    hidden = [False] * len(tokens)
     children = forest.children
 
     def show(j: int) -> None:
@@ -191,17 +196,11 @@ def ideal_cut(
 
     units = state.unit[~idx.protected]
     for node in unique_sorted(units[units >= idx.n]).tolist():
-        if node >= idx.n:
-            show(node - idx.n)
-
-    def covered(j: int) -> bool:
-        if scalar:
-            return shown[j] or hidden[j]
-        return bool(state.levels[first_member[j]] >= levels_of[j])
+        show(node - idx.n)
 
     def key(j: int) -> tuple[float, int] | None:
         saved = cost_in[j] - tokens[j]
-        if saved <= 0 or covered(j):
+        if saved <= 0 or shown[j] or hidden[j]:
             return None
         return (full_loss[j] - lost_in[j]) / saved, firsts[j]
 
@@ -223,18 +222,23 @@ def ideal_cut(
         if current != (ratio, start):
             heapq.heappush(heap, (current[0], current[1], j))
             continue
-        if scalar:  # the span's cost and lost fidelity are the running totals
-            delta = tokens[j] - cost_in[j]  # only eligible summaries enter the heap
-        else:  # the checked version: units must nest in the span
+        if scalar:  # the span's cost is the running total (only eligible summaries enter)
+            delta = tokens[j] - cost_in[j]
+            replaced: list[int] = []
+        else:  # checked on the per-leaf state: the units under j must nest in its span
             step = state.raise_delta(j)
-            delta = None if step is None else step[0]
-        if delta is None or delta >= 0:
+            if step is None:
+                continue
+            delta = step[0]
+            replaced = (step[1][step[1] >= idx.n] - idx.n).tolist()
+        if delta >= 0:
             continue
         more_lost = full_loss[j] - lost_in[j]
-        if scalar:
-            show(j)
-        else:
+        show(j)
+        if not scalar:
             state.apply_raise(j, delta)
+            for u in replaced:  # shown summaries outside the forest, now under j
+                hidden[u] = True
         total += delta
         lost_in[j] += more_lost
         cost_in[j] += delta
@@ -247,37 +251,13 @@ def ideal_cut(
                 if k is not None:
                     heapq.heappush(heap, (k[0], k[1], up))
 
-    def gain(j: int) -> float:
-        a, b = int(forest.first[j]), int(forest.last[j]) + 1
-        return float(weights[a:b].sum())
-
-    if not scalar:
-        changed = state.tokens < target and not short
-        while changed:
-            if deadline.expired():
-                short = True
-                break
-            changed = False
-            options = []
-            for j in state.shown_summaries():
-                delta = state.lower_delta(j)
-                if delta is not None:
-                    options.append((-gain(j) / max(delta, 1), -int(forest.first[j]), j, delta))
-            for _, _, j, _ in sorted(options):
-                delta_now = state.lower_delta(j)
-                if delta_now is None:
-                    continue
-                new = state.tokens + delta_now
-                if new <= wall and abs(new - target) < abs(state.tokens - target):
-                    state.apply_lower(j, delta_now)
-                    changed = True
-        return Cut(state.levels, state.tokens, short)
-    # The same refill on the flags: a summary's un-fold delta depends on it alone.
+    # The refill: a summary's un-fold delta depends on it alone.
     lower: dict[int, tuple[int | None, float]] = {}
 
     def lowering(j: int) -> tuple[int | None, float]:
         if j not in lower:
-            lower[j] = (state.lower_delta(j), gain(j))
+            a, b = firsts[j], int(stop[j])
+            lower[j] = (state.lower_delta(j), float(weights[a:b].sum()))
         return lower[j]
 
     changed = total < target and not short
