@@ -30,6 +30,7 @@ problem is built, never wrapped:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral
@@ -544,7 +545,19 @@ class FoldProblem(_Model):
         """The (lowest, highest) level the constraints allow for ``leaf``.
 
         ``lowest > highest`` means the constraints conflict (see :meth:`conflicts`).
+
+        .. deprecated::
+            Warns with :class:`DeprecationWarning` and will be removed in the next
+            release: read ``index.lo[i]`` and ``index.hi[i]`` at
+            ``i = hierarchy.leaf_index[leaf]``.
         """
+        warnings.warn(
+            "FoldProblem.level_bounds is deprecated and will be removed in the next release; "
+            "read problem.index.lo[i] and problem.index.hi[i] at "
+            "i = problem.hierarchy.leaf_index[leaf]",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         i = self._hierarchy.leaf_index[leaf]
         return int(self._index.lo[i]), int(self._index.hi[i])
 

@@ -11,6 +11,7 @@ Infeasible constraints are detected before any solver runs.
 from __future__ import annotations
 
 import time
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -123,6 +124,19 @@ class SolverConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class _DeprecatedExact:
+    """``Solver.exact``, deprecated: the solver's ``capabilities.exact``, with a warning."""
+
+    def __get__(self, instance: object, owner: type[Solver]) -> bool:
+        warnings.warn(
+            "Solver.exact is deprecated and will be removed in the next release; "
+            "read the solver's capabilities.exact (or solvers.capabilities(name).exact)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return owner.capabilities.exact
+
+
 class Solver(ABC):
     """A fold solver. Constructors only store the configuration.
 
@@ -131,9 +145,10 @@ class Solver(ABC):
 
     name: ClassVar[str]
     Config: ClassVar[type[SolverConfig]] = SolverConfig
-    exact: ClassVar[bool] = False
-    """True when ``optimal`` is a proven claim about :func:`folding.fidelity_loss`."""
     capabilities: ClassVar[Capabilities] = Capabilities()
+    exact = _DeprecatedExact()
+    """Deprecated: read ``capabilities.exact`` (this alias warns with
+    :class:`DeprecationWarning` and returns it)."""
 
     def __init__(self, config: SolverConfig | None = None, **options: Any) -> None:
         if config is not None and options:

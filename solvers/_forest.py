@@ -231,17 +231,6 @@ class FrontierState:
             return None
         return int(f.tokens[j]) - int(self.node_tokens[units].sum()), units
 
-    def quick_raise_delta(self, j: int) -> int | None:
-        """:meth:`raise_delta`'s token change from the per-leaf costs, without the checks
-        of unit containment (exact on a laminar state; confirm with :meth:`raise_delta`)."""
-        f = self.forest
-        if not f.eligible[j]:
-            return None
-        a, b = self._span(j)
-        if (self.levels[a:b] >= int(f.level[j])).any():
-            return None
-        return int(f.tokens[j]) - int(self.cost_at[a:b].sum())
-
     def apply_raise(self, j: int, delta: int) -> None:
         """Show summary ``j`` (after :meth:`raise_delta` allowed it)."""
         a, b = self._span(j)

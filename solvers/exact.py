@@ -55,7 +55,6 @@ class Exact(Solver):
     name = "exact"
     capabilities = Capabilities(exact=True, uses_time_limit=True, searches_slowly=True)
     Config = ExactConfig
-    exact = True
 
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         cfg = self.config
@@ -149,7 +148,6 @@ class BruteForce(Solver):
 
     name = "brute-force"
     Config = BruteForceConfig
-    exact = True
     capabilities = Capabilities(
         exact=True, oracle=True, max_leaves=12, uses_time_limit=True, searches_slowly=True
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -342,5 +343,16 @@ class Strategy:
         return []
 
     def entries_cover(self, entries: Sequence[Entry]) -> set[str]:
-        """Message ids the entries represent (raw or through summaries)."""
+        """Message ids the entries represent (raw or through summaries).
+
+        .. deprecated::
+            Warns with :class:`DeprecationWarning` and will be removed in the next
+            release: read each entry's ``source_ids``.
+        """
+        warnings.warn(
+            "Strategy.entries_cover is deprecated and will be removed in the next release; "
+            "read each entry's source_ids",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return {i for e in entries for i in e.source_ids}

@@ -1,0 +1,41 @@
+"""Deprecated names still work for one release, and warn."""
+
+from __future__ import annotations
+
+import pytest
+
+import solvers
+from context_manager.strategies.base import Entry, Strategy
+from folding.testing import random_problem
+from solvers.exact import BruteForce, Exact
+from solvers.kv_stable import KvStable
+from solvers.kv_unified import KvUnified
+from solvers.pyramid import ThresholdPyramid
+
+
+def test_solver_exact_warns_and_reads_the_capabilities() -> None:
+    classes = [BruteForce, Exact, KvStable, KvUnified, ThresholdPyramid]
+    for cls in classes:
+        with pytest.warns(DeprecationWarning, match=r"capabilities\.exact"):
+            assert cls.exact is solvers.capabilities(cls.name).exact
+    with pytest.warns(DeprecationWarning, match=r"Solver\.exact"):
+        assert solvers.get("exact").exact is True
+    with pytest.warns(DeprecationWarning):
+        assert solvers.get("kv-stable").exact is False
+
+
+def test_level_bounds_warns_and_reads_the_index() -> None:
+    problem = random_problem(2, n_leaves=40, n_pins=6)
+    for i, leaf in enumerate(problem.leaves):
+        with pytest.warns(DeprecationWarning, match=r"index\.lo"):
+            bounds = problem.level_bounds(leaf.id)
+        assert bounds == (int(problem.index.lo[i]), int(problem.index.hi[i]))
+
+
+def test_entries_cover_warns_and_reads_the_source_ids() -> None:
+    entries = [
+        Entry("user", (), source_ids=("a", "b")),
+        Entry("assistant", (), source_ids=("c",), summary_id="s"),
+    ]
+    with pytest.warns(DeprecationWarning, match="source_ids"):
+        assert Strategy().entries_cover(entries) == {"a", "b", "c"}
