@@ -106,7 +106,9 @@ def _swe_agent_runs(data: str | Path | None, plant: bool) -> list[Transcript]:
             f"no SWE-agent .traj transcripts in {folder}; pass the folder that holds them"
         )
     runs = [
-        _transcript(p.stem, load_swe_agent(p), {"source": str(p), "dataset": "swe-agent"})
+        Transcript.from_messages(
+            p.stem, load_swe_agent(p), {"source": str(p), "dataset": "swe-agent"}
+        )
         for p in paths
     ]
     return plant_parts(runs, count=SWE_AGENT_FACTS) if plant else runs
@@ -254,10 +256,6 @@ def quick_transcripts(data: str | Path | None = None, *, plant: bool = True) -> 
         tau_bench_transcript(QUICK_TAU_SESSIONS, plant=plant),
         synthetic_transcript(QUICK_SYNTHETIC_MESSAGES, facts=8 if plant else 0),
     ]
-
-
-def _transcript(name: str, messages: list[Message], metadata: dict[str, Any]) -> Transcript:
-    return Transcript(name, messages, call_points=call_points(messages), metadata=metadata)
 
 
 def concatenate(transcripts: Sequence[Transcript], *, name: str = "concatenated") -> Transcript:

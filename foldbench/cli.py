@@ -26,7 +26,6 @@ from context_manager.cli import Command, console, fail
 from context_manager.messages import MessageFormatError, ToolResultBlock, ToolUseBlock
 
 from . import benchmark, loaders, registry, solver_replay
-from .benchmark import _transcript
 
 __all__ = ["register"]
 
@@ -372,7 +371,9 @@ def _load_transcript(path: Path, fmt: str) -> Any:
             messages = transcript.messages
         else:
             _, messages = loaders.load_transcript_file(path, fmt)
-            transcript = _transcript(path.stem, messages, {"source": str(path), "format": fmt})
+            transcript = loaders.Transcript.from_messages(
+                path.stem, messages, {"source": str(path), "format": fmt}
+            )
     except (ValueError, KeyError, OSError, TypeError) as exc:  # TranscriptError included
         fail(f"cannot read {path} as {fmt}: {_without_path(str(exc), path)}")
     blocks = [b for m in messages for b in m.content]

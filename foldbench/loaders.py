@@ -124,6 +124,39 @@ class Transcript:
     call_points: list[int] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_messages(
+        cls, name: str, messages: list[Message], metadata: dict[str, Any] | None = None
+    ) -> Transcript:
+        """A transcript of ``messages`` without facts, its model called before each of
+        Claude's messages (:func:`call_points`).
+
+        Parameters
+        ----------
+        name : str
+            The transcript's name.
+        messages : list of Message
+            The conversation (kept, not copied).
+        metadata : dict, optional
+            Source details (kept, not copied; default: empty).
+
+        Returns
+        -------
+        Transcript
+
+        Examples
+        --------
+        >>> chat = [Message.text_message("User", "q"), Message.text_message("Claude", "a")]
+        >>> Transcript.from_messages("chat", chat, {"source": "here"}).call_points
+        [1]
+        """
+        return cls(
+            name,
+            messages,
+            call_points=call_points(messages),
+            metadata=metadata if metadata is not None else {},
+        )
+
 
 def call_points(history: Sequence[Message], agent: str = "Claude") -> list[int]:
     """Lengths ``n`` at which the agent's model is called on ``history[:n]``.

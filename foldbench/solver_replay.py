@@ -39,7 +39,7 @@ from folding import (
     kv_cost,
     render,
 )
-from solvers._base import get
+from solvers import get
 
 __all__ = ["ReplayReport", "ReplayStep", "growth_schedule", "replay", "sweep"]
 

@@ -143,13 +143,43 @@ def levels_from_frontier(problem: FoldProblem, frontier: Frontier) -> IntArray:
         ``unknown-leaf`` for ids that are not leaves, ``bad-level`` for levels
         that are not integers >= 0.
     """
-    levels, violations = _levels(problem, frontier)
+    levels, violations = parse_frontier(problem, frontier)
     if violations:
         raise PlanViolation(violations)
     return levels
 
 
-def _levels(problem: FoldProblem, frontier: Frontier) -> tuple[IntArray, list[Violation]]:
+def parse_frontier(problem: FoldProblem, frontier: Frontier) -> tuple[IntArray, list[Violation]]:
+    """The frontier as a level array, and what is wrong with its ids and levels.
+
+    The reading of :func:`levels_from_frontier`, reporting instead of raising: the
+    caller decides whether to raise or to add more checks first (as
+    :func:`~folding.check_plan` does).
+
+    Parameters
+    ----------
+    problem : FoldProblem
+    frontier : mapping of str to int
+        Leaf id -> level; leaves not named are raw.
+
+    Returns
+    -------
+    levels : ndarray of int64, shape (n_leaves,)
+        The level of each leaf in leaf order (all zeros when an id or a level is bad).
+    violations : list of Violation
+        ``unknown-leaf`` for ids that are not leaves, ``bad-level`` for levels that are
+        not integers >= 0; empty when the frontier reads cleanly.
+
+    Examples
+    --------
+    >>> from folding import FoldProblem
+    >>> p = FoldProblem.model_validate({
+    ...     "leaves": [{"id": "a", "tokens": 5}, {"id": "b", "tokens": 5}],
+    ...     "budget": {"total": 9}})
+    >>> levels, violations = parse_frontier(p, {"b": 0, "c": 1})
+    >>> levels.tolist(), [(v.rule, v.node) for v in violations]
+    ([0, 0], [('unknown-leaf', 'c')])
+    """
     index = problem.hierarchy.leaf_index
     ids = problem.hierarchy.leaf_ids
     out: list[Violation] = []
@@ -242,6 +272,23 @@ def render_levels(problem: FoldProblem, levels: IntArray) -> Layout:
     nodes, violations = resolve_units(problem, levels)
     if violations:
         raise PlanViolation(violations)
+    return layout_of(problem, nodes)
+
+
+def layout_of(problem: FoldProblem, nodes: IntArray) -> Layout:
+    """The layout of resolved units: their keys, tokens and offsets, fixed tokens first.
+
+    Parameters
+    ----------
+    problem : FoldProblem
+    nodes : ndarray of int64
+        The units in request order, as :func:`resolve_units` returns them: a leaf
+        index (< n) or ``n + summary index``. Not checked: resolve them first.
+
+    Returns
+    -------
+    Layout
+    """
     idx = problem.index
     return _layout(nodes, idx.unit_keys[nodes], idx.node_tokens[nodes], problem.fixed_tokens, idx.n)
 
@@ -303,14 +350,36 @@ def _resolve_units(problem: FoldProblem, levels: IntArray) -> tuple[IntArray, li
     slot[raw] = raw
     # A recall sits at its first non-hole leaf: the first leaf of its span not a hole.
     first = h.span_first[chosen]
-    starts = _first_nonhole(first, nonhole_prefix)
+    starts = first_nonhole(first, nonhole_prefix)
     slot[starts] = n + chosen
     return slot[slot >= 0], []
 
 
-def _first_nonhole(first: IntArray, nonhole_prefix: IntArray) -> IntArray:
-    # nonhole_prefix[i] = number of non-hole leaves before i; the first non-hole leaf
-    # at or after `first` is the position where the prefix first exceeds its value there.
+def first_nonhole(first: IntArray, nonhole_prefix: IntArray) -> IntArray:
+    """The first non-hole leaf at or after each of ``first``: where a recall unit sits.
+
+    Parameters
+    ----------
+    first : ndarray of int64
+        Leaf positions (a summary's span's first leaf, say).
+    nonhole_prefix : ndarray of int64, shape (n_leaves + 1,)
+        ``nonhole_prefix[i]``: the number of non-hole leaves before leaf ``i``.
+
+    Returns
+    -------
+    ndarray of int64
+        Per entry of ``first``, the position of the first non-hole leaf at or after it
+        (the caller makes sure there is one).
+
+    Examples
+    --------
+    >>> hole = np.array([True, False, True, True, False])
+    >>> prefix = np.concatenate([[0], np.cumsum(~hole)])
+    >>> first_nonhole(np.array([0, 2]), prefix).tolist()
+    [1, 4]
+    """
+    # the first non-hole leaf at or after `first` is the position where the prefix
+    # first exceeds its value there
     targets = nonhole_prefix[first] + 1
     return np.searchsorted(nonhole_prefix, targets, side="left").astype(np.int64) - 1
 

@@ -7,7 +7,7 @@ import numpy.typing as npt
 
 from .exceptions import PlanViolation, Violation
 from .model import FoldProblem, Frontier
-from .render import Layout, _layout, _levels, resolve_units
+from .render import Layout, layout_of, parse_frontier, resolve_units
 
 __all__ = ["check_levels", "check_plan", "is_valid"]
 
@@ -55,7 +55,7 @@ def check_plan(problem: FoldProblem, frontier: Frontier, *, enforce_budget: bool
     ...
     folding.exceptions.PlanViolation: [pin] leaf 'b' is at level 1 but pin(raw) requires level 0
     """
-    levels, early = _levels(problem, frontier)
+    levels, early = parse_frontier(problem, frontier)
     if early:
         raise PlanViolation(early)
     return _check(problem, levels, enforce_budget)
@@ -102,15 +102,12 @@ def check_levels(
 
 
 def _check(problem: FoldProblem, levels: np.ndarray, enforce_budget: bool) -> Layout:
-    violations = _constraint_violations(problem, levels)
+    violations = constraint_violations(problem, levels)
     nodes, representation = resolve_units(problem, levels)
     violations.extend(representation)
     if violations:
         raise PlanViolation(sorted(violations, key=lambda v: _order(problem, v)))
-    idx = problem.index
-    layout = _layout(
-        nodes, idx.unit_keys[nodes], idx.node_tokens[nodes], problem.fixed_tokens, idx.n
-    )
+    layout = layout_of(problem, nodes)
     if enforce_budget and layout.total > problem.budget.total:
         raise PlanViolation(
             [
@@ -140,7 +137,34 @@ def _order(problem: FoldProblem, v: Violation) -> tuple[int, str]:
     return (index.get(v.node, -1) if v.node is not None else -1, v.rule)
 
 
-def _constraint_violations(problem: FoldProblem, levels: np.ndarray) -> list[Violation]:
+def constraint_violations(problem: FoldProblem, levels: np.ndarray) -> list[Violation]:
+    """The zone, pin and lock rules a level array breaks (representation not checked).
+
+    The constraint half of :func:`check_levels`: with :func:`~folding.render.resolve_units`'
+    violations it is every rule of a valid frontier but the budget.
+
+    Parameters
+    ----------
+    problem : FoldProblem
+    levels : ndarray of int, shape (n_leaves,)
+        The level of each leaf in leaf order.
+
+    Returns
+    -------
+    list of Violation
+        ``zone`` (a head or tail leaf folded), ``pin`` and ``lock`` violations, each
+        naming its leaf; empty when every constraint holds.
+
+    Examples
+    --------
+    >>> from folding import FoldProblem
+    >>> p = FoldProblem.model_validate({
+    ...     "leaves": [{"id": "a", "tokens": 5}, {"id": "b", "tokens": 5}],
+    ...     "summaries": [{"id": "S", "level": 1, "tokens": 2, "children": ["a", "b"]}],
+    ...     "pins": [{"leaves": ["b"]}], "budget": {"total": 9}})
+    >>> [(v.rule, v.node) for v in constraint_violations(p, np.array([1, 1]))]
+    [('pin', 'b')]
+    """
     h = problem.hierarchy
     idx = problem.index
     out: list[Violation] = []

@@ -16,14 +16,14 @@ from folding import (
 from folding.frontiers import finest_levels as folding_finest_levels
 from folding.frontiers import floor_levels
 from folding.render import resolve_units
-from folding.validate import _constraint_violations
+from folding.validate import constraint_violations
 
 from ._plan import IntArray, Plan
 
 
 def is_valid_levels(problem: FoldProblem, levels: IntArray) -> bool:
     """True when ``levels`` is a valid frontier (budget not checked)."""
-    if _constraint_violations(problem, levels):
+    if constraint_violations(problem, levels):
         return False
     _, violations = resolve_units(problem, levels)
     return not violations

@@ -58,7 +58,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from folding import FoldProblem, Layout, Status, fidelity_weights, previous_layout, render_levels
-from folding.render import _first_nonhole, resolve_units
+from folding.render import first_nonhole, resolve_units
 
 from ._atoms import (
     AtomModel,
@@ -784,7 +784,7 @@ def _units_in_place(problem: FoldProblem, before: Layout) -> int:
     nonhole = np.concatenate([[0], np.cumsum(~hole)])
     summary = nodes >= n
     slots = nodes.copy()
-    slots[summary] = _first_nonhole(problem.hierarchy.span_first[nodes[summary] - n], nonhole)
+    slots[summary] = first_nonhole(problem.hierarchy.span_first[nodes[summary] - n], nonhole)
     return int(np.searchsorted(slots, newly[0], side="left"))
 
 

@@ -22,7 +22,7 @@ from context_manager.tokens import TokenCounter
 from .base import PolicyRequest, audit, default_counter, request_tokens, split_system
 from .settings import OURS, PeerSettings, Setting
 
-__all__ = ["ClearToolUses", "ObservationMasking", "exchanges"]
+__all__ = ["ClearToolUses", "ObservationMasking", "clear_tool_uses_settings", "exchanges"]
 
 
 def exchanges(messages: Sequence[Message]) -> list[list[Message]]:
@@ -239,7 +239,7 @@ class ClearToolUses:
         8000
         """
         library = "reimplemented from Anthropic's documented clear_tool_uses context edit"
-        return PeerSettings.of(self.name, library, OURS, _clear_settings(self, budget))
+        return PeerSettings.of(self.name, library, OURS, clear_tool_uses_settings(self, budget))
 
     def request(self, history: Sequence[Message], budget: int) -> PolicyRequest:
         """The full history, with old tool results cleared once over the trigger."""
@@ -271,9 +271,33 @@ def _clear_inputs(messages: list[Message], cleared: set[_Position]) -> list[Mess
     return _update_blocks(messages, targets, {"input": {}})
 
 
-def _clear_settings(edit: Any, budget: int) -> dict[str, Setting]:
-    """The settings of a ``clear_tool_uses`` edit (this module's or LangChain's policy):
-    ``trigger`` (None: the budget) and the ``ClearToolUsesEdit`` options, with reasons."""
+def clear_tool_uses_settings(edit: Any, budget: int) -> dict[str, Setting]:
+    """The settings of a ``clear_tool_uses`` edit, with the reason for each value.
+
+    Shared by this module's :class:`ClearToolUses` and LangChain's policy
+    (:class:`~foldbench.peers.langchain_peers.ClearToolUsesPolicy`), so both report
+    the same settings.
+
+    Parameters
+    ----------
+    edit : object
+        The edit: its ``trigger`` (None: the budget) and the ``ClearToolUsesEdit``
+        options, read from ``edit_options`` when it has them, else from its attributes
+        (``keep``, ``clear_at_least``, ``exclude_tools``, ``clear_tool_inputs``,
+        ``placeholder``).
+    budget : int
+        The call's input budget (the trigger when the edit has none).
+
+    Returns
+    -------
+    dict of str to Setting
+        ``trigger`` and each option, by name.
+
+    Examples
+    --------
+    >>> sorted(clear_tool_uses_settings(ClearToolUses(), 8000))[:3]
+    ['clear_at_least', 'clear_tool_inputs', 'exclude_tools']
+    """
     options = getattr(edit, "edit_options", None) or {
         "keep": edit.keep,
         "clear_at_least": edit.clear_at_least,

@@ -736,9 +736,9 @@ class ClearToolUsesPolicy:
         >>> ClearToolUsesPolicy().settings(4000).values["keep"]
         3
         """
-        from .baselines import _clear_settings
+        from .baselines import clear_tool_uses_settings
 
-        items = _clear_settings(self, budget)
+        items = clear_tool_uses_settings(self, budget)
         items["token_count_method"] = Setting(
             "model", "the chat model's count, which is the exact counter (cl100k_base)"
         )
