@@ -231,7 +231,7 @@ def test_query_messages_rejects_bad_filters() -> None:
     with manager() as cm:
         with pytest.raises(ConfigError, match="limit must be an int of at least 0"):
             cm.query_messages(limit=-1)
-        with pytest.raises(ConfigError, match="from_time must be a time not after to_time=1, got 5"):
+        with pytest.raises(ConfigError, match="from_time must be a time not after to_time=1, got"):
             cm.query_messages(from_time=5, to_time=1)
         with pytest.raises(ConfigError, match="metadata must be a mapping of dotted paths"):
             cm.query_messages(metadata={"": 1})
