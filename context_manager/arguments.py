@@ -38,9 +38,9 @@ from .messages import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    json_problem,
+    text_problem,
 )
-from .messages import _json_problem as json_problem
-from .messages import _text_problem as text_problem
 
 __all__ = [
     "MAX_LEVEL",

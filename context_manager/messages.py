@@ -77,7 +77,7 @@ _MAX_INT_BITS = 13_000
 """Integers beyond this many bits have more decimal digits than Python will write as JSON."""
 
 
-def _json_problem(value: Any, field: str) -> tuple[str, str] | None:
+def json_problem(value: Any, field: str) -> tuple[str, str] | None:
     """The first part of ``value`` that cannot be stored as JSON text, as (field, why).
 
     Storable: None, booleans, integers, finite floats, strings that are valid Unicode
@@ -90,7 +90,7 @@ def _json_problem(value: Any, field: str) -> tuple[str, str] | None:
         if item is None or isinstance(item, bool):
             continue
         if isinstance(item, str):
-            why = _text_problem(item)
+            why = text_problem(item)
             if why:
                 return where, why
         elif isinstance(item, int):
@@ -106,7 +106,7 @@ def _json_problem(value: Any, field: str) -> tuple[str, str] | None:
                 for key, child in item.items():
                     if not isinstance(key, str):
                         return where, f"key {key!r} is not a string"
-                    why = _text_problem(key)
+                    why = text_problem(key)
                     if why:
                         return where, f"key {key!r}: {why}"
                     stack.append((child, f"{where}.{key}", depth + 1))
@@ -125,9 +125,9 @@ _STRING_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def _block_problem(block: Any, where: str) -> tuple[str, str] | None:
-    """:func:`_json_problem` of a content block, field by field (no copy of the block)."""
+    """:func:`json_problem` of a content block, field by field (no copy of the block)."""
     if isinstance(block, ToolUseBlock):
-        return _json_problem(block.input, f"{where}.input") or _strings_problem(
+        return json_problem(block.input, f"{where}.input") or _strings_problem(
             block, where, ("id", "name")
         )
     if isinstance(block, ToolResultBlock):
@@ -144,13 +144,14 @@ def _block_problem(block: Any, where: str) -> tuple[str, str] | None:
 def _strings_problem(block: Any, where: str, names: tuple[str, ...]) -> tuple[str, str] | None:
     for name in names:
         value = getattr(block, name)
-        why = _text_problem(value) if isinstance(value, str) else None
+        why = text_problem(value) if isinstance(value, str) else None
         if why:
             return f"{where}.{name}", why
     return None
 
 
-def _text_problem(text: str) -> str | None:
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored (a lone surrogate), or None when it can."""
     if text.isascii():
         return None
     try:
@@ -326,7 +327,7 @@ class Message(BaseModel):
             raise MessageFormatError(
                 f"timestamp: {self.timestamp!r} is not a finite number", field="timestamp"
             )
-        found = _json_problem(self.participant, "participant") or _json_problem(
+        found = json_problem(self.participant, "participant") or json_problem(
             self.metadata, "metadata"
         )
         for i, block in enumerate(self.content):
