@@ -11,7 +11,9 @@ __all__ = [
     "ConstraintConflictError",
     "ContextManagerError",
     "MissingAPIKeyError",
+    "NoSummarizerWarning",
     "OverBudgetError",
+    "StoreFullWarning",
     "SummarizerNotConfiguredError",
     "SummarizerTimeoutError",
     "UncoveredDropError",
@@ -197,3 +199,16 @@ class ConstraintConflictError(ContextManagerError):
             f"constraints conflict, no level is left for {len(conflicts)} message(s): "
             f"{shown}{more}; unpin, unlock or release one of them"
         )
+
+
+class StoreFullWarning(UserWarning):
+    """:meth:`ContextManager.compile` built the request but could not store its
+    bookkeeping (the context log, the frontier it chose) because the store's disk is
+    full: the request is returned, marked ``render_stats["bookkeeping"]``, and the next
+    compile recomputes what was not stored."""
+
+
+class NoSummarizerWarning(UserWarning):
+    """:meth:`ContextManager.tick` found compression work but the manager has no
+    summariser to do it with: nothing is compressed until one is given
+    (``ContextManager.open(summarizer=...)``)."""

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import heapq
-import itertools
 import json
 import logging
 import math
@@ -14,16 +12,14 @@ import secrets
 import threading
 import time
 import warnings
-import weakref
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from .arguments import (
     MAX_LEVEL,
@@ -52,22 +48,19 @@ from .errors import (
     ArgumentTypeError,
     ConfigError,
     ContextManagerError,
+    NoSummarizerWarning,
     OverBudgetError,
+    StoreFullWarning,
     SummarizerNotConfiguredError,
     SummarizerTimeoutError,
     UnknownMessageError,
 )
 from .messages import (
-    AGENT,
     MAX_CACHE_BREAKPOINTS,
-    CacheTTL,
     ContentBlock,
     Message,
-    TextBlock,
-    text_of,
-    to_anthropic,
-    to_openai,
 )
+from .operations import Gate, Ticker, operation
 from .pairing import SendForm, send_form, tool_pair_problems
 from .recall import (
     DEFAULT_MAX_CHARS,
@@ -79,6 +72,21 @@ from .recall import (
     grep_messages,
     matching_memories,
     recall_definition,
+)
+from .record_cache import Derived, Forms, SavedCounts, copy_derived, counter_key
+from .request import (
+    INJECTION_ACCEPTED,
+    INJECTION_PREFIX,
+    CompileResult,
+    ContextEntry,
+    FoldedMemory,
+    Injection,
+    Overhead,
+    Preview,
+    QueryResult,
+    Relation,
+    identity_of,
+    place_injections,
 )
 from .store import Branch, Store, StoreError, StoreFullError
 from .strategies.autobiographical import AutobiographicalConfig, AutobiographicalStrategy
@@ -104,10 +112,9 @@ from .thinking import (
     RequestIdentity,
     SentRecord,
     ThinkingBinding,
-    ThinkingStrip,
     bind,
 )
-from .tokens import TiktokenCounter, TokenCounter, compact_json
+from .tokens import TiktokenCounter, TokenCounter
 from .window import (
     RecordKind,
     UnknownRowError,
@@ -136,12 +143,6 @@ __all__ = [
 ]
 
 STRATEGY_ACCEPTED = "a Strategy (an object with select() and initialize())"
-INJECTION_ACCEPTED = (
-    "an Injection (Injection.text(namespace, position, text), position one of 'system', "
-    "'before_user', 'after_user')"
-)
-INJECTION_PREFIX = "system_context:"
-"""Participant prefix of injected messages (``system_context:<namespace>``)."""
 DEFAULT_NAMESPACE = "default"
 """The namespace of a manager opened without one: its context log is the slot
 ``context``, where every other namespace's is ``<namespace>/context``."""
@@ -197,169 +198,6 @@ def default_strategy(
     return AutobiographicalStrategy(config)
 
 
-class StoreFullWarning(UserWarning):
-    """:meth:`ContextManager.compile` built the request but could not store its
-    bookkeeping (the context log, the frontier it chose) because the store's disk is
-    full: the request is returned, marked ``render_stats["bookkeeping"]``, and the next
-    compile recomputes what was not stored."""
-
-
-class NoSummarizerWarning(UserWarning):
-    """:meth:`ContextManager.tick` found compression work but the manager has no
-    summariser to do it with: nothing is compressed until one is given
-    (``ContextManager.open(summarizer=...)``)."""
-
-
-class Injection(BaseModel):
-    """Extra content placed into a compiled request, and priced in its budget.
-
-    ``system`` content goes to :attr:`CompileResult.system_injections`;
-    ``before_user`` is inserted before the last user message and ``after_user``
-    right after it (see :func:`place_injections`); with no user message both are
-    appended, ``before_user`` first.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    namespace: str
-    position: Literal["system", "before_user", "after_user"]
-    content: tuple[ContentBlock, ...]
-
-    @classmethod
-    def text(cls, namespace: str, position: str, text: str) -> Injection:
-        """An injection holding one text block.
-
-        Raises
-        ------
-        ArgumentError
-            Naming the argument refused: a ``namespace`` or ``text`` that is not a str,
-            or a ``position`` other than ``system``, ``before_user``, ``after_user``.
-
-        Examples
-        --------
-        >>> Injection.text("notes", "system", "Be brief.").position
-        'system'
-        """
-        check_text(namespace, "namespace")
-        check_choice(position, "position", ("system", "before_user", "after_user"))
-        return cls.model_validate(
-            {
-                "namespace": namespace,
-                "position": position,
-                "content": [TextBlock(text=check_text(text, "text"))],
-            }
-        )
-
-
-class Overhead(BaseModel):
-    """What a request carries besides its messages, priced inside the input budget.
-
-    The manager prices it with its counter: the system part (the system prompt
-    and any ``system`` injections) as one ``System`` message, the tool
-    definitions as their compact JSON text, plus ``tokens`` the host counted
-    itself (request framing, a system prompt it sends in another form).
-
-    Parameters
-    ----------
-    system : str, optional
-        The system prompt the request carries.
-    tools : sequence of dict
-        The tool definitions the request carries.
-    tokens : int
-        Further tokens, counted by the host.
-
-    Examples
-    --------
-    >>> from context_manager import CharsCounter
-    >>> Overhead(system="Be brief.", tokens=10).price(CharsCounter())
-    {'system': 3, 'tools': 0, 'other': 10, 'total': 13}
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    system: str | None = None
-    tools: tuple[dict[str, Any], ...] = ()
-    tokens: int = Field(default=0, ge=0)
-
-    def system_message(self, blocks: Sequence[ContentBlock] = ()) -> Message | None:
-        """The system part as one message (the prompt, then ``blocks``), or None."""
-        content = ((TextBlock(text=self.system),) if self.system else ()) + tuple(blocks)
-        return Message(participant="System", content=content) if content else None
-
-    def price(self, counter: TokenCounter, blocks: Sequence[ContentBlock] = ()) -> dict[str, int]:
-        """Tokens of each part (``system``, ``tools``, ``other``) and their ``total``."""
-        system = self.system_message(blocks)
-        parts = {
-            "system": counter.count_message(system) if system is not None else 0,
-            "tools": counter.count_text(compact_json(list(self.tools))) if self.tools else 0,
-            "other": self.tokens,
-        }
-        return {**parts, "total": sum(parts.values())}
-
-
-def place_injections(
-    messages: Sequence[Message], before: Sequence[Message], after: Sequence[Message]
-) -> tuple[list[Message], list[int]]:
-    """Insert injections around the last user message without splitting a tool pair.
-
-    ``before`` goes before the last message whose participant is ``user`` (any
-    case), or before the call it answers when it is a tool result; ``after`` goes
-    right after it, or after the calls it makes and their answers. With no user
-    message both are appended, ``before`` first.
-
-    Returns
-    -------
-    messages : list of Message
-    moved : list of int
-        The new index of each input message.
-
-    Examples
-    --------
-    >>> from context_manager import Message
-    >>> hist = [Message.text_message("User", "hi"), Message.text_message("Claude", "yo")]
-    >>> note = Message.text_message("system_context:mem", "note")
-    >>> [m.text for m in place_injections(hist, [note], [])[0]]
-    ['note', 'hi', 'yo']
-    """
-    n = len(messages)
-    users = (i for i in range(n - 1, -1, -1) if messages[i].participant.lower() == "user")
-    user = next(users, None)
-    if user is None:
-        start = end = n
-    else:
-        start = user
-        while start > 0 and messages[start - 1].tool_use_ids:
-            start -= 1  # a result is answered by the message before it
-        end = user + 1
-        while end < n and messages[end - 1].tool_use_ids:
-            end += 1  # calls are answered by the message after them
-    out = [*messages[:start], *before, *messages[start:end], *after, *messages[end:]]
-    moved = [
-        i if i < start else i + len(before) if i < end else i + len(before) + len(after)
-        for i in range(n)
-    ]
-    return out, moved
-
-
-Relation = Literal["copy", "derived", "referenced"]
-
-
-class ContextEntry(BaseModel):
-    """A context-log record about a message.
-
-    ``relation`` says what happens when the message changes: a ``copy`` follows
-    edits and goes away with the message; ``derived`` (written from it, may go
-    stale) and ``referenced`` (only points at it) are never touched.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str
-    source_id: str
-    relation: Relation
-    message: Message
-
-
 HOLD_ACCEPTED = "True, False or a positive finite number of seconds"
 
 
@@ -390,394 +228,6 @@ def _built(**fields: Any) -> Message:
 
 _R = TypeVar("_R")
 _log = logging.getLogger(__name__)
-_REVISIONS = itertools.count(1)
-"""Revisions of :class:`_Derived` values, unique in the process."""
-_STORE_LOCKS: weakref.WeakKeyDictionary[Store, threading.RLock] = weakref.WeakKeyDictionary()
-_STORE_LOCKS_GUARD = threading.Lock()
-
-
-def _store_lock(store: Store) -> threading.RLock:
-    """The one lock every manager on ``store`` takes for each operation."""
-    with _STORE_LOCKS_GUARD:
-        lock = _STORE_LOCKS.get(store)
-        if lock is None:
-            lock = _STORE_LOCKS[store] = threading.RLock()
-        return lock
-
-
-def _operation(
-    *, writes: bool = False, atomic: bool | None = None
-) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
-    """A public operation of :class:`ContextManager`: serialised with every other
-    operation on the same store (from any thread, through any manager) and started on
-    a view that follows the store. A write is one store transaction (unless
-    ``atomic=False``: the branch operations, which the store makes atomic itself), so
-    one that raises stored nothing, and everything held in memory is then reloaded
-    from the store. An operation called from inside another is part of it."""
-    one_transaction = writes if atomic is None else atomic
-
-    def wrap(fn: Callable[..., _R]) -> Callable[..., _R]:
-        @functools.wraps(fn)
-        def run(self: ContextManager, *args: Any, **kwargs: Any) -> _R:
-            ticker = getattr(self, "_ticker", None)
-            if ticker is not None and ticker.settles and self._owner != threading.get_ident():
-                ticker.settled()  # auto_tick="after_compile": the work queued is done first
-            with self._lock:
-                self._check_open()
-                outermost = self._depth == 0
-                if outermost and (
-                    self._store.sequence != self._seen or self._store.branch != self._seen_branch
-                ):
-                    self._resync()  # another manager wrote to this store
-                self._depth += 1
-                if outermost:
-                    self._owner = threading.get_ident()
-                try:
-                    if one_transaction and outermost:
-                        with self._store.transaction():
-                            return fn(self, *args, **kwargs)
-                    return fn(self, *args, **kwargs)
-                except BaseException:
-                    if writes and outermost and not self._closed:
-                        self._resync()
-                    raise
-                finally:
-                    self._depth -= 1
-                    if outermost:
-                        self._owner = None
-                    if outermost and not self._store.closed:
-                        self._seen = self._store.sequence
-                        self._seen_branch = self._store.branch
-
-        return run
-
-    return wrap
-
-
-@dataclass
-class CompileResult:
-    """The messages to send, system injections and how the context was composed."""
-
-    messages: list[Message]
-    system_injections: list[ContentBlock] = field(default_factory=list)
-    render_stats: dict[str, Any] = field(default_factory=dict)
-    """How the context was composed. ``tokens`` is the whole request by the manager's
-    counter and ``request`` breaks it down (``system``, ``tools``, ``other``,
-    ``injections``, ``messages``, ``total``); ``kv_cost`` is the tokens of this
-    request from its first difference with the manager's previous live request
-    (all of it for the first). The strategy's composition (raw ``head``, ``tail`` and
-    ``middle_raw``, memories by level in ``summaries``, ``pending`` work, ``total``)
-    is listed in :meth:`ContextManager.get_render_stats`."""
-    cache_breakpoints: list[int] = field(default_factory=list)
-    """Indices of the messages to mark as prompt-cache breakpoints (Anthropic:
-    ``cache_control`` on the message's last block), sorted, at most four: the ends of
-    the stretches the strategy expects to keep stable across refolds, and the last
-    message. A provider's limit counts system and tool breakpoints too."""
-    system_prompt: str | None = None
-    """The system prompt this request was priced with (send it, and nothing else)."""
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    """The tool definitions this request was priced with."""
-    compile_id: str = ""
-    """This compile's id, for :meth:`ContextManager.note_request_sent`."""
-    provenance: list[tuple[str | None, tuple[str, ...]]] = field(default_factory=list)
-    """For each message: the memory it shows (None for a raw message or an injection)
-    and the stored messages it stands for (empty for an injection or a memory's
-    question)."""
-    identity: RequestIdentity | None = None
-    """The identity the compile was made under (with ``thinking_binding``): what
-    :meth:`ContextManager.note_request_sent` takes."""
-    thinking_strip: ThinkingStrip | None = None
-    """With a binding ``thinking_binding``: the replies sent with their thinking and
-    those sent without it, and why."""
-
-    def request_identity(self, model: str, **head: Any) -> RequestIdentity:
-        """The identity of this request sent to ``model``: its system text (the system
-        prompt, then the system injections), its tools and the other head parameters
-        ``head`` (what ``compile(identity=model)`` builds, without ``head``).
-
-        Examples
-        --------
-        >>> from context_manager import ContextManager, CharsCounter
-        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
-        ...     cm.set_system_prompt("You are terse.")
-        ...     result = cm.compile(max_tokens=1000, reserve_for_response=100)
-        >>> result.request_identity("claude-sonnet-4-5") == RequestIdentity.of(
-        ...     "claude-sonnet-4-5", system="You are terse."
-        ... )
-        True
-        """
-        return _identity(model, self.system_prompt, self.system_injections, self.tools, head)
-
-    def to_anthropic(
-        self,
-        *,
-        agent: str = AGENT,
-        cache: bool = True,
-        cache_ttl: CacheTTL | None = None,
-        **params: Any,
-    ) -> dict[str, Any]:
-        """The keyword arguments of Anthropic's ``client.messages.create`` for this request.
-
-        ``system`` holds the system prompt, then the system injections, as text blocks;
-        ``tools`` the tool definitions in the Messages API shape; ``messages`` the
-        history (:func:`~context_manager.messages.to_anthropic`, which leaves out what
-        the API refuses, such as unsigned thinking). ``params`` (``model``,
-        ``max_tokens``, ...) are added as given.
-
-        Prompt-cache marks stay within the API's four: one on the system prompt (which
-        caches the tools before it too), or on the last tool when there is no system
-        prompt, and the rest on the latest of :attr:`cache_breakpoints`, the last
-        message's always among them.
-
-        Parameters
-        ----------
-        agent : str
-            The participant whose turns are the assistant's.
-        cache : bool
-            Put ``cache_control`` marks (False: none).
-        cache_ttl : {"5m", "1h"}, optional
-            The marks' lifetime (the API's default when None).
-        **params
-            Other arguments of ``messages.create``.
-
-        Raises
-        ------
-        ConfigError
-            When ``params`` names ``system``, ``tools`` or ``messages``, which this builds.
-
-        Examples
-        --------
-        >>> from context_manager import ContextManager, CharsCounter
-        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
-        ...     cm.set_system_prompt("You are terse.")
-        ...     _ = cm.add_message("User", "hello there")
-        ...     request = cm.compile(max_tokens=1000, reserve_for_response=100).to_anthropic(
-        ...         model="claude-sonnet-4-6", max_tokens=100
-        ...     )
-        >>> request["system"][0]
-        {'type': 'text', 'text': 'You are terse.', 'cache_control': {'type': 'ephemeral'}}
-        >>> request["messages"][0]["role"], request["max_tokens"]
-        ('user', 100)
-        """
-        from .providers.anthropic import anthropic_tools  # imports the SDK
-
-        _check_params(params, "to_anthropic", {"system", "tools", "messages"})
-        control: dict[str, Any] = {"type": "ephemeral"}
-        if cache_ttl is not None:
-            control["ttl"] = cache_ttl
-        system: list[dict[str, Any]] = [{"type": "text", "text": t} for t in self._system_texts()]
-        tools = anthropic_tools(self.tools) if self.tools else []
-        used = 0
-        if cache and self.system_prompt:
-            system[0]["cache_control"] = dict(control)
-            used = 1
-        elif cache and tools:
-            tools[-1] = {**tools[-1], "cache_control": dict(control)}
-            used = 1
-        marks = self.cache_breakpoints[-(MAX_CACHE_BREAKPOINTS - used) :] if cache else []
-        out: dict[str, Any] = {
-            "messages": to_anthropic(
-                self.messages, agent=agent, cache_breakpoints=marks, cache_ttl=cache_ttl
-            )
-        }
-        if system:
-            out["system"] = system
-        if tools:
-            out["tools"] = tools
-        return out | params
-
-    def to_openai(self, *, agent: str = AGENT, **params: Any) -> dict[str, Any]:
-        """The keyword arguments of OpenAI's ``client.chat.completions.create``.
-
-        ``messages`` starts with one ``system`` message (the system prompt and the
-        system injections) and goes on with the history
-        (:func:`~context_manager.messages.to_openai`); ``tools`` holds the tool
-        definitions in the Chat Completions shape. OpenAI caches prompt prefixes on
-        its own, so there are no marks. ``params`` (``model``, ...) are added as given.
-
-        Raises
-        ------
-        ConfigError
-            When ``params`` names ``tools`` or ``messages``, which this builds.
-
-        Examples
-        --------
-        >>> from context_manager import ContextManager, CharsCounter
-        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
-        ...     cm.set_system_prompt("You are terse.")
-        ...     _ = cm.add_message("User", "hello there")
-        ...     request = cm.compile(max_tokens=1000, reserve_for_response=100).to_openai(
-        ...         model="gpt-4o"
-        ...     )
-        >>> [(m["role"], m["content"]) for m in request["messages"]]
-        [('system', 'You are terse.'), ('user', 'hello there')]
-        """
-        from .providers.openai import openai_tools  # imports the SDK
-
-        _check_params(params, "to_openai", {"tools", "messages"})
-        texts = self._system_texts()
-        head = [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
-        out: dict[str, Any] = {"messages": head + to_openai(self.messages, agent=agent)}
-        if self.tools:
-            out["tools"] = openai_tools(self.tools)
-        return out | params
-
-    def _system_texts(self) -> list[str]:
-        """The system prompt, then each system injection's text, leaving out empty ones."""
-        return _system_texts(self.system_prompt, self.system_injections)
-
-
-def _system_texts(prompt: str | None, blocks: Sequence[ContentBlock]) -> list[str]:
-    """The system prompt, then each system block's text, leaving out empty ones."""
-    texts = [prompt or ""] + [text_of([b]) for b in blocks]
-    return [t for t in texts if t.strip()]
-
-
-def _identity(
-    model: str,
-    prompt: str | None,
-    blocks: Sequence[ContentBlock],
-    tools: Sequence[dict[str, Any]],
-    head: dict[str, Any],
-) -> RequestIdentity:
-    """The identity of a request: the system text as sent (joined as the converters join
-    it), the tools and ``head``."""
-    system = "\n\n".join(_system_texts(prompt, blocks))
-    return RequestIdentity.of(model, system=system or None, tools=tools, **head)
-
-
-@dataclass(frozen=True)
-class FoldedMemory:
-    """A memory a compile would show in place of stored messages."""
-
-    memory: str
-    level: int | None
-    """Its level (None when the strategy does not say)."""
-    first: str
-    last: str
-    """The first and last stored messages it stands for."""
-    messages: int
-    """How many stored messages it stands for."""
-
-
-@dataclass(frozen=True)
-class Preview:
-    """What a compile would send, from :meth:`ContextManager.preview_context`."""
-
-    fits: bool
-    budget: int
-    """The input budget (``max_tokens - reserve_for_response``)."""
-    tokens: int | None
-    """The request's tokens when it fits; when it does not, what the most folded context
-    would need (None when the strategy cannot say)."""
-    raw: int
-    """Stored messages the request would show raw."""
-    folded: tuple[FoldedMemory, ...]
-    """The memories it would show, oldest first."""
-    stage: str | None
-    """Where a compile would refuse (None when it fits)."""
-    stats: dict[str, Any]
-    """The strategy's stats of the dry compile (``diagnostics`` when it does not fit)."""
-    result: CompileResult | None
-    """The dry compile itself when it fits."""
-
-
-@dataclass(frozen=True)
-class QueryResult:
-    """Messages :meth:`ContextManager.query_messages` found."""
-
-    messages: list[StoredMessage]
-    """The matches, up to the limit, in the order asked for."""
-    total_count: int
-    """Every match, before the limit."""
-
-
-class _Ticker:
-    """The ``auto_tick`` worker: a daemon thread that, once woken, ticks its manager until
-    no work is left, then waits for the next wake.
-
-    With ``settles`` (``auto_tick="after_compile"``) it is woken only by compiles, and
-    every other thread's operation first waits until it is idle: the work runs at fixed
-    points, so the same calls give the same results."""
-
-    def __init__(self, manager: ContextManager, *, settles: bool = False) -> None:
-        self._manager = manager
-        self.settles = settles
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._guard = threading.Lock()  # the idle flag and the wake change together
-        self.idle = threading.Event()
-        self.idle.set()
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="auto-tick", daemon=True)
-        self._thread.start()
-
-    def wake(self, *, compiled: bool = False) -> None:
-        """Start ticking: after a compile, and (unless ``settles``) after any change."""
-        if self.settles and not compiled:
-            return
-        with self._guard:
-            self.idle.clear()
-            self._wake.set()
-
-    def on_worker(self) -> bool:
-        """Whether the calling thread is the worker."""
-        return threading.current_thread() is self._thread
-
-    def settled(self) -> None:
-        """Wait until the worker is idle (at once on the worker itself)."""
-        if not self.on_worker():
-            self.idle.wait()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
-        if threading.current_thread() is not self._thread:
-            self._thread.join()
-
-    def _run(self) -> None:
-        backoff = 0.0  # seconds until the next try while the store is full
-        while True:
-            self._wake.wait(backoff or None)
-            if self._stopping.is_set():
-                self.idle.set()
-                return
-            with self._guard:
-                self._wake.clear()
-                self.idle.clear()  # woken, or trying again after a full store
-            try:
-                while not self._stopping.is_set() and self._tick():
-                    pass
-                backoff = 0.0
-            except StoreFullError as full:  # not the worker's end: it waits for space
-                if not backoff:
-                    _log.warning(
-                        "auto_tick: the store is full (%s); compression waits and tries "
-                        "again, first in %g s, then at most every %g s, and at each compile",
-                        full,
-                        FULL_BACKOFF[0],
-                        FULL_BACKOFF[1],
-                    )
-                backoff = min(FULL_BACKOFF[1], max(FULL_BACKOFF[0], 2 * backoff))
-            except BaseException as exc:
-                self.error = exc
-                _log.exception("the auto_tick worker stopped on an error")
-                self.idle.set()
-                return
-            with self._guard:
-                if not self._wake.is_set():
-                    self.idle.set()
-
-    def _tick(self) -> bool:
-        manager = self._manager
-        if manager._closed:
-            return False
-        return manager.tick()  # the summariser is called with no lock held
-
-
-FULL_BACKOFF = (1.0, 60.0)
-"""The first and the longest wait, in seconds, of an ``auto_tick`` worker whose store
-is full before it tries again (doubling in between; a compile wakes it at once)."""
 DEFAULT_WINDOW = 100_000
 """The ``max_tokens`` of a compile when neither the caller nor the strategy sets one."""
 DEFAULT_RESERVE = 4_000
@@ -869,261 +319,6 @@ def _at_path(value: Any, path: Sequence[str]) -> Any:
             return _MISSING
         value = value[key]
     return value
-
-
-def _check_params(params: dict[str, Any], method: str, built: set[str]) -> None:
-    clash = sorted(built & set(params))
-    if clash:
-        raise ConfigError(
-            f"{method}() builds {', '.join(clash)} from the compiled request; pass only the "
-            "other arguments of the call (model, max_tokens, ...)"
-        )
-
-
-def counter_key(counter: TokenCounter) -> str:
-    """What saved token counts are keyed by: the counter's ``cache_key`` when it has one,
-    else its class and :attr:`~.tokens.TokenCounter.name`. Counts saved under one key are
-    never read under another, so a store opened with a different counter counts again.
-
-    Examples
-    --------
-    >>> from context_manager import CharsCounter
-    >>> counter_key(CharsCounter())
-    'context_manager.tokens.CharsCounter/chars/4'
-    """
-    key = getattr(counter, "cache_key", None)
-    if isinstance(key, str) and key:
-        return key
-    kind = type(counter)
-    return f"{kind.__module__}.{kind.__qualname__}/{counter.name}"
-
-
-class SavedCounts:
-    """A token counter whose counts are kept in the store, so a reopened store prices
-    what it priced before (memories, the request overhead) without tokenising.
-
-    Counts are keyed by the SHA-256 of what was counted (a message's
-    :meth:`~.messages.Message.digest`, a text's UTF-8 bytes) under the wrapped
-    counter's :func:`counter_key`; they are read on first use and new ones saved with
-    the manager's next write (or on close).
-
-    Parameters
-    ----------
-    counter : TokenCounter
-        The counter that counts what is not saved yet.
-    store : Store
-    scope : str
-        Where in the store the counts live.
-    """
-
-    def __init__(self, counter: TokenCounter, store: Store, scope: str) -> None:
-        self.counter = counter
-        self.name = counter.name
-        self._store = store
-        self._scope = scope
-        self._known: dict[bytes, int] | None = None
-        self._new: dict[bytes, int] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.counter, name)
-
-    def _lookup(self, key: bytes, count: Callable[[], int]) -> int:
-        known = self._known
-        if known is None:
-            known = self._known = self._store.derived_counts(self._scope)
-        value = known.get(key)
-        if value is None:
-            value = known[key] = count()
-            self._new[key] = value
-        return value
-
-    def count_text(self, text: str) -> int:
-        """Tokens of a string (saved)."""
-        key = b"t" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-        return self._lookup(key, lambda: self.counter.count_text(text))
-
-    def count_message(self, message: Message) -> int:
-        """Tokens of a message (saved)."""
-        key = b"m" + bytes.fromhex(message.digest())
-        return self._lookup(key, lambda: self.counter.count_message(message))
-
-    def save(self) -> None:
-        """Save the counts made since the last save (part of the open transaction)."""
-        if self._new:
-            self._store.save_counts(self._scope, self._new.items())
-            self._new = {}
-
-    def forget(self) -> None:
-        """Read the saved counts again on next use (a rolled-back save lost some)."""
-        self._known = None
-        self._new = {}
-
-
-class _Derived:
-    """Per-message values of the live messages, aligned with them: tokens as sent, the
-    tied flag, the raw count (-1 when not known) and the send form (None until built).
-
-    ``stale`` holds the positions to compute again; ``unsaved`` those computed since
-    the last save."""
-
-    __slots__ = ("forms", "loaded", "raw", "revision", "stale", "tied", "tokens", "unsaved")
-
-    def __init__(self) -> None:
-        self.revision = next(_REVISIONS)
-        """Changes whenever a value may have changed (unique across instances)."""
-        self.tokens: list[int] = []
-        self.tied: list[bool] = []
-        self.raw: list[int] = []
-        self.forms: list[SendForm | None] = []
-        self.stale: set[int] = set()
-        self.unsaved: set[int] = set()
-        self.loaded = False
-
-    def load(
-        self,
-        stored: Sequence[StoredMessage],
-        saved: dict[int, tuple[int, int, int, int, int, int]],
-        raw_counts: dict[str, int],
-    ) -> None:
-        """Take the saved values whose message and neighbours are the versions they
-        were computed from; every other position is stale."""
-        n = len(stored)
-        self.tokens = [0] * n
-        self.tied = [False] * n
-        self.raw = [-1] * n
-        self.forms = [None] * n
-        self.stale = set()
-        self.unsaved = set()
-        revs = [s.rev for s in stored]
-        get = saved.get
-        for i, s in enumerate(stored):
-            row = get(int(s.id))
-            if row is None or row[0] != revs[i]:
-                self.stale.add(i)
-                continue
-            if row[1] != (revs[i - 1] if i else 0) or row[2] != (revs[i + 1] if i + 1 < n else 0):
-                self.stale.add(i)
-            else:
-                self.tokens[i], self.tied[i] = row[3], bool(row[5])
-            if row[4] >= 0:
-                self.raw[i] = row[4]
-                raw_counts[s.id] = row[4]
-        self.loaded = True
-        self.revision = next(_REVISIONS)
-
-    def take(
-        self,
-        stored: Sequence[StoredMessage],
-        saved: dict[int, tuple[int, int, int, int, int, int]],
-        positions: Iterable[int],
-    ) -> None:
-        """Take the saved values of ``positions`` that are still valid (see :meth:`load`)."""
-        n = len(stored)
-        for i in positions:
-            row = saved.get(int(stored[i].id))
-            if row is None or row[0] != stored[i].rev:
-                continue
-            if row[1] != (stored[i - 1].rev if i else 0):
-                continue
-            if row[2] != (stored[i + 1].rev if i + 1 < n else 0):
-                continue
-            self.tokens[i], self.raw[i], self.tied[i] = row[3], row[4], bool(row[5])
-            self.stale.discard(i)
-        self.revision = next(_REVISIONS)
-
-    def appended(self, n: int) -> None:
-        """A message was appended (``n`` live now): it, and the one before, are stale."""
-        if not self.loaded:
-            return
-        self.tokens.append(0)
-        self.tied.append(False)
-        self.raw.append(-1)
-        self.forms.append(None)
-        self.stale.add(n - 1)
-        if n > 1:
-            self._dirty(n - 2)
-
-    def edited(self, at: int, n: int) -> None:
-        """Message ``at`` changed: it and its neighbours are stale."""
-        if not self.loaded:
-            return
-        for i in (at - 1, at, at + 1):
-            if 0 <= i < n:
-                self._dirty(i)
-
-    def removed(self, at: int, n: int) -> None:
-        """Message ``at`` left (``n`` live now): later positions move down one, and
-        its old neighbours are stale."""
-        if not self.loaded:
-            return
-        for values in (self.tokens, self.tied, self.raw, self.forms):
-            del values[at]
-        self.revision = next(_REVISIONS)
-        self.stale = {i - (i > at) for i in self.stale if i != at}
-        self.unsaved = {i - (i > at) for i in self.unsaved if i != at}
-        for i in (at - 1, at):
-            if 0 <= i < n:
-                self._dirty(i)
-
-    def _dirty(self, i: int) -> None:
-        self.revision = next(_REVISIONS)
-        self.stale.add(i)
-        self.forms[i] = None
-        self.unsaved.discard(i)
-
-
-def _copy_derived(source: _Derived | None, n: int) -> _Derived:
-    """Per-message values for ``n`` messages: a copy of ``source`` (values of the same
-    messages in the same order), or all stale without one. Never saved."""
-    derived = _Derived()
-    if source is not None and source.loaded and len(source.tokens) == n:
-        derived.tokens, derived.tied = list(source.tokens), list(source.tied)
-        derived.raw, derived.forms = list(source.raw), list(source.forms)
-        derived.stale = set(source.stale)
-    else:
-        derived.tokens, derived.tied = [0] * n, [False] * n
-        derived.raw, derived.forms = [-1] * n, [None] * n
-        derived.stale = set(range(n))
-    derived.loaded = True
-    return derived
-
-
-class _Forms(Sequence[SendForm]):
-    """The send forms of a list of messages (the record, or the window), each built when
-    first read: ``form(i)`` builds and keeps the form of message ``i`` in
-    ``derived.forms``."""
-
-    def __init__(self, n: int, derived: _Derived, form: Callable[[int], SendForm]) -> None:
-        self._n = n
-        self._derived = derived
-        self._form = form
-
-    def __len__(self) -> int:
-        return self._n
-
-    @overload
-    def __getitem__(self, index: int) -> SendForm: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[SendForm]: ...
-
-    def __getitem__(self, index: int | slice) -> SendForm | list[SendForm]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self._n)
-            forms = self._derived.forms[start:stop:step]
-            for k, form in enumerate(forms):
-                if form is None:  # not built yet
-                    forms[k] = self._form(start + k * step)
-            return forms  # type: ignore[return-value]
-        if index < 0:
-            index += self._n
-        if not 0 <= index < self._n:
-            raise IndexError(index)
-        return self._form(index)
-
-    def __iter__(self) -> Iterator[SendForm]:
-        for i in range(self._n):
-            yield self._form(i)
 
 
 def _plain_copy(value: Any) -> Any:
@@ -1228,7 +423,7 @@ class ContextManager:
         """The window as its records leave it (read when first needed)."""
         self._view_cache: list[StoredMessage] | None = None
         """Once a host presents: the window's rows the record holds, in window order."""
-        self._view_derived = _Derived()
+        self._view_derived = Derived()
         """The per-message values of :attr:`_view_cache`, aligned with it."""
         self._clock = clock
         self._holds: dict[str, float | None] = {}
@@ -1239,7 +434,7 @@ class ContextManager:
         self._cache: list[StoredMessage] | None = None
         self._derived_scope = f"sent\x1f{self._slot}\x1f{counter_key(counter)}"
         self._saved_counts = SavedCounts(counter, store, f"counts\x1f{counter_key(counter)}")
-        self._derived = _Derived()
+        self._derived = Derived()
         self._tokens: dict[str, int] = {}
         self._tokens_filled = False
         self._index_writes = 0
@@ -1250,10 +445,10 @@ class ContextManager:
         self._version = 0
         self._render_stats: dict[str, Any] | None = None
         self._closed = False
-        self._lock = _store_lock(store)
-        self._depth = 0
-        self._owner: int | None = None
-        """The thread inside an operation of this manager (None between operations)."""
+        self._gate = Gate(
+            store, check_open=self._check_open, resync=self._resync, closed=lambda: self._closed
+        )
+        self._lock = self._gate.lock
         self._tick_lock = threading.Lock()
         """Held through a whole tick, its summariser calls included: one tick at a time."""
         self._answers: Answers | None = None
@@ -1280,9 +475,9 @@ class ContextManager:
         )
         with self._lock:
             strategy.initialize(self._ctx)
-            self._seen = store.sequence
-            self._seen_branch = store.branch
-        self._ticker = _Ticker(self, settles=auto_tick == "after_compile") if auto_tick else None
+            self._gate.mark_seen()
+        if auto_tick:
+            self._gate.ticker = Ticker(self, settles=auto_tick == "after_compile")
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -1402,15 +597,15 @@ class ContextManager:
 
         Per-message values computed since the last write are saved first (a failure
         to save them loses nothing: they are computed again on the next open)."""
-        ticker = getattr(self, "_ticker", None)
+        gate: Gate | None = getattr(self, "_gate", None)  # None when __init__ failed
+        ticker = gate.ticker if gate is not None else None
         if ticker is not None:
             ticker.stop()  # outside the lock: the tick in progress needs it to finish
         with self._lock:
             if self._closed:
                 return
-            fresh = not self._store.closed and (
-                self._store.sequence == self._seen and self._store.branch == self._seen_branch
-            )  # what another manager wrote since is not in this one's view: save nothing
+            # what another manager wrote since is not in this one's view: save nothing
+            fresh = not self._store.closed and self._gate.fresh
             if fresh:
                 with suppress(StoreError):
                     self._save_derived()
@@ -1436,7 +631,7 @@ class ContextManager:
         """The current strategy (:meth:`set_strategy` swaps it)."""
         return self._strategy
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def set_strategy(self, strategy: Strategy) -> None:
         """Swap the strategy of a live manager.
 
@@ -1477,7 +672,7 @@ class ContextManager:
             self._ticker.wake()
 
     # ---------------------------------------------------------------- messages
-    @_operation(writes=True)
+    @operation(writes=True)
     def add_message(
         self,
         participant: str,
@@ -1541,7 +736,7 @@ class ContextManager:
             self._ticker.wake()
         return item.id
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def edit_message(self, message_id: str, content: str | Sequence[ContentBlock]) -> None:
         """Replace a message's content (existing summaries keep their text).
 
@@ -1577,7 +772,7 @@ class ContextManager:
             self._derived.edited(at, len(self._cache))
         self._view_edited(StoredMessage(item.id, item.seq, new, item.rev))
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def remove_message(self, message_id: str) -> None:
         """Remove a message from the record (and drop its hold).
 
@@ -1598,7 +793,7 @@ class ContextManager:
         self.get_message(message_id)
         self._remove([message_id])
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def remove_messages(self, first_id: str, last_id: str) -> list[str]:
         """Remove the messages ``first_id`` to ``last_id`` (both included, in the order
         of the record); returns the ids removed, oldest first.
@@ -1665,7 +860,7 @@ class ContextManager:
                 if held:
                     self._take_out(held)
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def add_context_entry(
         self,
         message_id: str,
@@ -1704,7 +899,7 @@ class ContextManager:
         }
         return self._store.append(self._log_slot, body).id
 
-    @_operation()
+    @operation()
     def context_log(self) -> list[ContextEntry]:
         """The context-log entries, oldest first."""
         self._check_open()
@@ -1715,7 +910,7 @@ class ContextManager:
             e for e in self.context_log() if e.source_id == message_id and e.relation == relation
         ]
 
-    @_operation()
+    @operation()
     def get_message(self, message_id: str) -> Message:
         """One message.
 
@@ -1751,12 +946,12 @@ class ContextManager:
                 f"{named} on branch {self.current_branch!r}", param=param, ids=(known,)
             ) from None
 
-    @_operation()
+    @operation()
     def get_messages(self) -> list[StoredMessage]:
         """Every live message of the current branch, oldest first."""
         return list(self._messages())
 
-    @_operation()
+    @operation()
     def query_messages(
         self,
         *,
@@ -1853,7 +1048,7 @@ class ContextManager:
             found.reverse()
         return QueryResult(found if limit is None else found[:limit], len(found))
 
-    @_operation()
+    @operation()
     def find_message_by_external_id(self, source: str, external_id: str) -> str | None:
         """The id of the newest message whose metadata names this origin
         (``metadata["external"]["source"]`` and ``["id"]``), or None.
@@ -1879,7 +1074,7 @@ class ContextManager:
         self._check_open()
         return self._store.sequence
 
-    @_operation()
+    @operation()
     def get_messages_at(
         self, *, sequence: int | None = None, time: float | None = None
     ) -> list[StoredMessage]:
@@ -1923,7 +1118,7 @@ class ContextManager:
             for item, (seq, rev) in self._replay(at).items()
         ]
 
-    @_operation()
+    @operation()
     def get_message_at(
         self, message_id: str, *, sequence: int | None = None, time: float | None = None
     ) -> Message | None:
@@ -2010,7 +1205,7 @@ class ContextManager:
                     others = [self._store.items(slot) for slot in self._aux_slots]
                     items = list(heapq.merge(items, *others, key=lambda i: i.seq))
                 self._cache = [StoredMessage.from_item(i) for i in items]
-                self._derived = _Derived()
+                self._derived = Derived()
         assert self._cache is not None
         return self._cache
 
@@ -2049,7 +1244,7 @@ class ContextManager:
         stored = list(
             map(StoredMessage, map(str, ids), seqs, repeat(None, n), revs, repeat(store, n))
         )
-        derived = _Derived()
+        derived = Derived()
         derived.tokens, derived.raw = tokens.tolist(), raw.tolist()
         derived.tied = [bool(f & 2) for f in flags]
         derived.forms = [None] * n
@@ -2123,7 +1318,7 @@ class ContextManager:
         self._fill(stored, derived)
         return derived.tokens, derived.tied
 
-    def _fill(self, stored: Sequence[StoredMessage], derived: _Derived) -> None:
+    def _fill(self, stored: Sequence[StoredMessage], derived: Derived) -> None:
         """Compute the stale values of ``derived`` (aligned with ``stored``)."""
         if derived.stale:
             count = self._counter.count_message
@@ -2142,20 +1337,20 @@ class ContextManager:
                 if i < n:
                     derived.unsaved.add(i)
             derived.stale.clear()
-            derived.revision = next(_REVISIONS)
+            derived.changed()
 
     def _sent_forms(self) -> tuple[Sequence[SendForm], Sequence[int]]:
         """What each live message is sent as when shown raw (:func:`~.pairing.send_form`)
         and its tokens, aligned with the messages; the forms are built when read."""
         tokens, _ = self._sent()
-        return _Forms(len(self._messages()), self._derived, self._form), tokens
+        return Forms(len(self._messages()), self._derived, self._form), tokens
 
     def _form(self, i: int) -> SendForm:
         """The send form of live message ``i`` (built once, until it changes)."""
         return self._kept_form(self._messages(), self._derived, i)
 
     @classmethod
-    def _kept_form(cls, stored: Sequence[StoredMessage], derived: _Derived, i: int) -> SendForm:
+    def _kept_form(cls, stored: Sequence[StoredMessage], derived: Derived, i: int) -> SendForm:
         """The send form of ``stored[i]``, kept in ``derived`` (aligned with ``stored``)."""
         form = derived.forms[i]
         if form is None:
@@ -2334,7 +1529,7 @@ class ContextManager:
             if self._ticker is not None and not dry_run:
                 self._ticker.wake(compiled=True)  # a compile may have asked for memories
 
-    @_operation()
+    @operation()
     def _unstored(
         self,
         full: StoreFullError,
@@ -2365,7 +1560,7 @@ class ContextManager:
         )
         return result
 
-    @_operation()
+    @operation()
     def _compile_op(
         self,
         max_tokens: int,
@@ -2552,7 +1747,7 @@ class ContextManager:
         if thinking is not None:
             binding, named = thinking
             if isinstance(named, str):
-                identity = _identity(named, overhead.system, system, overhead.tools, {})
+                identity = identity_of(named, overhead.system, system, overhead.tools, {})
             else:
                 identity = named
             if binding.binds:
@@ -2641,7 +1836,7 @@ class ContextManager:
         except ValueError:
             return None  # not a record this code wrote: it vouches for nothing
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def note_request_sent(
         self,
         rows: Sequence[str | NotedRow | Mapping[str, Any]],
@@ -2736,7 +1931,7 @@ class ContextManager:
         )
         return True
 
-    @_operation()
+    @operation()
     def preview_context(
         self,
         *,
@@ -2835,7 +2030,7 @@ class ContextManager:
             True, budget, stats.get("tokens"), len(raw), tuple(folded), None, stats, result
         )
 
-    @_operation()
+    @operation()
     def get_render_stats(self) -> dict[str, Any] | None:
         """Composition of the last live (not dry-run) compile: a copy of its
         :attr:`CompileResult.render_stats`.
@@ -2902,7 +2097,7 @@ class ContextManager:
             When the manager has no summariser and the strategy has compression work
             waiting: nothing is compressed (the tick does nothing and returns False).
         """
-        if self._owner == threading.get_ident():
+        if self._gate.inside:
             return self._tick_pass(None)[0]  # inside an operation: answered within it
         self._check_open()
         with self._tick_lock:
@@ -2915,7 +2110,7 @@ class ContextManager:
                     return True  # calls were made; the rest is the next tick's
                 answers.put(need.key, need.call())  # no lock held
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def _tick_pass(self, answers: Answers | None) -> tuple[bool, AnswerNeeded | None]:
         """One pass of a tick under the lock, over the ``answers`` gathered so far: what it
         did, or the call it needs first (what it stored before asking is kept)."""
@@ -3013,7 +2208,7 @@ class ContextManager:
             )
         return move
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def _start_head_window(self, text: str) -> str:
         move = self._head_mover()
         message_id = self.add_message(MEMORY_MARKER_PARTICIPANT, f"{TOPIC_TRANSITION} {text}")
@@ -3023,7 +2218,7 @@ class ContextManager:
             move(self._ctx, message_id)
         return text
 
-    @_operation()
+    @operation()
     def _transition_request(self) -> CompletionRequest:
         """The request that asks the summariser for a transition summary of the current
         context."""
@@ -3102,7 +2297,7 @@ class ContextManager:
             done += 1
         return done
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def retry_compression(self) -> int:
         """Try again the compression work the strategy gave up on (answers that were
         not memory up to its attempt limits, refusals in every variant) and work
@@ -3111,7 +2306,7 @@ class ContextManager:
         retry = getattr(self._strategy, "retry_given_up", None)
         return 0 if retry is None else int(retry(self._ctx))
 
-    @_operation()
+    @operation()
     def is_ready(self) -> bool:
         """True when the strategy has no queued work."""
         return self._strategy.is_ready(self._ctx)
@@ -3138,7 +2333,7 @@ class ContextManager:
             ) from self._ticker.error
         return idle
 
-    @_operation()
+    @operation()
     def pending_work(self) -> list[str]:
         """The compression work queued, one line per unit: the chunks to compress,
         oldest first (``compress <chunk>``), then the merges (``merge
@@ -3170,7 +2365,7 @@ class ContextManager:
             return
         self._store.set(self._frame_slot, {**frame, key: value})
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def set_tool_definitions(self, tools: Sequence[dict[str, Any]] | None) -> None:
         """Store the agent's tool definitions: sent with every request (``tools`` of
         :meth:`compile`'s result and its provider forms), priced in its budget, and given
@@ -3202,7 +2397,7 @@ class ContextManager:
         if value:
             self._set_frame("tools", json.loads(json.dumps(value)))
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def set_system_prompt(self, text: str | None) -> None:
         """Store the agent's system prompt: sent with every request (``system_prompt`` of
         :meth:`compile`'s result and its provider forms), priced in its budget, and given
@@ -3230,7 +2425,7 @@ class ContextManager:
             self._set_frame("system", text)
 
     # ------------------------------------------------------------------- holds
-    @_operation(writes=True)
+    @operation(writes=True)
     def hold_compression(self, ids: Iterable[str], *, timeout: float | None = None) -> None:
         """Keep these messages (and everything after the earliest) out of compression.
 
@@ -3249,7 +2444,7 @@ class ContextManager:
             if i in known:
                 self._holds[i] = deadline
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def release_compression(self, ids: Iterable[str]) -> None:
         """Release holds (idempotent).
 
@@ -3266,7 +2461,7 @@ class ContextManager:
         if released:
             self._strategy.on_holds_released(self._ctx)
 
-    @_operation()
+    @operation()
     def compression_holds(self) -> set[str]:
         """Ids currently held."""
         self._expire_holds()
@@ -3294,7 +2489,7 @@ class ContextManager:
             )
         return fn
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def pin_range(
         self,
         first_id: str,
@@ -3331,7 +2526,7 @@ class ContextManager:
         )
         return pin
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def mark_document(self, message_id: str, *, name: str | None = None) -> str:
         """Pin one message raw as a document.
 
@@ -3351,12 +2546,12 @@ class ContextManager:
         )
         return pin
 
-    @_operation()
+    @operation()
     def list_pins(self) -> list[Any]:
         """Current pins (empty for strategies without pins)."""
         return list(getattr(self._strategy, "pins", []))
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def unpin(self, pin_id: str) -> bool:
         """Remove a pin; False when there is no such pin.
 
@@ -3369,7 +2564,7 @@ class ContextManager:
         removed: bool = self._capable("unpin")(self._ctx, pin_id)
         return removed
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def lock_message(self, message_id: str, locked: bool = True) -> None:
         """Keep a message at its current fold level (``locked=False`` releases it).
 
@@ -3384,7 +2579,7 @@ class ContextManager:
         self.get_message(message_id)
         self._capable("lock")(self._ctx, message_id, locked)
 
-    @_operation()
+    @operation()
     def search_summaries(
         self,
         text: str | None = None,
@@ -3421,7 +2616,7 @@ class ContextManager:
             search(text, regex=regex, levels=levels, limit=limit, include_merged=include_merged)
         )
 
-    @_operation()
+    @operation()
     def get_summaries_in_range(
         self,
         *,
@@ -3445,7 +2640,7 @@ class ContextManager:
         query = getattr(self._strategy, "summaries_in_range", None)
         return [] if query is None else list(query(self._ctx, from_time, to_time, level))
 
-    @_operation()
+    @operation()
     def get_summary(self, summary_id: str) -> Any:
         """One summary, or None.
 
@@ -3458,7 +2653,7 @@ class ContextManager:
         return getattr(self._strategy, "summaries", {}).get(summary_id)
 
     # ------------------------------------------------------------------ recall
-    @_operation()
+    @operation()
     def search_memories(
         self, query: str, *, limit: int = 20, include_merged: bool = True
     ) -> list[Any]:
@@ -3563,7 +2758,7 @@ class ContextManager:
             functools.partial(self.handle_recall, max_chars=max_chars),
         )
 
-    @_operation()
+    @operation()
     def handle_recall(
         self, tool_input: Mapping[str, Any], *, max_chars: int = DEFAULT_MAX_CHARS
     ) -> str:
@@ -3687,11 +2882,11 @@ class ContextManager:
         """
         return self._is_presenting()
 
-    @_operation()
+    @operation()
     def _is_presenting(self) -> bool:
         return self._presenting()
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def present_rows(self, ids: Sequence[str]) -> list[str]:
         """Show rows of the record to this manager's agent: they enter its window, in
         the order given, after every row it holds; returns the rows that entered.
@@ -3759,7 +2954,7 @@ class ContextManager:
             self._ticker.wake()
         return new
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def retract_rows(self, ids: Sequence[str]) -> list[str]:
         """Take rows out of this manager's window (an undone turn); returns the rows
         taken out.
@@ -3823,7 +3018,7 @@ class ContextManager:
             self._take_out(out)
         return out
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def retract_removed(self, ids: Sequence[str]) -> list[str]:
         """Take out of this window rows another manager removed from the shared record;
         returns the rows taken out.
@@ -3878,7 +3073,7 @@ class ContextManager:
             self._take_out(out)
         return out
 
-    @_operation(writes=True)
+    @operation(writes=True)
     def retract_absent_rows(self) -> list[str]:
         """Take out of this window every row it holds that the record no longer does (a
         host's boot pass over rows other managers removed); returns them, in window
@@ -3912,7 +3107,7 @@ class ContextManager:
             self._take_out(out)
         return out
 
-    @_operation()
+    @operation()
     def get_unpresented_messages(self, *, after_sequence: int | None = None) -> list[StoredMessage]:
         """The messages of the record that arrived and were never presented to this
         manager's agent, oldest first (what a host presents at the agent's next turn
@@ -3958,7 +3153,7 @@ class ContextManager:
                 start -= 1
         return [s for s in stored[start:] if not window.holds(s.id) and not window.was_undone(s.id)]
 
-    @_operation()
+    @operation()
     def get_window_messages(self) -> list[StoredMessage]:
         """The messages of this manager's window, in window order: what its strategy
         reads and its compiles send from (the record, :meth:`get_messages`, until a
@@ -3978,7 +3173,7 @@ class ContextManager:
         """
         return list(self._view())
 
-    @_operation()
+    @operation()
     def ordinal_of(self, message_id: str) -> int | None:
         """A row's place in this manager's window: None when the window does not hold it.
 
@@ -4008,7 +3203,7 @@ class ContextManager:
                 return None
         return self._window_index().ordinal_of(message_id)
 
-    @_operation()
+    @operation()
     def window_status_of(self, message_id: str) -> WindowStatus:
         """Where a row stands for this manager's agent: ``"in"`` its window, ``"out"``
         of it (in the record, never presented), ``"undone"`` (presented, then
@@ -4048,7 +3243,7 @@ class ContextManager:
         """
         return self.sequence
 
-    @_operation()
+    @operation()
     def branch_sequence_of(self, message_id: str) -> int:
         """The sequence :meth:`branch_at` cuts at for ``message_id``, without branching.
 
@@ -4165,7 +3360,7 @@ class ContextManager:
         record = self._messages()
         self._write_window("write-down", [s.id for s in record])
         self._view_cache = list(record)  # the same rows, in the same order
-        self._view_derived = _copy_derived(self._derived, len(record))
+        self._view_derived = copy_derived(self._derived, len(record))
         if not self._derived.loaded:
             self._take_saved(self._view_cache, self._view_derived)
 
@@ -4213,12 +3408,12 @@ class ContextManager:
         if self._view_cache is None:
             live = {s.id: s for s in self._messages()}
             view = [live[i] for i in window.held() if i in live]
-            derived = _copy_derived(None, len(view))
+            derived = copy_derived(None, len(view))
             self._take_saved(view, derived)
             self._view_cache, self._view_derived = view, derived
         return self._view_cache
 
-    def _take_saved(self, view: list[StoredMessage], derived: _Derived) -> None:
+    def _take_saved(self, view: list[StoredMessage], derived: Derived) -> None:
         """Take the saved per-message values that still hold for the rows of ``view``
         (those computed with the same neighbours)."""
         if not view or not derived.stale:
@@ -4240,7 +3435,7 @@ class ContextManager:
         if not self._presenting():
             return self._sent_forms()
         tokens, _ = self._view_sent()
-        return _Forms(len(self._view()), self._view_derived, self._view_form), tokens
+        return Forms(len(self._view()), self._view_derived, self._view_form), tokens
 
     def _view_form(self, i: int) -> SendForm:
         return self._kept_form(self._view(), self._view_derived, i)
@@ -4266,12 +3461,12 @@ class ContextManager:
         """The current branch name."""
         return self._store.branch
 
-    @_operation()
+    @operation()
     def list_branches(self) -> list[Branch]:
         """Every branch of the store."""
         return self._store.list_branches()
 
-    @_operation()
+    @operation()
     def branch_at(self, message_id: str, name: str | None = None) -> str:
         """A new branch that sees history up to and including ``message_id``, cut at
         :meth:`branch_sequence_of` it: the branch's window is this one as it stood
@@ -4292,7 +3487,7 @@ class ContextManager:
             check_text(name, "name", empty=False)
         return self._store.branch_at(self.branch_sequence_of(message_id), name)
 
-    @_operation()
+    @operation()
     def derive(self, path: str | os.PathLike[str], *, at_sequence: int | None = None) -> Path:
         """Write a new store at ``path`` holding this branch's history up to
         ``at_sequence`` (default: now) as its ``main`` branch; returns its path.
@@ -4371,7 +3566,7 @@ class ContextManager:
         self._store.derive(shown, at)
         return Path(shown)
 
-    @_operation(writes=True, atomic=False)
+    @operation(writes=True, atomic=False)
     def fork(self, name: str | None = None) -> str:
         """Branch at the current head and switch to it.
 
@@ -4388,7 +3583,7 @@ class ContextManager:
         self._reload()
         return name
 
-    @_operation(writes=True, atomic=False)
+    @operation(writes=True, atomic=False)
     def switch_branch(self, name: str) -> None:
         """Switch branches; the strategy reloads its branch-scoped state.
 
@@ -4408,7 +3603,7 @@ class ContextManager:
         wrote to it, or after a write of ours failed (the store rolled it back). Holds
         on messages that are no longer live go."""
         self._cache = None
-        self._derived = _Derived()
+        self._derived = Derived()
         self._window = None
         self._view_cache = None
         self._saved_counts.forget()
@@ -4424,6 +3619,25 @@ class ContextManager:
         self._holds.clear()
         self._render_stats = None
         self._resync()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (every operation then raises).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager
+        >>> cm = ContextManager.open(path=":memory:")
+        >>> cm.close()
+        >>> cm.closed
+        True
+        """
+        return self._closed
+
+    @property
+    def _ticker(self) -> Ticker | None:
+        """The ``auto_tick`` worker (None without one)."""
+        return self._gate.ticker
 
     def _check_open(self) -> None:
         if self._closed:
