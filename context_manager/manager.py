@@ -12,10 +12,8 @@ import secrets
 import threading
 import time
 import warnings
-from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
-from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -61,7 +59,7 @@ from .messages import (
     Message,
 )
 from .operations import Gate, Ticker, operation
-from .pairing import SendForm, send_form, tool_pair_problems
+from .pairing import SendForm, tool_pair_problems
 from .recall import (
     DEFAULT_MAX_CHARS,
     RECALL_TOOL_NAME,
@@ -73,7 +71,7 @@ from .recall import (
     matching_memories,
     recall_definition,
 )
-from .record_cache import Derived, Forms, SavedCounts, copy_derived, counter_key
+from .record_cache import Derived, Forms, RecordCache, SavedCounts, copy_derived, counter_key
 from .request import (
     INJECTION_ACCEPTED,
     INJECTION_PREFIX,
@@ -431,14 +429,8 @@ class ContextManager:
         """Where the request's frame lives: the system prompt and tool definitions (a
         snapshot slot, one record per change: each branch sees its own, a derived store
         carries it)."""
-        self._cache: list[StoredMessage] | None = None
-        self._derived_scope = f"sent\x1f{self._slot}\x1f{counter_key(counter)}"
-        self._saved_counts = SavedCounts(counter, store, f"counts\x1f{counter_key(counter)}")
-        self._derived = Derived()
-        self._tokens: dict[str, int] = {}
-        self._tokens_filled = False
-        self._index_writes = 0
-        self._index_current = False
+        self._records = RecordCache(store, counter, self._slot, self._aux_slots)
+        """The record's messages and what each costs and looks like as sent."""
         self._last_request: tuple[object, list[Message]] | None = None
         self._checked: list[Message] = []
         """The last history whose tool pairs were checked whole."""
@@ -457,12 +449,12 @@ class ContextManager:
             store=store,
             namespace=namespace,
             messages=self._view,
-            count=self._count,
+            count=self._records.count,
             forms=self._view_forms,
             sent=self._view_sent,
             sent_revision=self._view_revision,
             version=lambda: self._version,
-            counter=self._saved_counts,
+            counter=self._records.saved_counts,
             summarizer=summarizer,
             is_held=self._is_held,
             held_ids=self._held_ids,
@@ -608,9 +600,7 @@ class ContextManager:
             fresh = not self._store.closed and self._gate.fresh
             if fresh:
                 with suppress(StoreError):
-                    self._save_derived()
-                    if self._cache is not None and (self._index_writes or not self._index_current):
-                        self._save_index()
+                    self._records.save(closing=True)
             self._closed = True
             if self._owns_store:
                 self._store.close()
@@ -724,10 +714,10 @@ class ContextManager:
         with self._store.transaction():
             item = self._store.append(self._slot, body)
             stored = StoredMessage(item.id, item.seq, message, item.rev)
-            if self._cache is not None:
-                self._cache.append(stored)
-                self._derived.appended(len(self._cache))
-            self._save_derived()
+            if self._records.cache is not None:
+                self._records.cache.append(stored)
+                self._records.derived.appended(len(self._records.cache))
+            self._records.save()
             if hold:
                 self.hold_compression([item.id], timeout=None if hold is True else float(hold))
             if not self._presenting():  # else the row waits for present_rows
@@ -763,13 +753,13 @@ class ContextManager:
                 self._store.edit(
                     self._log_slot, entry.id, {**body, "message": new.model_dump(mode="json")}
                 )
-            self._save_derived()
-        self._tokens.pop(message_id, None)
+            self._records.save()
+        self._records.tokens.pop(message_id, None)
         self._version += 1
-        if self._cache is not None:
-            at = self._position(message_id)
-            self._cache[at] = StoredMessage(item.id, item.seq, new, item.rev)
-            self._derived.edited(at, len(self._cache))
+        if self._records.cache is not None:
+            at = self._records.position(message_id)
+            self._records.cache[at] = StoredMessage(item.id, item.seq, new, item.rev)
+            self._records.derived.edited(at, len(self._records.cache))
         self._view_edited(StoredMessage(item.id, item.seq, new, item.rev))
 
     @operation(writes=True)
@@ -822,7 +812,7 @@ class ContextManager:
         >>> removed == ids[1:4], left
         (True, ['m0', 'm4'])
         """
-        stored = self._messages()
+        stored = self._records.messages()
         a, b = (self._at(first_id, "first_id"), self._at(last_id, "last_id"))
         if a > b:
             raise ConfigError(
@@ -845,14 +835,14 @@ class ContextManager:
                     self._store.redact(self._log_slot, entry.id)
             for message_id in ids:
                 self._holds.pop(message_id, None)
-                self._tokens.pop(message_id, None)
+                self._records.tokens.pop(message_id, None)
             self._version += 1
-            self._save_derived()
-            self._store.drop_derived(self._derived_scope, [int(i) for i in ids])
-            if self._cache is not None:
-                for at in sorted((self._position(i) for i in ids), reverse=True):
-                    del self._cache[at]
-                    self._derived.removed(at, len(self._cache))
+            self._records.save()
+            self._store.drop_derived(self._records.scope, [int(i) for i in ids])
+            if self._records.cache is not None:
+                for at in sorted((self._records.position(i) for i in ids), reverse=True):
+                    del self._records.cache[at]
+                    self._records.derived.removed(at, len(self._records.cache))
             if not self._presenting():
                 self._strategy.on_messages_removed(self._ctx, list(ids))
             else:  # the rows the window held leave it; the others were never shown
@@ -921,7 +911,7 @@ class ContextManager:
         ArgumentTypeError
             For an id that is not a str.
         """
-        return self._messages()[self._at(message_id, "message_id")].message
+        return self._records.messages()[self._at(message_id, "message_id")].message
 
     def _at(self, message_id: object, param: str) -> int:
         """The position of the live message ``message_id`` (an argument named ``param``).
@@ -935,7 +925,7 @@ class ContextManager:
         """
         known = check_id(message_id, param)
         try:
-            return self._position(known)
+            return self._records.position(known)
         except KeyError:
             named = (
                 f"no message with id {known!r}"
@@ -949,7 +939,7 @@ class ContextManager:
     @operation()
     def get_messages(self) -> list[StoredMessage]:
         """Every live message of the current branch, oldest first."""
-        return list(self._messages())
+        return list(self._records.messages())
 
     @operation()
     def query_messages(
@@ -1028,7 +1018,7 @@ class ContextManager:
         paths = [(k.split("."), v) for k, v in (metadata or {}).items()]
         timed = from_time is not None or to_time is not None
         found: list[StoredMessage] = []
-        for stored in self._messages():
+        for stored in self._records.messages():
             m = stored.message
             if who is not None and m.participant not in who:
                 continue
@@ -1194,224 +1184,6 @@ class ContextManager:
                     f"messages {sorted(lent)} belong to {writer}, an auxiliary view of this "
                     "manager (read-only); change them through that writer's manager"
                 )
-
-    def _messages(self) -> list[StoredMessage]:
-        if self._cache is None:
-            self._tokens_filled = False
-            self._index_current = not self._aux_slots and self._load_index()
-            if not self._index_current:
-                items = self._store.items(self._slot)
-                if self._aux_slots:  # the other writers' rows, in the order stored
-                    others = [self._store.items(slot) for slot in self._aux_slots]
-                    items = list(heapq.merge(items, *others, key=lambda i: i.seq))
-                self._cache = [StoredMessage.from_item(i) for i in items]
-                self._derived = Derived()
-        assert self._cache is not None
-        return self._cache
-
-    # A saved view of the message list: ids, sequences and body versions with the
-    # per-message values, as of a sequence of this branch; opening reads it and the
-    # records after it, not the whole log. Bodies are read from the store when first used.
-    _INDEX_EVERY = 2048
-    """Writes after which the view is saved again (also saved on close)."""
-
-    def _index_key(self) -> str:
-        return f"index\x1f{self._derived_scope}\x1f{self._store.branch_id}"
-
-    def _load_index(self) -> bool:
-        """Build the message list from the saved view and the records after it; False
-        when there is no view for this branch and counter."""
-        blob = self._store.derived_blob(self._index_key())
-        if blob is None:
-            return False
-        try:
-            head, packed = blob.split(b"\n", 1)
-            meta = json.loads(head)
-            upto, n = int(meta["upto"]), int(meta["n"])
-            columns = []
-            for k in range(5):
-                column = array("q")
-                column.frombytes(packed[k * 8 * n : (k + 1) * 8 * n])
-                columns.append(column)
-            flags = packed[40 * n : 41 * n]
-            if len(flags) != n or upto > self._store.sequence:
-                return False
-        except (ValueError, KeyError, TypeError):
-            return False  # not a view this code wrote: read the log
-        ids, seqs, revs, tokens, raw = columns
-        store = self._store
-        make = StoredMessage.from_store
-        stored = list(
-            map(StoredMessage, map(str, ids), seqs, repeat(None, n), revs, repeat(store, n))
-        )
-        derived = Derived()
-        derived.tokens, derived.raw = tokens.tolist(), raw.tolist()
-        derived.tied = [bool(f & 2) for f in flags]
-        derived.forms = [None] * n
-        derived.stale = {i for i, f in enumerate(flags) if not f & 1}
-        derived.loaded = True
-        self._cache, self._derived = stored, derived
-        for op, item, seq, rev in store.records_after(self._slot, upto):
-            if op == "append":
-                stored.append(make(store, item, seq, rev))
-                derived.appended(len(stored))
-                continue
-            at = next((k for k in range(len(stored) - 1, -1, -1) if stored[k].id == item), -1)
-            if at < 0:
-                continue
-            if op == "edit":
-                stored[at] = make(store, item, stored[at].seq, rev)
-                derived.edited(at, len(stored))
-            elif op == "redact":
-                del stored[at]
-                derived.removed(at, len(stored))
-        if derived.stale:  # changed after the view: their saved rows, where still valid
-            ids_wanted = [int(stored[i].id) for i in derived.stale]
-            rows = store.derived_items(self._derived_scope, ids_wanted)
-            derived.take(stored, rows, sorted(derived.stale))
-        self._index_writes = 0
-        return True
-
-    def _save_index(self) -> None:
-        """Save the view of the message list (part of the open transaction)."""
-        stored = self._cache
-        if stored is None or self._aux_slots:  # a merged record is read anew
-            return
-        derived = self._derived
-        if not derived.loaded:
-            derived.load(stored, self._store.derived_items(self._derived_scope), {})
-        n = len(stored)
-        stale = derived.stale
-        flags = bytes(
-            (0 if i in stale else 1) | (2 if tied else 0) for i, tied in enumerate(derived.tied)
-        )
-        packed = b"".join(
-            array("q", column).tobytes()
-            for column in (
-                [int(x.id) for x in stored],
-                [x.seq for x in stored],
-                [x.rev for x in stored],
-                derived.tokens,
-                derived.raw,
-            )
-        )
-        head = json.dumps({"upto": self._store.sequence, "n": n}).encode()
-        self._store.save_derived_blob(self._index_key(), head + b"\n" + packed + flags)
-        self._index_writes = 0
-        self._index_current = True
-
-    def _position(self, message_id: str) -> int:
-        """Where a live message sits in the message list (recent ones are found first)."""
-        stored = self._messages()
-        for at in range(len(stored) - 1, -1, -1):
-            if stored[at].id == message_id:
-                return at
-        raise KeyError(message_id)
-
-    def _sent(self) -> tuple[Sequence[int], Sequence[bool]]:
-        """Tokens as sent and tied flags of the live messages (``StrategyContext.sent``):
-        read from the store on first use, then computed only where messages changed."""
-        stored = self._messages()
-        derived = self._derived
-        if not derived.loaded:
-            derived.load(stored, self._store.derived_items(self._derived_scope), self._tokens)
-        self._fill(stored, derived)
-        return derived.tokens, derived.tied
-
-    def _fill(self, stored: Sequence[StoredMessage], derived: Derived) -> None:
-        """Compute the stale values of ``derived`` (aligned with ``stored``)."""
-        if derived.stale:
-            count = self._counter.count_message
-            n = len(stored)
-            for i in sorted(derived.stale):
-                form = self._form_at(stored, i)
-                tokens = [count(m) for m in form.messages]
-                derived.tokens[i] = sum(tokens)
-                derived.tied[i] = form.tied
-                derived.forms[i] = form
-                raw = -1
-                if form.messages and form.messages[0] is stored[i].message:
-                    raw = tokens[0]
-                    self._tokens[stored[i].id] = raw
-                derived.raw[i] = raw
-                if i < n:
-                    derived.unsaved.add(i)
-            derived.stale.clear()
-            derived.changed()
-
-    def _sent_forms(self) -> tuple[Sequence[SendForm], Sequence[int]]:
-        """What each live message is sent as when shown raw (:func:`~.pairing.send_form`)
-        and its tokens, aligned with the messages; the forms are built when read."""
-        tokens, _ = self._sent()
-        return Forms(len(self._messages()), self._derived, self._form), tokens
-
-    def _form(self, i: int) -> SendForm:
-        """The send form of live message ``i`` (built once, until it changes)."""
-        return self._kept_form(self._messages(), self._derived, i)
-
-    @classmethod
-    def _kept_form(cls, stored: Sequence[StoredMessage], derived: Derived, i: int) -> SendForm:
-        """The send form of ``stored[i]``, kept in ``derived`` (aligned with ``stored``)."""
-        form = derived.forms[i]
-        if form is None:
-            form = derived.forms[i] = cls._form_at(stored, i)
-        return form
-
-    @staticmethod
-    def _form_at(stored: Sequence[StoredMessage], i: int) -> SendForm:
-        message = stored[i].message
-        # a repaired copy reads its own call and result ids (Message keys them by content)
-        return send_form(
-            stored[i - 1].message if i else None,
-            message,
-            stored[i + 1].message if i + 1 < len(stored) else None,
-        )
-
-    def _save_derived(self) -> None:
-        """Save the per-message values computed since the last save (part of the open
-        transaction), so a reopened store reads them instead of counting."""
-        self._saved_counts.save()
-        derived = self._derived
-        stored = self._cache
-        if stored is None:
-            return
-        self._index_writes += 1
-        if self._index_writes >= self._INDEX_EVERY:
-            self._save_index()
-        if not derived.unsaved:
-            return
-        n = len(stored)
-        rows = []
-        for i in sorted(derived.unsaved):
-            if i >= n or i in derived.stale:
-                continue
-            rows.append(
-                (
-                    int(stored[i].id),
-                    stored[i].rev,
-                    stored[i - 1].rev if i else 0,
-                    stored[i + 1].rev if i + 1 < n else 0,
-                    derived.tokens[i],
-                    derived.raw[i],
-                    int(derived.tied[i]),
-                )
-            )
-        self._store.save_derived(self._derived_scope, rows)
-        derived.unsaved.clear()
-
-    def _count(self, stored: StoredMessage) -> int:
-        if not self._tokens_filled:  # the raw counts the saved values hold
-            self._tokens_filled = True
-            derived = self._derived
-            if derived.loaded:
-                for s, raw in zip(self._messages(), derived.raw, strict=False):
-                    if raw >= 0:
-                        self._tokens.setdefault(s.id, raw)
-        tokens = self._tokens.get(stored.id)
-        if tokens is None:
-            tokens = self._counter.count_message(stored.message)
-            self._tokens[stored.id] = tokens
-        return tokens
 
     # ------------------------------------------------------------------ compile
     def compile(
@@ -1686,7 +1458,7 @@ class ContextManager:
                 m = Message(participant=f"{INJECTION_PREFIX}{inj.namespace}", content=inj.content)
                 (before if inj.position == "before_user" else after).append(m)
         count = self._counter.count_message
-        parts = overhead.price(self._saved_counts, system)
+        parts = overhead.price(self._records.saved_counts, system)
         injected = sum(count(m) for m in before + after)
         fixed = parts["total"] + injected
         budget = RequestBudget(max_tokens, reserve_for_response, fixed)
@@ -1912,7 +1684,7 @@ class ContextManager:
                     "unstored=True for a row the request carried that is not stored as sent"
                 )
             try:
-                at = self._position(row.id)
+                at = self._records.position(row.id)
             except KeyError:
                 raise UnknownMessageError(
                     f"rows[{i}]={row.id!r} names no message on branch {self.current_branch!r}; "
@@ -1922,7 +1694,7 @@ class ContextManager:
                     ids=(row.id,),
                 ) from None
             if vouched:
-                noted.append((row.id, self._messages()[at].message))
+                noted.append((row.id, self._records.messages()[at].message))
         record = self._sent_record()
         if record is None or record.compile_id != compile_id:
             return False
@@ -2819,7 +2591,7 @@ class ContextManager:
         """
         check_int(max_chars, "max_chars", low=MIN_RECALL_CHARS)
         request = check_recall_input(tool_input)
-        stored = self._messages()
+        stored = self._records.messages()
         summaries = getattr(self._strategy, "summaries", None)
         leaves_of = getattr(self._strategy, "leaves_of", None)
         if "memory_id" in request:
@@ -3144,7 +2916,7 @@ class ContextManager:
         if not self._presenting():
             return []
         window = self._window_index()
-        stored = self._messages()
+        stored = self._records.messages()
         start = len(stored)
         if after_sequence is None:
             start = 0
@@ -3198,7 +2970,7 @@ class ContextManager:
         check_id(message_id, "message_id")
         if not self._presenting():
             try:
-                return self._position(message_id)
+                return self._records.position(message_id)
             except KeyError:
                 return None
         return self._window_index().ordinal_of(message_id)
@@ -3271,7 +3043,7 @@ class ContextManager:
         """
         check_id(message_id, "message_id")
         try:
-            at = self._position(message_id)
+            at = self._records.position(message_id)
         except KeyError:
             raise UnknownRowError(
                 "message_id",
@@ -3279,7 +3051,7 @@ class ContextManager:
                 self._where(),
                 f"no message with id {message_id!r}; branch at a stored message",
             ) from None
-        own = self._messages()[at].seq
+        own = self._records.messages()[at].seq
         entered = self._window_index().entered_at(message_id)
         return own if entered is None else max(own, entered)
 
@@ -3310,7 +3082,7 @@ class ContextManager:
         if not self._presenting():
             return set()
         shown = {m.id for m in self._view()}
-        return {m.id for m in self._messages() if m.id not in shown}
+        return {m.id for m in self._records.messages() if m.id not in shown}
 
     def _record_ids(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the record holds (a few are looked up from the newest end,
@@ -3319,11 +3091,11 @@ class ContextManager:
             found = set()
             for i in ids:
                 with suppress(KeyError):
-                    self._position(i)
+                    self._records.position(i)
                     found.add(i)
             return found
         wanted = set(ids)
-        return {s.id for s in self._messages() if s.id in wanted}
+        return {s.id for s in self._records.messages() if s.id in wanted}
 
     def _rows_named(self, ids: Sequence[str], field: str, fix: str) -> dict[str, StoredMessage]:
         """The stored messages ``ids`` name, by id.
@@ -3333,12 +3105,12 @@ class ContextManager:
         UnknownRowError
             Naming every id the record does not hold.
         """
-        stored = self._messages()
+        stored = self._records.messages()
         rows: dict[str, StoredMessage] = {}
         if len(ids) <= 8:
             for i in ids:
                 with suppress(KeyError):
-                    rows[i] = stored[self._position(i)]
+                    rows[i] = stored[self._records.position(i)]
         else:
             wanted = set(ids)
             rows = {s.id: s for s in stored if s.id in wanted}
@@ -3357,11 +3129,11 @@ class ContextManager:
         """Leave legacy mode: the window, as it stands (the record), becomes a record."""
         if self._presenting():
             return
-        record = self._messages()
+        record = self._records.messages()
         self._write_window("write-down", [s.id for s in record])
         self._view_cache = list(record)  # the same rows, in the same order
-        self._view_derived = copy_derived(self._derived, len(record))
-        if not self._derived.loaded:
+        self._view_derived = copy_derived(self._records.derived, len(record))
+        if not self._records.derived.loaded:
             self._take_saved(self._view_cache, self._view_derived)
 
     def _take_out(self, ids: list[str]) -> None:
@@ -3404,9 +3176,9 @@ class ContextManager:
         host presents; then the window's rows the record holds, in window order."""
         window = self._window_index()
         if window.legacy:
-            return self._messages()
+            return self._records.messages()
         if self._view_cache is None:
-            live = {s.id: s for s in self._messages()}
+            live = {s.id: s for s in self._records.messages()}
             view = [live[i] for i in window.held() if i in live]
             derived = copy_derived(None, len(view))
             self._take_saved(view, derived)
@@ -3418,31 +3190,31 @@ class ContextManager:
         (those computed with the same neighbours)."""
         if not view or not derived.stale:
             return
-        rows = self._store.derived_items(self._derived_scope, [int(s.id) for s in view])
+        rows = self._store.derived_items(self._records.scope, [int(s.id) for s in view])
         derived.take(view, rows, sorted(derived.stale))
 
     def _view_sent(self) -> tuple[Sequence[int], Sequence[bool]]:
         """``StrategyContext.sent`` over :meth:`_view`."""
         if not self._presenting():
-            return self._sent()
+            return self._records.sent()
         view = self._view()
         derived = self._view_derived
-        self._fill(view, derived)
+        self._records.fill(view, derived)
         return derived.tokens, derived.tied
 
     def _view_forms(self) -> tuple[Sequence[SendForm], Sequence[int]]:
         """``StrategyContext.forms`` over :meth:`_view`."""
         if not self._presenting():
-            return self._sent_forms()
+            return self._records.sent_forms()
         tokens, _ = self._view_sent()
         return Forms(len(self._view()), self._view_derived, self._view_form), tokens
 
     def _view_form(self, i: int) -> SendForm:
-        return self._kept_form(self._view(), self._view_derived, i)
+        return self._records.kept_form(self._view(), self._view_derived, i)
 
     def _view_revision(self) -> int:
         """``StrategyContext.sent_revision`` over :meth:`_view`."""
-        return (self._view_derived if self._presenting() else self._derived).revision
+        return (self._view_derived if self._presenting() else self._records.derived).revision
 
     def _view_edited(self, stored: StoredMessage) -> None:
         """An edited message takes its new body in the view too."""
@@ -3562,7 +3334,7 @@ class ContextManager:
             raise ConfigError(
                 f"path={shown!r} is in a folder that does not exist; create {folder} first"
             )
-        self._saved_counts.save()
+        self._records.saved_counts.save()
         self._store.derive(shown, at)
         return Path(shown)
 
@@ -3602,15 +3374,12 @@ class ContextManager:
         """Everything held in memory re-read from the store: after another manager
         wrote to it, or after a write of ours failed (the store rolled it back). Holds
         on messages that are no longer live go."""
-        self._cache = None
-        self._derived = Derived()
+        self._records.forget()
         self._window = None
         self._view_cache = None
-        self._saved_counts.forget()
-        self._tokens.clear()
         self._version += 1
         self._last_request = None
-        live = {s.id for s in self._messages()}
+        live = {s.id for s in self._records.messages()}
         self._holds = {i: d for i, d in self._holds.items() if i in live}
         self._strategy.initialize(self._ctx)
 

@@ -10,17 +10,21 @@ form, knowing which are stale; :class:`Forms` reads the send forms lazily.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import itertools
+import json
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any, overload
 
 from .messages import Message
-from .pairing import SendForm
+from .pairing import SendForm, send_form
 from .store import Store
 from .strategies.base import StoredMessage
 from .tokens import TokenCounter
 
-__all__ = ["Derived", "Forms", "SavedCounts", "copy_derived", "counter_key"]
+__all__ = ["Derived", "Forms", "RecordCache", "SavedCounts", "copy_derived", "counter_key"]
 
 _REVISIONS = itertools.count(1)
 """Revisions of :class:`Derived` values, unique in the process."""
@@ -274,3 +278,268 @@ class Forms(Sequence[SendForm]):
     def __iter__(self) -> Iterator[SendForm]:
         for i in range(self._n):
             yield self._form(i)
+
+
+class RecordCache:
+    """The messages of a manager's record, read once and then followed, with the
+    per-message values of :class:`Derived` and the token counts of :class:`SavedCounts`.
+
+    A saved view of the message list (ids, sequences and body versions with the
+    per-message values, as of a sequence of the branch) lets an open read it and the
+    records after it, not the whole log; bodies are read from the store when first used.
+
+    Parameters
+    ----------
+    store : Store
+    counter : TokenCounter
+        Counts what is not saved yet.
+    slot : str
+        The message slot of the record.
+    aux_slots : tuple of str
+        Other writers' message slots merged into the record by sequence (never saved
+        as a view: a merged record is read anew).
+    """
+
+    INDEX_EVERY = 2048
+    """Writes after which the view is saved again (also saved on close)."""
+
+    def __init__(
+        self, store: Store, counter: TokenCounter, slot: str, aux_slots: tuple[str, ...] = ()
+    ) -> None:
+        self.store = store
+        self.counter = counter
+        self.slot = slot
+        self.aux_slots = aux_slots
+        self.scope = f"sent\x1f{slot}\x1f{counter_key(counter)}"
+        """Where the per-message values live in the store."""
+        self.saved_counts = SavedCounts(counter, store, f"counts\x1f{counter_key(counter)}")
+        self.cache: list[StoredMessage] | None = None
+        """The live messages (None until read)."""
+        self.derived = Derived()
+        """Their per-message values, aligned with them."""
+        self.tokens: dict[str, int] = {}
+        """Raw token counts by message id."""
+        self._tokens_filled = False
+        self._index_writes = 0
+
+    def forget(self) -> None:
+        """Read everything from the store again on next use (it changed under us)."""
+        self.cache = None
+        self.derived = Derived()
+        self.saved_counts.forget()
+        self.tokens.clear()
+
+    def messages(self) -> list[StoredMessage]:
+        """The live messages of the record, in order (read from the saved view and the
+        records after it, else from the whole log, on first use)."""
+        if self.cache is None:
+            self._tokens_filled = False
+            if self.aux_slots or not self._load_index():
+                items = self.store.items(self.slot)
+                if self.aux_slots:  # the other writers' rows, in the order stored
+                    others = [self.store.items(slot) for slot in self.aux_slots]
+                    items = list(heapq.merge(items, *others, key=lambda i: i.seq))
+                self.cache = [StoredMessage.from_item(i) for i in items]
+                self.derived = Derived()
+        assert self.cache is not None
+        return self.cache
+
+    def _index_key(self) -> str:
+        return f"index\x1f{self.scope}\x1f{self.store.branch_id}"
+
+    def _load_index(self) -> bool:
+        """Build the message list from the saved view and the records after it; False
+        when there is no view for this branch and counter."""
+        blob = self.store.derived_blob(self._index_key())
+        if blob is None:
+            return False
+        try:
+            head, packed = blob.split(b"\n", 1)
+            meta = json.loads(head)
+            upto, n = int(meta["upto"]), int(meta["n"])
+            columns = []
+            for k in range(5):
+                column = array("q")
+                column.frombytes(packed[k * 8 * n : (k + 1) * 8 * n])
+                columns.append(column)
+            flags = packed[40 * n : 41 * n]
+            if len(flags) != n or upto > self.store.sequence:
+                return False
+        except (ValueError, KeyError, TypeError):
+            return False  # not a view this code wrote: read the log
+        ids, seqs, revs, tokens, raw = columns
+        store = self.store
+        make = StoredMessage.from_store
+        stored = list(
+            map(StoredMessage, map(str, ids), seqs, repeat(None, n), revs, repeat(store, n))
+        )
+        derived = Derived()
+        derived.tokens, derived.raw = tokens.tolist(), raw.tolist()
+        derived.tied = [bool(f & 2) for f in flags]
+        derived.forms = [None] * n
+        derived.stale = {i for i, f in enumerate(flags) if not f & 1}
+        derived.loaded = True
+        self.cache, self.derived = stored, derived
+        for op, item, seq, rev in store.records_after(self.slot, upto):
+            if op == "append":
+                stored.append(make(store, item, seq, rev))
+                derived.appended(len(stored))
+                continue
+            at = next((k for k in range(len(stored) - 1, -1, -1) if stored[k].id == item), -1)
+            if at < 0:
+                continue
+            if op == "edit":
+                stored[at] = make(store, item, stored[at].seq, rev)
+                derived.edited(at, len(stored))
+            elif op == "redact":
+                del stored[at]
+                derived.removed(at, len(stored))
+        if derived.stale:  # changed after the view: their saved rows, where still valid
+            ids_wanted = [int(stored[i].id) for i in derived.stale]
+            rows = store.derived_items(self.scope, ids_wanted)
+            derived.take(stored, rows, sorted(derived.stale))
+        self._index_writes = 0
+        return True
+
+    def save_index(self) -> None:
+        """Save the view of the message list (part of the open transaction)."""
+        stored = self.cache
+        if stored is None or self.aux_slots:  # a merged record is read anew
+            return
+        derived = self.derived
+        if not derived.loaded:
+            derived.load(stored, self.store.derived_items(self.scope), {})
+        n = len(stored)
+        stale = derived.stale
+        flags = bytes(
+            (0 if i in stale else 1) | (2 if tied else 0) for i, tied in enumerate(derived.tied)
+        )
+        packed = b"".join(
+            array("q", column).tobytes()
+            for column in (
+                [int(x.id) for x in stored],
+                [x.seq for x in stored],
+                [x.rev for x in stored],
+                derived.tokens,
+                derived.raw,
+            )
+        )
+        head = json.dumps({"upto": self.store.sequence, "n": n}).encode()
+        self.store.save_derived_blob(self._index_key(), head + b"\n" + packed + flags)
+        self._index_writes = 0
+
+    def position(self, message_id: str) -> int:
+        """Where a live message sits in the message list (recent ones are found first)."""
+        stored = self.messages()
+        for at in range(len(stored) - 1, -1, -1):
+            if stored[at].id == message_id:
+                return at
+        raise KeyError(message_id)
+
+    def sent(self) -> tuple[Sequence[int], Sequence[bool]]:
+        """Tokens as sent and tied flags of the live messages (``StrategyContext.sent``):
+        read from the store on first use, then computed only where messages changed."""
+        stored = self.messages()
+        derived = self.derived
+        if not derived.loaded:
+            derived.load(stored, self.store.derived_items(self.scope), self.tokens)
+        self.fill(stored, derived)
+        return derived.tokens, derived.tied
+
+    def fill(self, stored: Sequence[StoredMessage], derived: Derived) -> None:
+        """Compute the stale values of ``derived`` (aligned with ``stored``)."""
+        if derived.stale:
+            count = self.counter.count_message
+            n = len(stored)
+            for i in sorted(derived.stale):
+                form = self.form_at(stored, i)
+                tokens = [count(m) for m in form.messages]
+                derived.tokens[i] = sum(tokens)
+                derived.tied[i] = form.tied
+                derived.forms[i] = form
+                raw = -1
+                if form.messages and form.messages[0] is stored[i].message:
+                    raw = tokens[0]
+                    self.tokens[stored[i].id] = raw
+                derived.raw[i] = raw
+                if i < n:
+                    derived.unsaved.add(i)
+            derived.stale.clear()
+            derived.changed()
+
+    def sent_forms(self) -> tuple[Sequence[SendForm], Sequence[int]]:
+        """What each live message is sent as when shown raw (:func:`~.pairing.send_form`)
+        and its tokens, aligned with the messages; the forms are built when read."""
+        tokens, _ = self.sent()
+        return Forms(len(self.messages()), self.derived, self.form), tokens
+
+    def form(self, i: int) -> SendForm:
+        """The send form of live message ``i`` (built once, until it changes)."""
+        return self.kept_form(self.messages(), self.derived, i)
+
+    @classmethod
+    def kept_form(cls, stored: Sequence[StoredMessage], derived: Derived, i: int) -> SendForm:
+        """The send form of ``stored[i]``, kept in ``derived`` (aligned with ``stored``)."""
+        form = derived.forms[i]
+        if form is None:
+            form = derived.forms[i] = cls.form_at(stored, i)
+        return form
+
+    @staticmethod
+    def form_at(stored: Sequence[StoredMessage], i: int) -> SendForm:
+        """The send form of ``stored[i]`` between its neighbours, built anew."""
+        message = stored[i].message
+        # a repaired copy reads its own call and result ids (Message keys them by content)
+        return send_form(
+            stored[i - 1].message if i else None,
+            message,
+            stored[i + 1].message if i + 1 < len(stored) else None,
+        )
+
+    def save(self, *, closing: bool = False) -> None:
+        """Save the per-message values computed since the last save (part of the open
+        transaction), so a reopened store reads them instead of counting; every
+        :attr:`INDEX_EVERY` saves, and when ``closing``, the message list's view too."""
+        self.saved_counts.save()
+        derived = self.derived
+        stored = self.cache
+        if stored is None:
+            return
+        self._index_writes += 1
+        if closing or self._index_writes >= self.INDEX_EVERY:
+            self.save_index()
+        if not derived.unsaved:
+            return
+        n = len(stored)
+        rows = []
+        for i in sorted(derived.unsaved):
+            if i >= n or i in derived.stale:
+                continue
+            rows.append(
+                (
+                    int(stored[i].id),
+                    stored[i].rev,
+                    stored[i - 1].rev if i else 0,
+                    stored[i + 1].rev if i + 1 < n else 0,
+                    derived.tokens[i],
+                    derived.raw[i],
+                    int(derived.tied[i]),
+                )
+            )
+        self.store.save_derived(self.scope, rows)
+        derived.unsaved.clear()
+
+    def count(self, stored: StoredMessage) -> int:
+        """The raw tokens of a live message (``StrategyContext.count``), counted once."""
+        if not self._tokens_filled:  # the raw counts the saved values hold
+            self._tokens_filled = True
+            derived = self.derived
+            if derived.loaded:
+                for s, raw in zip(self.messages(), derived.raw, strict=False):
+                    if raw >= 0:
+                        self.tokens.setdefault(s.id, raw)
+        tokens = self.tokens.get(stored.id)
+        if tokens is None:
+            tokens = self.counter.count_message(stored.message)
+            self.tokens[stored.id] = tokens
+        return tokens
