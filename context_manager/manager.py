@@ -232,6 +232,8 @@ DEFAULT_RESERVE = 4_000
 """The most a compile keeps for the answer by default (a quarter of a smaller window)."""
 MAX_CATCH_UP_TICKS = 10_000
 """Most ticks one ``compile(catch_up=True)`` runs."""
+MAX_CATCH_UP_BATCH = 64
+"""Most ticks a catch-up runs between two attempts to compile (:meth:`ContextManager.compile`)."""
 MAX_CATCH_UP_RECHECKS = 3
 """Attempts a catch-up makes when its tick found no work but another thread stored
 something since its last attempt."""
@@ -254,6 +256,14 @@ TRANSITION_TIMEOUT_SECONDS = 320.0
 
 _Thinking = tuple[ThinkingBinding, RequestIdentity | str | None]
 """A compile's thinking binding and the identity it is sent under."""
+
+
+def _next_batch(batch: int, gained: int, deficit: int) -> int:
+    """The ticks of a catch-up's next batch: half of what ``deficit`` tokens still need
+    at the rate the last ``batch`` ticks gained ``gained`` tokens, or twice ``batch``
+    when they gained none; from 1 to :data:`MAX_CATCH_UP_BATCH`."""
+    wanted = 2 * batch if gained <= 0 else math.ceil(deficit * batch / gained) // 2
+    return max(1, min(MAX_CATCH_UP_BATCH, wanted))
 
 
 def _injections(injections: object) -> tuple[Injection, ...]:
@@ -1391,10 +1401,19 @@ class ContextManager:
         Each attempt is an operation and each tick a tick of its own (:meth:`tick`), so
         a tick of ``auto_tick`` in progress is waited for, not raced; a tick that finds
         no work while another thread stored something since the attempt (the worker's
-        memory) is followed by one more attempt."""
+        memory) is followed by one more attempt.
+
+        Between attempts it runs a batch of ticks: one at first, then half the ticks
+        the deficit still needs at the rate the last batch shrank it (twice the last
+        batch when it did not shrink), at most :data:`MAX_CATCH_UP_BATCH`. A long
+        backlog is thus compiled against a few dozen times, not once per memory,
+        while the ticks run past the first fitting state stay under the batch cap."""
         start = self._clock()
         ticks = 0
         rechecks = 0
+        batch = 1
+        behind: int | None = None  # the deficit at the last refusal
+        stopped: str | None = None
         while True:
             try:
                 result = self._compile_op(
@@ -1403,22 +1422,30 @@ class ContextManager:
             except OverBudgetError as exc:
                 if exc.stage == "request overhead":
                     raise  # no compression shortens the overhead
-                seen = self._store.sequence
-                why = None
-                if self._clock() - start >= limit:
-                    why = f"the {limit:g} s catch-up time is up"
-                elif ticks >= MAX_CATCH_UP_TICKS:
-                    why = f"{ticks} ticks ran"
-                elif not self.tick():
-                    if self._store.sequence != seen and rechecks < MAX_CATCH_UP_RECHECKS:
-                        rechecks += 1
-                        continue  # written meanwhile by another thread: try again
-                    why = "no compression work is left"
-                if why is not None:
-                    exc.diagnostics["catch_up"] = {"ticks": ticks, "stopped": why}
-                    raise
-                ticks += 1
-                continue
+                if stopped is None:
+                    deficit = exc.actual - exc.budget
+                    if behind is not None:
+                        batch = _next_batch(batch, behind - deficit, deficit)
+                    behind = deficit
+                    done = 0
+                    while done < batch and stopped is None:
+                        seen = self._store.sequence
+                        if self._clock() - start >= limit:
+                            stopped = f"the {limit:g} s catch-up time is up"
+                        elif ticks >= MAX_CATCH_UP_TICKS:
+                            stopped = f"{ticks} ticks ran"
+                        elif self.tick():
+                            ticks += 1
+                            done += 1
+                        elif self._store.sequence != seen and rechecks < MAX_CATCH_UP_RECHECKS:
+                            rechecks += 1
+                            break  # written meanwhile by another thread: try again
+                        else:
+                            stopped = "no compression work is left"
+                    if stopped is None or done:
+                        continue  # one more attempt on what was written since
+                exc.diagnostics["catch_up"] = {"ticks": ticks, "stopped": stopped}
+                raise
             if ticks:  # the host may want to know the call waited for memories
                 result.render_stats["catch_up"] = {"ticks": ticks}
                 with self._lock:

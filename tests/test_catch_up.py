@@ -11,6 +11,7 @@ from context_manager import (
     ContextManager,
     OverBudgetError,
 )
+from context_manager.manager import MAX_CATCH_UP_BATCH
 
 
 class Clock:
@@ -102,3 +103,31 @@ def test_pending_work_names_what_tick_does_next() -> None:
         assert work[0].startswith("compress ")
         cm.drain()
         assert cm.pending_work() == [] and cm.is_ready()
+
+
+def test_a_long_backlog_is_compiled_against_a_few_times_not_once_per_memory() -> None:
+    """A catch-up ticks in batches sized by the deficit left: it writes at most one
+    batch more than compiling after every tick does, and compiles far fewer times."""
+    budget = {"max_tokens": 2_000, "reserve_for_response": 300}
+    with _manager() as one_by_one, _manager() as batched:
+        _backlog(one_by_one, 600)
+        _backlog(batched, 600)
+        fewest = 0
+        while True:  # a compile after every tick, until one fits
+            try:
+                one_by_one.compile(**budget, catch_up=False)
+                break
+            except OverBudgetError:
+                assert one_by_one.tick()
+                fewest += 1
+        strategy = batched.strategy
+        attempts = []
+        select = strategy.select
+        strategy.select = lambda *a, **k: attempts.append(1) or select(*a, **k)  # type: ignore[method-assign]
+
+        request = batched.compile(**budget)
+        ticks = request.render_stats["catch_up"]["ticks"]
+        assert fewest > 100  # a long backlog
+        assert 0 < ticks <= fewest + MAX_CATCH_UP_BATCH
+        assert request.render_stats["tokens"] <= 1_700
+        assert len(attempts) * 5 < fewest  # not one compile per memory
