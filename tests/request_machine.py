@@ -72,6 +72,7 @@ from context_manager import (
     ToolUseBlock,
     tool_pair_problems,
 )
+from context_manager.manager import MAX_CATCH_UP_BATCH
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.summarizer import Completion, CompletionRequest
 
@@ -584,10 +585,12 @@ class RequestMachine(RuleBasedStateMachine):
         if not dry_run:
             self._check_from_scratch(kwargs)
         TALLY["compiles"] += 1
+        live = len(self.manager.get_messages())
         try:
             result = self.manager.compile(**kwargs, dry_run=dry_run)
         except OverBudgetError as exc:
             assert exc.actual > exc.budget == budget, (exc.actual, exc.budget)
+            self._check_catch_up(exc.diagnostics.get("catch_up"), live)
             TALLY["over_budget"] += 1
             return
         except ConstraintConflictError as exc:
@@ -598,6 +601,7 @@ class RequestMachine(RuleBasedStateMachine):
             assert result.messages == []  # the preview of a refusal
             TALLY["dry_refusals"] += 1
             return
+        self._check_catch_up(result.render_stats.get("catch_up"), live)
         sent = recount(result, extra)
         TALLY["sent"] += 1
         if result.render_stats.get("summaries"):
@@ -763,6 +767,15 @@ class RequestMachine(RuleBasedStateMachine):
         TALLY["from_scratch"] += 1
         if kept[0] == "sent" and kept[3].get("blocks"):
             TALLY["windowed"] += 1
+
+    @staticmethod
+    def _check_catch_up(caught: dict[str, Any] | None, live: int) -> None:
+        """A catch-up ends: no memory is written without end. Every chunk of ``live``
+        messages and every merge above them is at most two memories per message, and
+        a catch-up runs at most one batch past the state that fits."""
+        if caught is None:
+            return
+        assert caught["ticks"] <= 2 * live + MAX_CATCH_UP_BATCH, (caught, live)
 
     def _check_conflict(self, exc: ConstraintConflictError) -> None:
         stored = set(self.ids())
