@@ -87,7 +87,6 @@ from .request import (
     place_injections,
 )
 from .store import Branch, Store, StoreError, StoreFullError
-from .strategies.autobiographical import AutobiographicalConfig, AutobiographicalStrategy
 from .strategies.autobiographical.prompts import clean as clean_answer
 from .strategies.base import (
     AnswerNeeded,
@@ -97,7 +96,8 @@ from .strategies.base import (
     Strategy,
     StrategyContext,
 )
-from .strategies.passthrough import PassthroughStrategy
+from .strategies.contract import REQUIRED_HOOKS, capabilities_of
+from .strategies.default import DEFAULT_WINDOW, default_strategy
 from .summarizer import (
     MEMORY_MARKER_PARTICIPANT,
     TOPIC_TRANSITION,
@@ -140,60 +140,13 @@ __all__ = [
     "place_injections",
 ]
 
-STRATEGY_ACCEPTED = "a Strategy (an object with select() and initialize())"
+STRATEGY_ACCEPTED = (
+    "a Strategy (a subclass of context_manager.strategies.Strategy, or an object with "
+    "all of its hooks)"
+)
 DEFAULT_NAMESPACE = "default"
 """The namespace of a manager opened without one: its context log is the slot
 ``context``, where every other namespace's is ``<namespace>/context``."""
-
-
-def default_strategy(
-    summarizer: Summarizer | None,
-    window_tokens: int | None = None,
-    memory_model: str | None = None,
-) -> Strategy:
-    """The strategy :meth:`ContextManager.open` uses when given none.
-
-    With a summariser, the autobiographical strategy sized for ``window_tokens``
-    (:data:`DEFAULT_WINDOW` when None), its memories requested from ``memory_model``
-    or else the summariser's ``model`` attribute; without one, the passthrough strategy
-    with that window.
-
-    Raises
-    ------
-    ConfigError
-        For a summariser with no ``model`` attribute and no ``memory_model``: a memory
-        request names the model that writes it.
-
-    Examples
-    --------
-    >>> from context_manager import ExtractiveSummarizer
-    >>> strategy = default_strategy(ExtractiveSummarizer(), 32_000)
-    >>> strategy.name, strategy.config.window_tokens, strategy.config.compression_model
-    ('autobiographical', 32000, 'extractive')
-    >>> default_strategy(None).name
-    'passthrough'
-    """
-    if window_tokens is not None:
-        window_tokens = check_int(window_tokens, "window_tokens", low=1, high=MAX_WINDOW_TOKENS)
-    if memory_model is not None:
-        check_text(memory_model, "memory_model", blank=False)
-    if summarizer is None:
-        return PassthroughStrategy(window_tokens=window_tokens)
-    model = memory_model if memory_model is not None else getattr(summarizer, "model", None)
-    if not isinstance(model, str) or not model:
-        raise ConfigError(
-            f"memory_model: {type(summarizer).__name__} has no model attribute to name in "
-            "its memory requests; open with memory_model='<the model that writes the "
-            "memories>' (the agent's own), or give a strategy"
-        )
-    try:
-        config = AutobiographicalConfig.for_window(
-            window_tokens if window_tokens is not None else DEFAULT_WINDOW,
-            compression_model=model,
-        )
-    except ValueError as exc:  # a window too small to fold into
-        raise ConfigError(f"window_tokens: {exc}") from exc
-    return AutobiographicalStrategy(config)
 
 
 HOLD_ACCEPTED = "True, False or a positive finite number of seconds"
@@ -226,8 +179,6 @@ def _built(**fields: Any) -> Message:
 
 _R = TypeVar("_R")
 _log = logging.getLogger(__name__)
-DEFAULT_WINDOW = 100_000
-"""The ``max_tokens`` of a compile when neither the caller nor the strategy sets one."""
 DEFAULT_RESERVE = 4_000
 """The most a compile keeps for the answer by default (a quarter of a smaller window)."""
 MAX_CATCH_UP_TICKS = 10_000
@@ -339,11 +290,18 @@ def _plain_copy(value: Any) -> Any:
     return value
 
 
+def _check_strategy(strategy: object) -> None:
+    """Refuse a strategy that is neither a :class:`Strategy` nor has all its hooks."""
+    if not isinstance(strategy, Strategy):
+        hooks = (*REQUIRED_HOOKS, "on_presented", "on_retracted")
+        check_protocol(strategy, "strategy", hooks, STRATEGY_ACCEPTED)
+
+
 def _check_parts(strategy: object, summarizer: object, counter: object, clock: object) -> None:
     """The objects :meth:`ContextManager.open` is given: each None (the default) or one
     with the methods it is called through."""
     if strategy is not None:
-        check_protocol(strategy, "strategy", ("select", "initialize"), STRATEGY_ACCEPTED)
+        _check_strategy(strategy)
     if summarizer is not None:
         check_protocol(
             summarizer, "summarizer", ("complete",), "a Summarizer (an object with complete())"
@@ -410,6 +368,8 @@ class ContextManager:
         self._store = store
         self._owns_store = owns_store
         self._strategy = strategy
+        self._caps = capabilities_of(strategy)
+        """What the strategy offers beyond the required hooks, read once."""
         self._summarizer = summarizer
         self._transition_caller = BoundedCaller("context-transition")
         self._counter = counter
@@ -658,13 +618,13 @@ class ContextManager:
         ...     cm.strategy is replacement
         True
         """
-        check_protocol(strategy, "strategy", ("select", "initialize"), STRATEGY_ACCEPTED)
-        old = self._strategy
-        self._strategy = strategy
+        _check_strategy(strategy)
+        old = self._strategy, self._caps
+        self._strategy, self._caps = strategy, capabilities_of(strategy)
         try:
             strategy.initialize(self._ctx)
         except BaseException:
-            self._strategy = old  # the operation's rollback reloads it
+            self._strategy, self._caps = old  # the operation's rollback reloads it
             raise
         self._render_stats = None
         self._checked = []
@@ -1369,7 +1329,7 @@ class ContextManager:
             For a ``max_tokens`` that is not an int in ``[1, MAX_WINDOW_TOKENS]``, or a
             ``reserve_for_response`` that is not one from 0 and below the window.
         """
-        config = getattr(self._strategy, "config", None)
+        profile = self._caps.profile
         if max_tokens is not None:
             max_tokens = check_int(max_tokens, "max_tokens", low=1, high=MAX_WINDOW_TOKENS)
         if reserve is not None:
@@ -1379,10 +1339,10 @@ class ContextManager:
                 hint = f"below max_tokens={max_tokens}, so the input keeps at least one token"
             check_int(reserve, "reserve_for_response", low=0, high=high, hint=hint)
         if max_tokens is None:
-            max_tokens = getattr(config, "window_tokens", None) or DEFAULT_WINDOW
+            max_tokens = profile.window_tokens or DEFAULT_WINDOW
         if reserve is None:
-            sized = getattr(config, "reserve_for_response_tokens", None)
-            if sized is None or max_tokens != getattr(config, "window_tokens", None):
+            sized = profile.reserve_for_response_tokens
+            if sized is None or max_tokens != profile.window_tokens:
                 sized = None  # a reserve sized for another window does not apply
             reserve = sized if sized is not None else min(DEFAULT_RESERVE, max_tokens // 4)
         return max_tokens, reserve
@@ -1994,14 +1954,12 @@ class ContextManager:
 
     def _head_mover(self) -> Callable[[StrategyContext, str], None] | None:
         """The strategy's ``reset_head_window``; refused when it keeps a head it cannot move."""
-        strategy = self._strategy
-        move: Callable[[StrategyContext, str], None] | None = getattr(
-            strategy, "reset_head_window", None
-        )
-        head = getattr(getattr(strategy, "config", None), "head_window_tokens", 0) or 0
+        caps = self._caps
+        move = caps.head_reset.reset_head_window if caps.head_reset is not None else None
+        head = caps.profile.head_window_tokens
         if head and move is None:
             raise ContextManagerError(
-                f"the {strategy.name} strategy keeps a raw head window "
+                f"the {caps.name} strategy keeps a raw head window "
                 f"(head_window_tokens={head}) but cannot move its start; set "
                 "head_window_tokens=0 or use a strategy with reset_head_window"
             )
@@ -2022,8 +1980,7 @@ class ContextManager:
         """The request that asks the summariser for a transition summary of the current
         context."""
         self._head_mover()  # refused before anything is asked
-        config = getattr(self._strategy, "config", None)
-        model = getattr(config, "compression_model", None)
+        model = self._caps.profile.memory_model
         if self._summarizer is None or not model:
             raise SummarizerNotConfiguredError(
                 "reset_head_window() without transition_text needs a summariser and a "
@@ -2048,10 +2005,8 @@ class ContextManager:
         )
 
     def _transition_timeout(self) -> float:
-        timeout = getattr(getattr(self._strategy, "config", None), "summary_timeout_seconds", None)
-        if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
-            return float(timeout)
-        return TRANSITION_TIMEOUT_SECONDS
+        timeout = self._caps.profile.summary_timeout_seconds
+        return float(timeout) if timeout else TRANSITION_TIMEOUT_SECONDS
 
     def _ask_transition(self, request: CompletionRequest) -> str:
         """The summariser's transition summary, asked with no lock held, at most
@@ -2102,8 +2057,8 @@ class ContextManager:
         not memory up to its attempt limits, refusals in every variant) and work
         backing off after provider errors; returns how many pieces had a count (0 for
         a strategy that never gives up)."""
-        retry = getattr(self._strategy, "retry_given_up", None)
-        return 0 if retry is None else int(retry(self._ctx))
+        gives_up = self._caps.gives_up
+        return 0 if gives_up is None else int(gives_up.retry_given_up(self._ctx))
 
     @operation()
     def is_ready(self) -> bool:
@@ -2279,15 +2234,6 @@ class ContextManager:
         return set(self._holds)
 
     # ---------------------------------------------------- pins, locks, memory
-    def _capable(self, method: str) -> Any:
-        fn = getattr(self._strategy, method, None)
-        if fn is None:
-            raise ContextManagerError(
-                f"the {self._strategy.name} strategy does not support {method}; "
-                "use AutobiographicalStrategy"
-            )
-        return fn
-
     @operation(writes=True)
     def pin_range(
         self,
@@ -2320,7 +2266,7 @@ class ContextManager:
         if name is not None:
             check_text(name, "name")
         check_pin_levels(level, max_level)
-        pin: str = self._capable("pin_range")(
+        pin: str = self._caps.require_pinning("pin_range").pin_range(
             self._ctx, first_id, last_id, name=name, level=level, max_level=max_level
         )
         return pin
@@ -2340,7 +2286,7 @@ class ContextManager:
         check_id(message_id, "message_id")
         if name is not None:
             check_text(name, "name")
-        pin: str = self._capable("pin_range")(
+        pin: str = self._caps.require_pinning("mark_document").pin_range(
             self._ctx, message_id, message_id, name=name, kind="document"
         )
         return pin
@@ -2348,7 +2294,8 @@ class ContextManager:
     @operation()
     def list_pins(self) -> list[Any]:
         """Current pins (empty for strategies without pins)."""
-        return list(getattr(self._strategy, "pins", []))
+        pinning = self._caps.pinning
+        return [] if pinning is None else list(pinning.pins)
 
     @operation(writes=True)
     def unpin(self, pin_id: str) -> bool:
@@ -2360,7 +2307,7 @@ class ContextManager:
             For a ``pin_id`` that is not a str.
         """
         check_text(pin_id, "pin_id")
-        removed: bool = self._capable("unpin")(self._ctx, pin_id)
+        removed: bool = self._caps.require_pinning("unpin").unpin(self._ctx, pin_id)
         return removed
 
     @operation(writes=True)
@@ -2376,7 +2323,7 @@ class ContextManager:
         """
         check_flag(locked, "locked")
         self.get_message(message_id)
-        self._capable("lock")(self._ctx, message_id, locked)
+        self._caps.require_pinning("lock_message").lock(self._ctx, message_id, locked)
 
     @operation()
     def search_summaries(
@@ -2408,11 +2355,13 @@ class ContextManager:
             levels = _levels(levels)
         check_int(limit, "limit", low=1)
         check_flag(include_merged, "include_merged")
-        search = getattr(self._strategy, "search_summaries", None)
-        if search is None:
+        memory = self._caps.memory
+        if memory is None:
             return []
         return list(
-            search(text, regex=regex, levels=levels, limit=limit, include_merged=include_merged)
+            memory.search_summaries(
+                text, regex=regex, levels=levels, limit=limit, include_merged=include_merged
+            )
         )
 
     @operation()
@@ -2436,8 +2385,10 @@ class ContextManager:
                 check_number(bound, name)
         if level is not None:
             check_int(level, "level", low=1, high=MAX_LEVEL)
-        query = getattr(self._strategy, "summaries_in_range", None)
-        return [] if query is None else list(query(self._ctx, from_time, to_time, level))
+        memory = self._caps.memory
+        if memory is None:
+            return []
+        return list(memory.summaries_in_range(self._ctx, from_time, to_time, level))
 
     @operation()
     def get_summary(self, summary_id: str) -> Any:
@@ -2449,7 +2400,8 @@ class ContextManager:
             For a ``summary_id`` that is not a str.
         """
         check_text(summary_id, "summary_id")
-        return getattr(self._strategy, "summaries", {}).get(summary_id)
+        memory = self._caps.memory
+        return None if memory is None else memory.summaries.get(summary_id)
 
     # ------------------------------------------------------------------ recall
     @operation()
@@ -2510,7 +2462,8 @@ class ContextManager:
         check_text(query, "query", blank=False)
         check_int(limit, "limit", low=1)
         check_flag(include_merged, "include_merged")
-        summaries = getattr(self._strategy, "summaries", None)
+        memory = self._caps.memory
+        summaries = memory.summaries if memory is not None else None
         if not summaries:
             return []
         return matching_memories(
@@ -2619,8 +2572,9 @@ class ContextManager:
         check_int(max_chars, "max_chars", low=MIN_RECALL_CHARS)
         request = check_recall_input(tool_input)
         stored = self._records.messages()
-        summaries = getattr(self._strategy, "summaries", None)
-        leaves_of = getattr(self._strategy, "leaves_of", None)
+        memory = self._caps.memory
+        summaries = memory.summaries if memory is not None else None
+        leaves_of = memory.leaves_of if memory is not None else None
         if "memory_id" in request:
             memory_id = request["memory_id"]
             if summaries is None or leaves_of is None:
@@ -3182,21 +3136,12 @@ class ContextManager:
     def _tell_presented(self, rows: list[StoredMessage]) -> None:
         """The strategy hears rows enter the window (``on_presented``; a strategy
         without it hears each through ``on_new_message``)."""
-        hook = getattr(self._strategy, "on_presented", None)
-        if hook is None:
-            for stored in rows:
-                self._strategy.on_new_message(self._ctx, stored)
-        else:
-            hook(self._ctx, rows)
+        self._strategy.on_presented(self._ctx, rows)
 
     def _tell_retracted(self, ids: list[str]) -> None:
         """The strategy hears rows leave the window (``on_retracted``; a strategy
         without it hears them through ``on_messages_removed``)."""
-        hook = getattr(self._strategy, "on_retracted", None)
-        if hook is None:
-            self._strategy.on_messages_removed(self._ctx, ids)
-        else:
-            hook(self._ctx, ids)
+        self._strategy.on_retracted(self._ctx, ids)
 
     def _view(self) -> list[StoredMessage]:
         """What the strategy reads (``StrategyContext.messages``): the record until a

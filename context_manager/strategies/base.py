@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ __all__ = [
     "StoredMessage",
     "Strategy",
     "StrategyContext",
+    "StrategyProfile",
 ]
 
 
@@ -280,22 +282,71 @@ class Answers:
         return len(self._outcomes)
 
 
-class Strategy:
-    """Decides what each compile sends. Subclasses override :meth:`select`.
+@dataclass(frozen=True)
+class StrategyProfile:
+    """What a strategy was sized and configured for, as the manager reads it.
 
-    The optional capabilities (pins, locks, summary search, render stats) raise
-    :class:`NotImplementedError` here; strategies that support them override.
+    Examples
+    --------
+    >>> StrategyProfile(window_tokens=32_000).head_window_tokens
+    0
+    """
+
+    window_tokens: int | None = None
+    """The window a compile takes when given no ``max_tokens`` (None: the manager's)."""
+    reserve_for_response_tokens: int | None = None
+    """The reserve a compile at :attr:`window_tokens` takes when given none."""
+    head_window_tokens: int = 0
+    """Tokens of the raw head it keeps from the start of the conversation (0: none)."""
+    memory_model: str | None = None
+    """The model that writes its memories (None: it writes none)."""
+    summary_timeout_seconds: float | None = None
+    """How long one summariser call may take (None: the manager's default)."""
+
+
+class Strategy(abc.ABC):
+    """Decides what each compile sends. Subclasses implement :meth:`select`.
+
+    The other hooks have defaults that do nothing. A strategy describes itself in
+    :attr:`profile`, and offers optional capabilities (pins and locks, memory reads,
+    head reset, retrying given-up work) by implementing their protocols
+    (:mod:`context_manager.strategies.contract`); ``context_manager.testing`` checks
+    a strategy against that contract.
     """
 
     name = "strategy"
 
-    def initialize(self, ctx: StrategyContext) -> None:
+    @property
+    def profile(self) -> StrategyProfile:
+        """What this strategy was sized and configured for.
+
+        By default read from its ``config`` attribute when it has one (``window_tokens``,
+        ``reserve_for_response_tokens``, ``head_window_tokens``, ``compression_model``,
+        ``summary_timeout_seconds``; each missing one takes its default), so a strategy
+        configured like the shipped ones is described without more code.
+        """
+        config = getattr(self, "config", None)
+        if config is None:
+            return StrategyProfile()
+        head = getattr(config, "head_window_tokens", 0)
+        timeout = getattr(config, "summary_timeout_seconds", None)
+        return StrategyProfile(
+            window_tokens=getattr(config, "window_tokens", None),
+            reserve_for_response_tokens=getattr(config, "reserve_for_response_tokens", None),
+            head_window_tokens=head if isinstance(head, int) and head > 0 else 0,
+            memory_model=getattr(config, "compression_model", None),
+            summary_timeout_seconds=timeout
+            if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
+            else None,
+        )
+
+    def initialize(self, ctx: StrategyContext) -> None:  # noqa: B027 (a hook whose default does nothing)
         """Load branch-scoped state (called on open, strategy swap and branch switch)."""
 
-    def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:
+    def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:  # noqa: B027 (a hook whose default does nothing)
         """Called after every added message."""
 
-    def on_messages_removed(self, ctx: StrategyContext, ids: Sequence[str]) -> None:
+    def on_messages_removed(self, ctx: StrategyContext, ids: Sequence[str]) -> None:  # noqa: B027 (a hook whose default does nothing)
         """Called when ``ids`` left the record, inside the transaction that removed
         them (``ctx.messages()`` no longer has them): records over them must follow."""
 
@@ -321,11 +372,11 @@ class Strategy:
         """
         self.on_messages_removed(ctx, ids)
 
+    @abc.abstractmethod
     def select(
         self, ctx: StrategyContext, budget: RequestBudget, *, dry_run: bool = False
     ) -> Selection:
         """The entries of the next request. ``dry_run`` must have no side effects."""
-        raise NotImplementedError
 
     def tick(self, ctx: StrategyContext) -> bool:
         """Do at most one unit of background work; True when something was done."""
@@ -335,7 +386,7 @@ class Strategy:
         """True when no background work is queued."""
         return True
 
-    def on_holds_released(self, ctx: StrategyContext) -> None:
+    def on_holds_released(self, ctx: StrategyContext) -> None:  # noqa: B027 (a hook whose default does nothing)
         """Called after compression holds are released."""
 
     def pending_work(self, ctx: StrategyContext) -> list[str]:

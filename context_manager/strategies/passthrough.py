@@ -19,7 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ConfigError, OverBudgetError
 from ..messages import USER
 from ..pairing import pair_groups
-from .base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
+from .base import (
+    Entry,
+    RequestBudget,
+    Selection,
+    StoredMessage,
+    Strategy,
+    StrategyContext,
+)
 from .capping import MAX_CAP_ROUNDS, Capped, cap_forms
 
 __all__ = ["PassthroughConfig", "PassthroughStrategy"]

@@ -21,7 +21,15 @@ import solvers
 from ...adapter import Snapshot
 from ...arguments import check_pin_levels
 from ...errors import ConfigError, UnknownMessageError
-from ..base import Entry, RequestBudget, Selection, StoredMessage, Strategy, StrategyContext
+from ..base import (
+    Entry,
+    RequestBudget,
+    Selection,
+    StoredMessage,
+    Strategy,
+    StrategyContext,
+    StrategyProfile,
+)
 from .chunking import adopt_memories, rebuild_chunks, reconcile
 from .config import AutobiographicalConfig
 from .folding import select, snapshot
@@ -111,6 +119,19 @@ class AutobiographicalStrategy(Strategy):
         twin.state = State(config, self.state.records)
         twin.state.carry_over(self.state)
         return twin
+
+    @property
+    def profile(self) -> StrategyProfile:
+        """Its config as the manager reads it: the window and reserve it was sized for,
+        its raw head, the model that writes its memories and their deadline."""
+        config = self.config
+        return StrategyProfile(
+            window_tokens=config.window_tokens,
+            reserve_for_response_tokens=config.reserve_for_response_tokens,
+            head_window_tokens=config.head_window_tokens,
+            memory_model=config.compression_model,
+            summary_timeout_seconds=config.summary_timeout_seconds,
+        )
 
     @property
     def solver(self) -> tuple[str, dict[str, Any]]:
