@@ -786,7 +786,7 @@ def test_grace_takes_from_the_response_reserve_only(tmp_path: Path) -> None:
     cm, _ = open_cm(tmp_path, None, recent_window_tokens=100_000, over_budget_grace_ratio=0.25)
     for i in range(15):
         cm.add_message("User", words(20, f"m{i}"))
-    total = sum(cm._count(s) for s in cm.get_messages())
+    total = sum(cm._ctx.count(s) for s in cm.get_messages())
     assert 400 < total <= 500  # the raw tail is over the input budget, within grace
     result = cm.compile(max_tokens=500, reserve_for_response=100)
     assert len(result.messages) == 15

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import solvers
-from context_manager.strategies.base import Entry, Strategy
+from context_manager.strategies import PassthroughStrategy
+from context_manager.strategies.base import Entry
 from folding.testing import random_problem
 from solvers.exact import BruteForce, Exact
 from solvers.kv_stable import KvStable
@@ -38,4 +39,4 @@ def test_entries_cover_warns_and_reads_the_source_ids() -> None:
         Entry("assistant", (), source_ids=("c",), summary_id="s"),
     ]
     with pytest.warns(DeprecationWarning, match="source_ids"):
-        assert Strategy().entries_cover(entries) == {"a", "b", "c"}
+        assert PassthroughStrategy().entries_cover(entries) == {"a", "b", "c"}

@@ -19,6 +19,10 @@ ones at the same places among what was drawn from, so it runs the same operation
 * ``drained-floor-under-conflicting-pins``: a raw pin and a level pin on one message
   leave no floor to meet; the drain-then-fit rule now stops at the conflict (which a
   compile reports as a ``ConstraintConflictError``).
+* ``refold-cycle-after-removals``: on a long past with memories removed, a memory left
+  alone was refolded for, the merges that followed left it alone again, and the refold
+  came back: a catch-up ticked 10,000 times without end. A memory is now refolded for
+  once (recorded with the unfold), and the machine bounds the ticks of a catch-up.
 """
 
 from __future__ import annotations

@@ -238,6 +238,7 @@ _LEDGER = "autobio:refusal-ledger"
 _MERGE_ATTEMPTS = "autobio:merge-attempts"
 _CHUNK_ATTEMPTS = "autobio:chunk-attempts"
 _CHUNK_COUNTER = "autobio:chunk-counter"
+_REFOLDED = "autobio:refolded"
 
 
 @dataclass
@@ -278,6 +279,9 @@ class Records:
     """The tool-result caps the last live compile sent, by message id (the cap, in
     tokens, of that message's results), under the input budget :attr:`caps_budget`."""
     caps_budget: int = 0
+    refolded: frozenset[str] = frozenset()
+    """Memories a refold was made for (:meth:`unfold` with ``refolding``): each is
+    refolded for once, so merges that leave it alone again cannot start a cycle."""
     store: Store | None = field(default=None, repr=False, compare=False)
     slot: Callable[[str], str] = field(default=str, repr=False, compare=False)
 
@@ -366,7 +370,7 @@ class Records:
         for chunk_id in kept_chunks:
             self.exhausted.pop(chunk_id, None)
 
-    def unfold(self, ids: Sequence[str]) -> None:
+    def unfold(self, ids: Sequence[str], *, refolding: str | None = None) -> None:
         """Drop the memories ``ids`` (each parentless, or the child of another of them):
         their other children are parentless again, to be merged anew, and the chunk of
         a dropped L1 is to be remembered again. One transaction.
@@ -374,7 +378,9 @@ class Records:
         The writer unfolds a memory beside one that no longer has siblings of its level
         (:func:`~.writer.refold`): a removal or a hold can leave such a memory alone
         between higher ones, where no merge of one level ever reaches it. It unfolds a
-        memory over ``summary_max_tokens`` to write it again (:func:`~.writer.overlong`)."""
+        memory over ``summary_max_tokens`` to write it again (:func:`~.writer.overlong`).
+        ``refolding`` names the memory left alone a refold is for: it joins
+        :attr:`refolded`, in the same transaction (forgetting memories gone since)."""
         summaries = self.summaries
         dropped = set(ids)
         for summary_id in ids:
@@ -400,6 +406,12 @@ class Records:
                 store.edit(self.slot(_SUMMARIES), child.item, {**child.body(), "parent_id": None})
             for chunk in again.values():
                 store.edit(self.slot(_CHUNKS), chunk.item, chunk.body())
+            refolded = self.refolded
+            if refolding is not None:
+                live = set(summaries) - dropped
+                refolded = frozenset(i for i in (*self.refolded, refolding) if i in live)
+                store.set(self.slot(_REFOLDED), sorted(refolded))
+        self.refolded = refolded
         for summary_id in dropped:
             del summaries[summary_id]
         for child in freed:
@@ -444,7 +456,10 @@ class Records:
                 store.redact(self.slot(_LEDGER), it.id)
             store.set(self.slot(_CHUNK_ATTEMPTS), {})
             store.set(self.slot(_MERGE_ATTEMPTS), {})
+            if self.refolded:
+                store.set(self.slot(_REFOLDED), [])
         self.chunk_attempts, self.merge_attempts, self.exhausted = {}, {}, {}
+        self.refolded = frozenset()
         return freed
 
     # ------------------------------------------------------------- memories
@@ -661,6 +676,7 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
             frontier_delta_runs=carried,
             caps={str(k): int(v) for k, v in dict(caps["caps"]).items()},
             caps_budget=int(caps["budget"]),
+            refolded=frozenset(str(i) for i in store.get(slot(_REFOLDED), [])),
             store=store,
             slot=slot,
         )

@@ -243,9 +243,9 @@ def _highest_after(st: State, index: dict[str, int]) -> Callable[[int], int]:
     return after
 
 
-def refold(st: State, ctx: StrategyContext) -> list[str]:
-    """The memories to unfold so that a memory left alone can be merged: empty when
-    none is stuck.
+def refold(st: State, ctx: StrategyContext) -> tuple[str, list[str]] | None:
+    """The memory left alone and the memories to unfold so that it can be merged: None
+    when none is stuck.
 
     A parentless memory *m* of level *k* is stuck when no memory of its level is next
     to it and neither side can bring one: on each side lies a parentless memory of a
@@ -258,10 +258,12 @@ def refold(st: State, ctx: StrategyContext) -> list[str]:
     it each child next to *m* while that child is still above level *k*: *m* then has
     siblings of its level, and merges rebuild the memories above it. Only under
     ``memory_schedule="eager"`` with a hierarchy; a memory over a held message is left
-    as it is."""
+    as it is, and so is one a refold was made for already
+    (:attr:`~.records.Records.refolded`): merges by ``merge_threshold`` can leave it
+    alone again, and unfolding for it once more would start the same cycle."""
     cfg = st.config
     if not cfg.hierarchical or cfg.memory_schedule == "forecast":
-        return []
+        return None
     stored = ctx.messages()
     index = st.positions(ctx, stored)
     roots = sorted(
@@ -269,7 +271,7 @@ def refold(st: State, ctx: StrategyContext) -> list[str]:
         key=lambda s: index[s.first],
     )
     if len(roots) < 2:
-        return []
+        return None
     held = ctx.held_ids()
     chunk_of = {i: c for c in st.records.chunks for i in c.source_ids}
     limit = cfg.chunk_attempt_limit
@@ -314,7 +316,7 @@ def refold(st: State, ctx: StrategyContext) -> list[str]:
                     stuck = False  # a chunk still to remember, or the open end
                 sides.append(None)
         higher = [n for n in sides if n is not None]
-        if not stuck or not higher or holds(m):
+        if not stuck or not higher or holds(m) or m.id in st.records.refolded:
             continue
         target = min(higher, key=lambda n: (n.level, index[n.first]))
         if holds(target):
@@ -330,8 +332,8 @@ def refold(st: State, ctx: StrategyContext) -> list[str]:
                 break
             opened.append(child.id)
             node = child
-        return opened
-    return []
+        return m.id, opened
+    return None
 
 
 def overlong(st: State, ctx: StrategyContext) -> list[list[str]]:
@@ -395,7 +397,8 @@ def pending_work(st: State, ctx: StrategyContext) -> list[str]:
     work = [f"compress {c.id}" for c in queued_chunks(st, ctx)]
     work += [f"merge {'+'.join(g)}" for g in merge_groups(st, ctx)]
     if not work and ctx.summarizer is not None:
-        work += [f"unfold {i}" for i in refold(st, ctx)]
+        stuck = refold(st, ctx)
+        work += [f"unfold {i}" for i in (stuck[1] if stuck is not None else [])]
         work += [f"rewrite {'+'.join(g)}" for g in overlong(st, ctx)]
     return work
 
@@ -460,9 +463,10 @@ def tick(st: State, ctx: StrategyContext) -> bool:
         return False  # nothing can be written without a summariser
     if not queued and not groups:
         stuck = refold(st, ctx)
-        if stuck:  # a memory left alone: the merges that follow rebuild the hierarchy
-            log.info("unfolding %s to merge a memory left alone", "+".join(stuck))
-            st.records.unfold(stuck)
+        if stuck is not None:  # a memory left alone: the merges that follow rebuild above it
+            alone, opened = stuck
+            log.info("unfolding %s to merge %s, left alone", "+".join(opened), alone)
+            st.records.unfold(opened, refolding=alone)
             return True
         long = overlong(st, ctx)
         if long:  # written again by the ticks that follow, within the limit
