@@ -8,6 +8,12 @@
 * :class:`CharsCounter`: ``ceil(chars / 4)`` of the readable text, for tests.
 
 Every counter caches message counts by the sha256 of the message body.
+
+This module is the one place that says how text and messages are estimated: the byte
+heuristic of a string (:func:`heuristic_text_tokens`) and of a message's JSON body
+(:func:`message_json_tokens`). The stateless assembly
+(:mod:`context_manager.assembly.estimate`) prices its wire messages with the same two
+functions; only the body it hands them differs (the wire JSON of the message).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,12 +30,14 @@ from .messages import ImageBlock, Message, ToolResultBlock
 __all__ = [
     "HEURISTIC_IMAGE_TOKENS",
     "IMAGE_TOKENS",
+    "RESULT_BLOCK_TYPES",
     "ByteHeuristicCounter",
     "CharsCounter",
     "TiktokenCounter",
     "TokenCounter",
     "compact_json",
     "heuristic_text_tokens",
+    "message_json_tokens",
     "utf8_length",
 ]
 
@@ -71,6 +80,62 @@ def compact_json(value: Any) -> str:
     '{"a":[1,"é"],"b":null}'
     """
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+RESULT_BLOCK_TYPES = frozenset({"tool_result", "function_result"})
+"""Block types whose ``content`` may hold images of their own (a library tool result, a wire
+function result)."""
+
+
+def message_json_tokens(
+    body: Mapping[str, Any],
+    count_text: Callable[[str], int] = heuristic_text_tokens,
+    image_tokens: int = HEURISTIC_IMAGE_TOKENS,
+) -> int:
+    """Estimated tokens of a message as JSON: the heuristic every message estimate shares.
+
+    ``count_text`` prices the compact JSON of ``body`` in which every image block's
+    ``data`` is blank (added blank when absent), and each image costs ``image_tokens``
+    whatever its size: the images of ``body["content"]`` and those inside the content
+    list of a result block (:data:`RESULT_BLOCK_TYPES`). ``body`` is not modified.
+
+    Parameters
+    ----------
+    body : mapping
+        The message as JSON, with its blocks, as dicts, under ``"content"``.
+    count_text : callable, optional
+        Prices a string: the byte heuristic by default.
+    image_tokens : int, optional
+        The price of one image.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> image = {"type": "image", "data": "A" * 9999}
+    >>> message_json_tokens({"content": [image]})  # '{"content":[{"type":"image","data":""}]}'
+    4106
+    >>> message_json_tokens({"content": [{"type": "text", "text": "hello"}]}, count_text=len)
+    44
+    """
+    images = 0
+
+    def blanked(block: Mapping[str, Any]) -> Mapping[str, Any]:
+        nonlocal images
+        if block.get("type") != "image":
+            return block
+        images += 1
+        return {**block, "data": ""}
+
+    content = []
+    for block in body["content"]:
+        inner = block.get("content")
+        if block.get("type") in RESULT_BLOCK_TYPES and isinstance(inner, list):
+            block = {**block, "content": [blanked(b) for b in inner]}
+        content.append(blanked(block))
+    return count_text(compact_json({**body, "content": content})) + image_tokens * images
 
 
 @runtime_checkable
@@ -149,18 +214,11 @@ class ByteHeuristicCounter(_Cached):
         return heuristic_text_tokens(text)
 
     def _count(self, message: Message) -> int:
-        body: dict[str, Any] = {
+        body = {
             "participant": message.participant,
             "content": [b.model_dump(mode="json", exclude_none=True) for b in message.content],
         }
-        for block in body["content"]:
-            if block.get("type") == "image":
-                block["data"] = ""
-            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
-                for inner in block["content"]:
-                    if inner.get("type") == "image":
-                        inner["data"] = ""
-        return heuristic_text_tokens(compact_json(body)) + self.image_tokens * _images(message)
+        return message_json_tokens(body, heuristic_text_tokens, self.image_tokens)
 
 
 class TiktokenCounter(_Cached):

@@ -1,9 +1,15 @@
-"""The byte-heuristic token estimate used for every model.
+"""The byte-heuristic token estimate of the assembly's wire messages.
 
 Text costs ``floor(UTF-8 bytes / 4)``. A message costs the same of its compact
 JSON, with every image's data blanked and ``details`` of a function result
 nulled (unless they are a denial envelope, which the provider does see), plus
 4096 per image. Base64 length never counts.
+
+How text and a message body are priced is defined once, in
+:mod:`context_manager.tokens` (:func:`~context_manager.tokens.heuristic_text_tokens`,
+:func:`~context_manager.tokens.message_json_tokens`), which the library's
+:class:`~context_manager.tokens.ByteHeuristicCounter` uses too; this module says
+which body a wire message is priced on, and memoises estimates for one request.
 """
 
 from __future__ import annotations
@@ -11,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..tokens import HEURISTIC_IMAGE_TOKENS, compact_json, heuristic_text_tokens, utf8_length
+from ..tokens import (
+    HEURISTIC_IMAGE_TOKENS,
+    compact_json,
+    heuristic_text_tokens,
+    message_json_tokens,
+    utf8_length,
+)
 from .wire import AgentFunction, AnyMessage, FunctionResultMessage, count_images, joined_text
 
 __all__ = [
@@ -61,18 +73,7 @@ def message_tokens(message: AnyMessage, count_text: Callable[[str], int] = text_
         and not is_denied(message.details)
     ):
         body["details"] = None
-    images = 0
-    for block in body["content"]:
-        kind = block["type"]
-        if kind == "image":
-            block["data"] = ""
-            images += 1
-        elif kind == "function_result":
-            for inner in block["content"]:
-                if inner["type"] == "image":
-                    inner["data"] = ""
-                    images += 1
-    return count_text(compact_json(body)) + IMAGE_TOKENS * images
+    return message_json_tokens(body, count_text, IMAGE_TOKENS)
 
 
 def function_tokens(function: AgentFunction, count_text: Callable[[str], int] = text_tokens) -> int:
