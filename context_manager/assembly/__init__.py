@@ -17,6 +17,10 @@ Collaborators are keyword arguments: ``config`` (:class:`AssemblyConfig`),
 ``catalog`` (:class:`ModelCatalog`), ``leases`` (:class:`LeaseStore`) and
 ``clock`` (milliseconds).
 
+The messages are wire messages (:mod:`context_manager.assembly.wire`);
+:mod:`context_manager.assembly.convert` turns the library's
+:class:`~context_manager.messages.Message` into them and back.
+
 Examples
 --------
 >>> from context_manager.assembly import count_tokens

@@ -4,6 +4,10 @@ Every type validates its JSON form and serialises back to it with :meth:`wire`:
 the tag first, then the fields in declaration order, optional fields omitted
 when absent. That serialisation is what the token estimate measures, so it is
 spelled out field by field rather than left to a generic dump.
+
+These are not the library's :class:`~context_manager.messages.Message`: the wire
+format is a published contract and stays as it is whatever the library's model
+becomes. :mod:`context_manager.assembly.convert` is the one conversion between the two.
 """
 
 from __future__ import annotations
