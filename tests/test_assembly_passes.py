@@ -14,7 +14,7 @@ from context_manager.assembly import prune
 from context_manager.assembly.capping import cap_results
 from context_manager.assembly.emergency import emergency_reduce
 from context_manager.assembly.media import normalise_media
-from context_manager.assembly.selection import Selection, select_tail
+from context_manager.assembly.selection import TailCut, select_tail
 from context_manager.assembly.wire import WireMessage
 
 ADAPTER: TypeAdapter[Any] = TypeAdapter(list[WireMessage])
@@ -358,15 +358,15 @@ def sizes(n: int, each: int = 10) -> list[int]:
 
 def test_select_whole_head_without_turns_or_tail_turns() -> None:
     msgs = parse(user("a", ts=1), assistant("b", ts=2))
-    assert select_tail(msgs, sizes(2), 100, 0) == Selection(2, None)
+    assert select_tail(msgs, sizes(2), 100, 0) == TailCut(2, None)
     only_bot = parse(assistant("b", ts=2))
-    assert select_tail(only_bot, sizes(1), 100, 2) == Selection(1, None)
+    assert select_tail(only_bot, sizes(1), 100, 2) == TailCut(1, None)
 
 
 def test_select_takes_whole_turns_within_budget() -> None:
     msgs = parse(*(m for n in range(4) for m in (user(f"u{n}"), assistant(f"a{n}"))))
-    assert select_tail(msgs, sizes(8), 40, 2) == Selection(4, 4)
-    assert select_tail(msgs, sizes(8), 40, 1) == Selection(6, 6)
+    assert select_tail(msgs, sizes(8), 40, 2) == TailCut(4, 4)
+    assert select_tail(msgs, sizes(8), 40, 1) == TailCut(6, 6)
 
 
 def test_select_splits_a_turn_at_its_first_fitting_safe_cut() -> None:
@@ -381,8 +381,8 @@ def test_select_splits_a_turn_at_its_first_fitting_safe_cut() -> None:
         assistant("a1"),
     )
     # whole turn 1 is 60; from message 5 on it is 30
-    assert select_tail(msgs, sizes(8), 35, 2) == Selection(5, 5)
-    assert select_tail(msgs, sizes(8), 50, 2) == Selection(3, 3)
+    assert select_tail(msgs, sizes(8), 35, 2) == TailCut(5, 5)
+    assert select_tail(msgs, sizes(8), 50, 2) == TailCut(3, 3)
 
 
 def test_an_unsafe_turn_rides_with_the_older_turn() -> None:
@@ -394,14 +394,14 @@ def test_an_unsafe_turn_rides_with_the_older_turn() -> None:
         user(inline_result("c1", text("r"))),  # starts a turn, but is not a safe cut
         assistant("a1"),
     )
-    assert select_tail(msgs, sizes(6), 100, 2) == Selection(2, 2)
-    assert select_tail(msgs, sizes(6), 100, 1) == Selection(2, 2)  # never an empty tail
+    assert select_tail(msgs, sizes(6), 100, 2) == TailCut(2, 2)
+    assert select_tail(msgs, sizes(6), 100, 1) == TailCut(2, 2)  # never an empty tail
 
 
 def test_select_never_leaves_an_empty_tail() -> None:
     msgs = parse(user("u0"), assistant("a0"), user("u1"), assistant("a1"))
-    assert select_tail(msgs, [10, 10, 500, 500], 100, 2) == Selection(2, 2)
-    assert select_tail(parse(user("u0"), assistant("a0")), sizes(2), 100, 2) == Selection(0, 0)
+    assert select_tail(msgs, [10, 10, 500, 500], 100, 2) == TailCut(2, 2)
+    assert select_tail(parse(user("u0"), assistant("a0")), sizes(2), 100, 2) == TailCut(0, 0)
 
 
 @pytest.mark.parametrize("tail_turns", [1, 2, 3])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import solvers
+from context_manager.assembly import selection
 from context_manager.strategies import PassthroughStrategy
 from context_manager.strategies.base import Entry
 from folding.testing import random_problem
@@ -40,3 +41,13 @@ def test_entries_cover_warns_and_reads_the_source_ids() -> None:
     ]
     with pytest.warns(DeprecationWarning, match="source_ids"):
         assert PassthroughStrategy().entries_cover(entries) == {"a", "b", "c"}
+
+
+def test_the_assembly_selection_is_a_tail_cut_and_warns_under_its_old_name() -> None:
+    with pytest.warns(DeprecationWarning, match="TailCut"):
+        assert selection.Selection is selection.TailCut
+    with pytest.warns(DeprecationWarning, match="TailCut"):
+        from context_manager.assembly.selection import Selection
+    assert Selection(2, 2) == selection.TailCut(head_len=2, tail_start=2)
+    with pytest.raises(AttributeError, match="Nothing"):
+        selection.Nothing  # noqa: B018

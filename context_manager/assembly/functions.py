@@ -48,7 +48,7 @@ from .models import (
     PruneResponse,
 )
 from .pruning import PruneSettings, prune_results
-from .selection import Selection, select_tail
+from .selection import TailCut, select_tail
 from .summary import SummaryError, SummaryJob, summarize
 from .wire import AgentFunction, AnyMessage, CustomMessage
 
@@ -415,10 +415,10 @@ def compact(
         return CompactEmpty() if head.error.kind == "empty" else CompactOverflow()
     if head.summary is None:
         return CompactEmpty()
-    length = head.selection.head_len
+    length = head.cut.head_len
     return CompactOk(
         summary=head.summary,
-        tail_start_index=head.selection.tail_start,
+        tail_start_index=head.cut.tail_start,
         tokens_before=sum(head.sizes[:length]),
         tokens_after=text_tokens(head.summary) + sum(head.sizes[length:]),
         used_prior_summary=opts.previous_summary is not None,
@@ -551,7 +551,7 @@ def assemble(
             level = logging.DEBUG if head.error.kind == "unavailable" else logging.WARNING
             log.log(level, "no summary for the assembled request: %s", head.error)
         if head is not None and head.summary is not None:
-            summary, tail_start = head.summary, head.selection.head_len
+            summary, tail_start = head.summary, head.cut.head_len
             head_tokens = sum(head.sizes[:tail_start])
             system = render_system_prompt(req.system_prompt, summary)
             view = view[tail_start:]
@@ -605,7 +605,7 @@ def assemble(
 class _Head:
     """How a head was chosen and summarised under a lease."""
 
-    selection: Selection
+    cut: TailCut
     sizes: list[int]
     """Estimated tokens of every message."""
     summary: str | None
@@ -637,14 +637,14 @@ def _summarize_head(
     try:
         sizes = [estimator.message(m) for m in messages]
         turns = tail_turns if tail_turns is not None else cfg.tail_turns
-        selection = select_tail(messages, sizes, keep_budget, turns)
-        length = selection.head_len
+        cut = select_tail(messages, sizes, keep_budget, turns)
+        length = cut.head_len
         if length == 0 or (keep_a_tail and length >= len(messages)):
-            return _Head(selection, sizes, None)
+            return _Head(cut, sizes, None)
         try:
             summary = summarize(messages[:length], job, summarizer=summarizer, clock=clock)
         except SummaryError as exc:
-            return _Head(selection, sizes, None, exc)
-        return _Head(selection, sizes, summary)
+            return _Head(cut, sizes, None, exc)
+        return _Head(cut, sizes, summary)
     finally:
         store.release(key, nonce)

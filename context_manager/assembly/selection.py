@@ -4,30 +4,55 @@ A turn starts at each user message and runs to the next one. The tail is
 built from the newest turns back, within a token budget and at most
 ``tail_turns`` turns, and may only begin at a safe cut (an assistant message
 or a plain user message), so a result is never separated from its call.
+
+The boundary is a :class:`TailCut`. (It was called ``Selection``, a name the
+strategies' :class:`~context_manager.strategies.base.Selection`, the entries a
+strategy selects, also has; ``Selection`` here is a deprecated alias.)
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .wire import AnyMessage, UserMessage, is_safe_cut
 
-__all__ = ["Selection", "select_tail"]
+__all__ = ["TailCut", "select_tail"]
 
 
 @dataclass(frozen=True)
-class Selection:
-    """``messages[:head_len]`` is summarised; the tail starts at ``tail_start``
-    (``None`` when everything is head)."""
+class TailCut:
+    """Where a conversation is cut for compaction: ``messages[:head_len]`` is summarised;
+    the tail kept verbatim starts at ``tail_start`` (``None`` when everything is head).
+
+    Examples
+    --------
+    >>> cut = TailCut(head_len=4, tail_start=4)
+    >>> list(range(6))[: cut.head_len], list(range(6))[cut.tail_start :]
+    ([0, 1, 2, 3], [4, 5])
+    """
 
     head_len: int
     tail_start: int | None
 
 
+def __getattr__(name: str) -> Any:
+    if name == "Selection":
+        warnings.warn(
+            "context_manager.assembly.selection.Selection is deprecated and will be removed "
+            "in the next release; use TailCut (the same class)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return TailCut
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def select_tail(
     messages: Sequence[AnyMessage], sizes: Sequence[int], budget: int, tail_turns: int
-) -> Selection:
+) -> TailCut:
     """Choose the head/tail boundary.
 
     Whole turns are added newest first while they fit ``budget``; the first
@@ -48,13 +73,13 @@ def select_tail(
     ...         provider="p", timestamp=0)
     >>> msgs = [user("a"), bot("b"), user("c"), bot("d"), user("e"), bot("f")]
     >>> select_tail(msgs, [10] * 6, budget=40, tail_turns=2)
-    Selection(head_len=2, tail_start=2)
+    TailCut(head_len=2, tail_start=2)
     >>> select_tail(msgs, [10] * 6, budget=40, tail_turns=0)
-    Selection(head_len=6, tail_start=None)
+    TailCut(head_len=6, tail_start=None)
     """
     starts = [i for i, m in enumerate(messages) if isinstance(m, UserMessage)]
     if tail_turns <= 0 or not starts:
-        return Selection(len(messages), None)
+        return TailCut(len(messages), None)
     ends = [*starts[1:], len(messages)]
     candidate: int | None = None
     used = 0
@@ -73,8 +98,8 @@ def select_tail(
                 break
         break
     if candidate is not None and candidate > 0:
-        return Selection(candidate, candidate)
+        return TailCut(candidate, candidate)
     for start in reversed(starts):
         if start > 0 and is_safe_cut(messages[start]):
-            return Selection(start, start)
-    return Selection(0, 0)
+            return TailCut(start, start)
+    return TailCut(0, 0)
