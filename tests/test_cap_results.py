@@ -12,7 +12,9 @@ from context_manager import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from context_manager.strategies.capping import _level
+from context_manager.messages import ImageBlock, Message
+from context_manager.strategies.capping import _level, cap_tool_results
+from context_manager.tokens import ByteHeuristicCounter
 
 LOG = "".join(f"line {i}: build step finished\n" for i in range(2_000))  # ~14k tokens
 
@@ -75,3 +77,38 @@ def test_the_cap_frees_the_excess_from_the_largest_results_first() -> None:
     assert _level([1_000, 500, 100], 700) == 400
     assert _level([1_000, 500, 100], 100) == 900  # only the largest
     assert _level([1_000, 500, 100], 5_000) == 0  # nothing frees that much
+
+
+def test_one_message_is_capped_result_by_result_naming_each_tool() -> None:
+    counter = ByteHeuristicCounter()
+    lines = [TextBlock(text=LOG[:4_000]), TextBlock(text=LOG[4_000:8_000])]
+    message = Message(
+        participant="bash",
+        content=(
+            ToolResultBlock(tool_use_id="a", content=LOG),
+            ToolResultBlock(tool_use_id="b", content=lines),
+            ToolResultBlock(tool_use_id="c", content=[TextBlock(text=LOG), ImageBlock(url="u")]),
+            ToolResultBlock(tool_use_id="d", content="short"),
+            TextBlock(text=LOG),
+        ),
+    )
+    capped, tools = cap_tool_results(message, 200, counter, {"a": "bash"})
+    assert tools == ("bash", "the tool")  # b's call is not in view
+    a, b, c, d, text = capped.content
+    assert isinstance(a, ToolResultBlock) and isinstance(b, ToolResultBlock)
+    assert isinstance(a.content, str) and "re-call bash" in a.content
+    assert isinstance(b.content, str) and "re-call the tool" in b.content
+    assert counter.count_text(a.content) <= 200 and counter.count_text(b.content) <= 200
+    assert (c, d, text) == message.content[2:]  # with an image, short, not a result
+    assert capped.participant == "bash" and message.content[0].content == LOG  # a copy
+    # a caller may cap only results given as one string
+    only, named = cap_tool_results(
+        message,
+        200,
+        counter,
+        {},
+        "bash",
+        lambda r: r.content if isinstance(r.content, str) else None,
+    )
+    assert named == ("bash",) and only.content[1:] == message.content[1:]
+    assert cap_tool_results(message, 10**6, counter, {})[0] is message

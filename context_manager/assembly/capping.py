@@ -3,6 +3,10 @@
 An oversized result keeps its head (60 %) and tail (40 %) around a marker
 saying how large it was and how to get the middle back. The pass has no
 exemptions and is idempotent: a capped result estimates at or under the cap.
+
+:func:`cap_text` (with :func:`cap_marker`) is the one cut every cap makes: the
+strategies' caps of stored messages (:mod:`context_manager.strategies.capping`,
+one cap level per compile) cut with it too.
 """
 
 from __future__ import annotations

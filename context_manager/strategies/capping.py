@@ -4,32 +4,46 @@ When the messages a strategy must send carry tool results too large for the budg
 (for the autobiographical strategy, the messages that cannot fold: the recent tail,
 the head, pinned, locked or held messages, and those no memory covers yet; for the
 passthrough strategy, the newest turn and the task), the compile caps the largest of
-those results in the copy it sends, the way :func:`context_manager.assembly.cap_text`
-does: the head and tail of the text around a marker that names the tool and the
-size it had. The stored message never changes. The cap is one level ``c`` for
-every capped result (the largest that frees enough tokens: the smaller results are
-left whole). The autobiographical strategy sends every result whole when the request
-fits so; else it keeps the caps its last live compile sent (stored with its records)
-on the next compiles under the same input budget while the request fits with them, so
-a large result that stays capped keeps its bytes from one call to the next and the
-prompt is rewritten from it once, not again for a little more of it; only when the
-kept caps no longer fit, or the budget changes, are all caps chosen anew. The same
-history and records give the same bytes. The compile refuses only when the capped
-context still cannot fit.
+those results in the copy it sends, the way
+:func:`context_manager.assembly.capping.cap_text` does: the head and tail of the text
+around a marker that names the tool and the size it had. The stored message never
+changes. The cap is one level ``c`` for every capped result (the largest that frees
+enough tokens: the smaller results are left whole). The autobiographical strategy
+sends every result whole when the request fits so; else it keeps the caps its last
+live compile sent (stored with its records) on the next compiles under the same input
+budget while the request fits with them, so a large result that stays capped keeps its
+bytes from one call to the next and the prompt is rewritten from it once, not again
+for a little more of it; only when the kept caps no longer fit, or the budget changes,
+are all caps chosen anew. The same history and records give the same bytes. The
+compile refuses only when the capped context still cannot fit.
+
+How one message's tool results are capped at a given cap (the tool each is named
+after, the count, the cut) is :func:`cap_tool_results`, which the autobiographical
+strategy's memory requests use too (``memory_source_cap_tokens``); the cut itself is
+:func:`context_manager.assembly.capping.cap_text`, shared with the stateless assembly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..assembly.capping import cap_text
-from ..messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ..messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ..pairing import SendForm
 from ..tokens import TokenCounter
 from .base import StoredMessage
 
-__all__ = ["MAX_CAP_ROUNDS", "MIN_RESULT_TOKENS", "Capped", "cap_forms", "cap_message"]
+__all__ = [
+    "MAX_CAP_ROUNDS",
+    "MIN_RESULT_TOKENS",
+    "UNKNOWN_TOOL",
+    "Capped",
+    "cap_forms",
+    "cap_message",
+    "cap_tool_results",
+    "result_text",
+]
 
 MIN_RESULT_TOKENS = 64
 """No result is capped below this many tokens: a result cut shorter says nothing."""
@@ -39,6 +53,9 @@ MAX_CAP_ROUNDS = 4
 
 SLACK = 1.1
 """The cap frees this much more than the excess, for the marker and the recount."""
+
+UNKNOWN_TOOL = "the tool"
+"""What the marker of a capped result calls a tool whose call is not in view."""
 
 
 @dataclass(frozen=True)
@@ -61,13 +78,80 @@ class _Result:
     tokens: int
 
 
-def _text(block: ToolResultBlock) -> str | None:
-    """The result's text, when it is text only (a result with images is left whole)."""
+def result_text(block: ToolResultBlock) -> str | None:
+    """The result's text, when it is text only (a result with images is left whole).
+
+    Examples
+    --------
+    >>> lines = [TextBlock(text="a"), TextBlock(text="b")]
+    >>> result_text(ToolResultBlock(tool_use_id="t", content=lines))
+    'a\\nb'
+    """
     if isinstance(block.content, str):
         return block.content
     if all(isinstance(b, TextBlock) for b in block.content):
         return "\n".join(b.text for b in block.content if isinstance(b, TextBlock))
     return None
+
+
+def cap_tool_results(
+    message: Message,
+    cap: int,
+    counter: TokenCounter,
+    tool_names: Mapping[str, str],
+    unknown: str = UNKNOWN_TOOL,
+    text_of: Callable[[ToolResultBlock], str | None] = result_text,
+) -> tuple[Message, tuple[str, ...]]:
+    """``message`` with every tool result over ``cap`` tokens cut to its head and tail
+    around the cap marker, and the tools whose results were cut.
+
+    A result is counted and cut on its text (``text_of``: None or empty leaves it
+    whole) and becomes a result holding the cut text; the marker names the tool of its
+    call (``tool_names``, by call id; ``unknown`` when the call is not there). The
+    message itself comes back when nothing is cut.
+
+    Parameters
+    ----------
+    message : Message
+    cap : int
+        The most tokens (by ``counter.count_text``) a result keeps.
+    counter : TokenCounter
+    tool_names : mapping of str to str
+        Tool name by call id.
+    unknown : str, optional
+        The name of a tool whose call id is not in ``tool_names``.
+    text_of : callable, optional
+        The text a result is capped on (:func:`result_text` by default).
+
+    Returns
+    -------
+    tuple of (Message, tuple of str)
+
+    Examples
+    --------
+    >>> from context_manager.tokens import CharsCounter
+    >>> long = ToolResultBlock(tool_use_id="t", content="x" * 400)
+    >>> m = Message(participant="bash", content=(long,))
+    >>> capped, tools = cap_tool_results(m, 64, CharsCounter(), {"t": "cat"})
+    >>> tools, len(capped.content[0].content) < 400, "cat" in capped.content[0].content
+    (('cat',), True, True)
+    >>> cap_tool_results(m, 100, CharsCounter(), {})[0] is m
+    True
+    """
+    blocks: list[ContentBlock] = []
+    tools: list[str] = []
+    for b in message.content:
+        text = text_of(b) if isinstance(b, ToolResultBlock) else None
+        if isinstance(b, ToolResultBlock) and text:
+            tokens = counter.count_text(text)
+            if tokens > cap:
+                tool = tool_names.get(b.tool_use_id, unknown)
+                tools.append(tool)
+                b = b.model_copy(update={"content": cap_text(text, tokens, cap, tool)})
+        blocks.append(b)
+    if not tools:
+        return message, ()
+    return message.model_copy(update={"content": tuple(blocks)}), tuple(tools)
 
 
 def _level(sizes: Sequence[int], excess: float) -> int:
@@ -103,7 +187,7 @@ def cap_forms(
         for m in forms[i].messages:
             for b in m.content:
                 if isinstance(b, ToolResultBlock):
-                    text = _text(b)
+                    text = result_text(b)
                     if text:
                         results.append(_Result(i, text, counter.count_text(text)))
     if not results:
@@ -137,17 +221,9 @@ def _capped(
     sent: list[Message] = []
     tools: list[str] = []
     for m in form.messages:
-        blocks = []
-        for b in m.content:
-            text = _text(b) if isinstance(b, ToolResultBlock) else None
-            if isinstance(b, ToolResultBlock) and text:
-                tokens = counter.count_text(text)
-                if tokens > cap:
-                    tool = names.get(b.tool_use_id, "the tool")
-                    tools.append(tool)
-                    b = b.model_copy(update={"content": cap_text(text, tokens, cap, tool)})
-            blocks.append(b)
-        sent.append(m.model_copy(update={"content": tuple(blocks)}))
+        capped, named = cap_tool_results(m, cap, counter, names)
+        sent.append(capped)
+        tools.extend(named)
     before = sum(counter.count_message(m) for m in form.messages)
     after = sum(counter.count_message(m) for m in sent)
     return Capped(SendForm(tuple(sent), form.tied), after, before, tuple(tools))

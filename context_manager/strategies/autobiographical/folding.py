@@ -34,10 +34,10 @@ from ...pairing import SendForm
 from ...store import damaged
 from ..base import Entry, RequestBudget, Selection, StoredMessage, StrategyContext
 from ..capping import MAX_CAP_ROUNDS, Capped, cap_forms, cap_message
-from .capping import unfoldable
 from .chunking import rebuild_chunks
 from .state import State
 from .tree import Node, Tree, tree
+from .unfoldable import unfoldable
 from .windows import Windows, windows
 from .writer import demand, merge_groups, queued_chunks
 

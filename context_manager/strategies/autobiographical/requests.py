@@ -14,10 +14,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ...assembly.capping import cap_text
 from ...messages import Message, ToolResultBlock, ToolUseBlock
 from ...summarizer import MEMORY_MARKER, CompletionRequest
 from ..base import StoredMessage, StrategyContext
+from ..capping import cap_tool_results
 from .config import ToolProseFallback
 from .prompts import CONTEXT_MANAGER, strip_thinking
 from .records import ChunkRecord, SummaryEntry
@@ -187,21 +187,15 @@ def _capped_sources(st: State, ctx: StrategyContext, body: list[Message]) -> lis
     if cap is None:
         return body
     names = {b.id: b.name for m in body for b in m.content if isinstance(b, ToolUseBlock)}
-    out = []
-    for message in body:
-        blocks = []
-        changed = False
-        for block in message.content:
-            if isinstance(block, ToolResultBlock) and isinstance(block.content, str):
-                tokens = ctx.counter.count_text(block.content)
-                if tokens > cap:
-                    name = names.get(block.tool_use_id, message.participant)
-                    text = cap_text(block.content, tokens, cap, name)
-                    block = block.model_copy(update={"content": text})
-                    changed = True
-            blocks.append(block)
-        out.append(message.model_copy(update={"content": tuple(blocks)}) if changed else message)
-    return out
+    return [
+        cap_tool_results(m, cap, ctx.counter, names, m.participant, _string_content)[0]
+        for m in body
+    ]
+
+
+def _string_content(block: ToolResultBlock) -> str | None:
+    """A memory request caps a result given as one string (one of text blocks is sent whole)."""
+    return block.content if isinstance(block.content, str) else None
 
 
 def source_only_request(

@@ -1,8 +1,8 @@
 """Which messages the autobiographical compile may cap: those no frontier can fold.
 
-The capping itself (one cap level for every capped result, the head and tail of each
-around a marker) is shared with the passthrough strategy:
-:mod:`context_manager.strategies.capping`.
+This module only says which messages; the capping itself (one cap level for every
+capped result, the head and tail of each around a marker) is shared with the
+passthrough strategy: :mod:`context_manager.strategies.capping`.
 """
 
 from __future__ import annotations
