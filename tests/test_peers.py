@@ -139,8 +139,8 @@ def lc() -> Iterator[None]:
 
 
 def test_langchain_pieces_converted_one_by_one_keep_their_own_source(lc: None) -> None:
+    from context_manager.integrations.parts import SOURCE
     from foldbench.peers.langchain_peers import from_langchain, to_langchain
-    from foldbench.peers.parts import SOURCE
 
     results = Message(
         participant="User",

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
+from context_manager.integrations.parts import PartJoiner, part_markers
 from context_manager.messages import (
     CacheTTL,
     ContentBlock,
@@ -36,8 +37,6 @@ from context_manager.tokens import TiktokenCounter, TokenCounter
 from foldbench.loaders import call_points
 from foldbench.pricing import AUTOMATIC, EXPLICIT, MIN_CACHEABLE_TOKENS
 from folding import CacheSimulator, Layout, PrefixCacheSimulator
-
-from .parts import PartJoiner, part_markers
 
 __all__ = [
     "HOUR_WRITE_PRICE",

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from context_manager.integrations.parts import PartJoiner
 from context_manager.messages import (
     MAX_CACHE_BREAKPOINTS,
     ContentBlock,
@@ -45,7 +46,6 @@ from .base import (
     split_system,
     system_text,
 )
-from .parts import PartJoiner
 from .settings import OURS, PeerSettings, Setting
 
 __all__ = ["AssemblePolicy", "FoldingPolicy", "from_wire", "to_wire"]

@@ -1,8 +1,9 @@
 """Split user-side messages and their reassembly.
 
 Chat formats that carry each tool result as its own message (LangChain,
-LlamaIndex) split one of our user-side messages into parts; the peers convert
-there and back through these markers.
+LlamaIndex) split one of our user-side messages into parts; a converter marks
+the parts with :func:`part_markers` and puts the message back together with
+:class:`PartJoiner`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from context_manager.messages import ContentBlock, Message, ToolResultBlock
+from ..messages import ContentBlock, Message, ToolResultBlock
 
 __all__ = ["CONTINUES", "SOURCE", "PartJoiner", "part_markers"]
 
@@ -22,10 +23,16 @@ def part_markers(source: int, part: int) -> dict[str, Any]:
     """The extra fields of part ``part`` of split message ``source``.
 
     Chat formats that carry each tool result as its own message split one of our
-    user-side messages into parts
-    (:func:`~foldbench.peers.base.user_side_parts`); every part names its
-    source message, and the parts after the first say they continue it, so
-    :class:`PartJoiner` can put the message back together.
+    user-side messages into parts; every part names its source message, and the
+    parts after the first say they continue it, so :class:`PartJoiner` can put the
+    message back together.
+
+    Examples
+    --------
+    >>> part_markers(7, 0)
+    {'context_manager_source': 7}
+    >>> part_markers(7, 1)
+    {'context_manager_source': 7, 'context_manager_continues': True}
     """
     return {SOURCE: source, **({CONTINUES: True} if part else {})}
 
