@@ -6,6 +6,9 @@
 - :class:`~context_manager.integrations.openai_agents.FoldingSession`: an OpenAI Agents
   SDK ``Session`` backed by the store whose items are the folded context (extra
   ``openai-agents``).
+- :mod:`~context_manager.integrations.langchain_messages`: the conversion between our
+  messages and LangChain's that the middleware stores and sends through (extra
+  ``langchain``).
 
 Importing this package loads neither framework: each name imports its module, and so
 its framework, on first use.
