@@ -24,15 +24,10 @@ from context_manager import (
     CharsCounter,
     ContextManager,
     ExtractiveSummarizer,
-    Message,
     ToolUseBlock,
 )
-from context_manager.integrations.langchain import (
-    IDS,
-    ContextFoldingMiddleware,
-    from_langchain,
-    to_langchain,
-)
+from context_manager.integrations.langchain import IDS, ContextFoldingMiddleware
+from context_manager.integrations.langchain_messages import from_langchain, to_langchain
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 
 MAX_TOKENS, RESERVE = 1500, 300
@@ -265,18 +260,17 @@ def test_conversions() -> None:
         content=[{"type": "text", "text": "checking"}],
         tool_calls=[{"name": "ls", "args": {"path": "."}, "id": "c1", "type": "tool_call"}],
     )
-    participant, blocks = from_langchain(call)
-    assert participant == "Claude" and blocks[1] == ToolUseBlock(
-        id="c1", name="ls", input={"path": "."}
-    )
+    [stored] = from_langchain([call])
+    assert stored.participant == "Claude"
+    assert stored.content[1] == ToolUseBlock(id="c1", name="ls", input={"path": "."})
     failed = ToolMessage(content="no such file", tool_call_id="c1", name="ls", status="error")
-    participant, blocks = from_langchain(failed)
-    assert participant == "ls" and blocks[0].is_error  # type: ignore[union-attr]
+    [result] = from_langchain([failed])
+    assert result.participant == "ls" and result.content[0].is_error  # type: ignore[union-attr]
 
-    back = to_langchain(Message(participant="Claude", content=tuple(from_langchain(call)[1])))
+    back = to_langchain([stored])
     assert isinstance(back[0], AIMessage) and back[0].tool_calls == call.tool_calls
     assert back[0].content == "checking"
-    answer = to_langchain(Message(participant="ls", content=tuple(from_langchain(failed)[1])))
+    answer = to_langchain([result])
     assert isinstance(answer[0], ToolMessage)
     assert (answer[0].tool_call_id, answer[0].status, answer[0].name) == ("c1", "error", "ls")
 

@@ -49,171 +49,21 @@ from threading import RLock
 from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AnyMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ..manager import CompileResult, ContextManager
-from ..messages import (
-    AGENT,
-    SYSTEM,
-    USER,
-    ContentBlock,
-    ImageBlock,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    text_of,
-)
+from ..messages import AGENT, ContentBlock, Message, ToolResultBlock
 from ._common import compile_folded, content_of, default_manager, regroup, window_reserve
+from .langchain_messages import from_langchain, to_langchain
 
-__all__ = ["ContextFoldingMiddleware", "from_langchain", "to_langchain"]
+__all__ = ["ContextFoldingMiddleware"]
 
 IDS = "langchain_ids"
 """Metadata key of a stored message: the ids of the LangChain messages it holds."""
 
 DEFAULT_THREAD = "default"
 """The thread of a run that names none (no ``thread_id`` in its config)."""
-
-
-# ------------------------------------------------------------------ conversion
-def _parts(content: str | list[Any]) -> list[ContentBlock]:
-    """Our blocks for a LangChain message's content (text, images, reasoning)."""
-    if isinstance(content, str):
-        return [TextBlock(text=content)] if content else []
-    blocks: list[ContentBlock] = []
-    for part in content:
-        if isinstance(part, str):
-            if part:
-                blocks.append(TextBlock(text=part))
-            continue
-        if not isinstance(part, dict):
-            continue
-        kind = part.get("type")
-        if kind == "text" and part.get("text"):
-            blocks.append(TextBlock(text=str(part["text"])))
-        elif kind in ("thinking", "reasoning"):
-            text = part.get("thinking") or part.get("reasoning") or ""
-            signature = part.get("signature")
-            blocks.append(
-                ThinkingBlock(
-                    thinking=str(text), signature=signature if isinstance(signature, str) else None
-                )
-            )
-        elif kind == "image_url":
-            url = part.get("image_url")
-            url = url.get("url") if isinstance(url, dict) else url
-            blocks.append(ImageBlock(url=str(url)) if url else ImageBlock())
-        elif kind == "image":
-            if part.get("url"):
-                blocks.append(ImageBlock(url=str(part["url"])))
-            else:
-                data = part.get("base64") or part.get("data")
-                media = part.get("mime_type") or part.get("media_type")
-                blocks.append(
-                    ImageBlock(
-                        data=str(data) if data else None, media_type=str(media) if media else None
-                    )
-                )
-    return blocks
-
-
-def _tool_text(content: str | list[Any]) -> str:
-    return content if isinstance(content, str) else text_of(_parts(content))
-
-
-def from_langchain(message: BaseMessage, *, agent: str = AGENT) -> tuple[str, list[ContentBlock]]:
-    """The participant and blocks of one LangChain message.
-
-    An ``AIMessage`` is the agent's (its text, reasoning and ``tool_calls``); a
-    ``ToolMessage`` a result of its call, spoken by the tool (its ``name``, else
-    ``"Tool"``); a ``SystemMessage`` :data:`~context_manager.messages.SYSTEM`'s; any
-    other message the user's.
-
-    Examples
-    --------
-    >>> from langchain_core.messages import AIMessage
-    >>> call = AIMessage(content="", tool_calls=[{"name": "ls", "args": {}, "id": "c1"}])
-    >>> from_langchain(call)
-    ('Claude', [ToolUseBlock(type='tool_use', id='c1', name='ls', input={})])
-    """
-    if isinstance(message, AIMessage):
-        blocks = _parts(message.content)
-        for i, call in enumerate(message.tool_calls):
-            blocks.append(
-                ToolUseBlock(
-                    id=call.get("id") or f"call_{i}", name=call["name"], input=call["args"]
-                )
-            )
-        for bad in message.invalid_tool_calls:  # answered by the agent's error result
-            if bad.get("id"):
-                arguments = {"arguments": bad.get("args") or ""}
-                name = bad.get("name") or "unknown"
-                blocks.append(ToolUseBlock(id=str(bad["id"]), name=name, input=arguments))
-        return agent, blocks
-    if isinstance(message, ToolMessage):
-        result = ToolResultBlock(
-            tool_use_id=message.tool_call_id,
-            content=_tool_text(message.content),
-            is_error=message.status == "error",
-        )
-        return message.name or "Tool", [result]
-    if isinstance(message, SystemMessage):
-        return SYSTEM, _parts(message.content)
-    return USER, _parts(message.content)
-
-
-def to_langchain(message: Message, *, agent: str = AGENT) -> list[BaseMessage]:
-    """LangChain messages for one of ours (a memory, a recall, a repaired message).
-
-    The agent's turns become one ``AIMessage`` with its ``tool_calls``; other
-    participants' tool results become ``ToolMessage`` s and the rest one
-    ``HumanMessage`` (a ``SystemMessage`` for :data:`~context_manager.messages.SYSTEM`).
-    Reasoning is not sent.
-
-    Examples
-    --------
-    >>> from context_manager import Message, ToolResultBlock
-    >>> answer = Message(participant="ls", content=[ToolResultBlock(tool_use_id="c1", content="a")])
-    >>> to_langchain(answer)[0].tool_call_id
-    'c1'
-    """
-    return _runs(message.participant, list(message.content), agent=agent)
-
-
-def _runs(participant: str, blocks: list[ContentBlock], *, agent: str) -> list[BaseMessage]:
-    if not blocks:
-        return []
-    if participant == agent:
-        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
-        calls = [
-            {"name": b.name, "args": dict(b.input), "id": b.id, "type": "tool_call"}
-            for b in blocks
-            if isinstance(b, ToolUseBlock)
-        ]
-        return [AIMessage(content=text, tool_calls=calls)]
-    out: list[BaseMessage] = []
-    name = None if participant in (USER, SYSTEM) else participant
-    for b in blocks:
-        if isinstance(b, ToolResultBlock):
-            body = b.content if isinstance(b.content, str) else text_of(b.content)
-            status = "error" if b.is_error else "success"
-            out.append(
-                ToolMessage(content=body, tool_call_id=b.tool_use_id, name=name, status=status)
-            )
-    rest = [b for b in blocks if not isinstance(b, ToolResultBlock)]
-    if rest:
-        kind = SystemMessage if participant == SYSTEM else HumanMessage
-        out.append(kind(content=text_of(rest)))
-    return out
 
 
 # ------------------------------------------------------------------ the middleware
@@ -239,8 +89,10 @@ class ContextFoldingMiddleware(AgentMiddleware):
     budget prices them), runs up to ``ticks_per_call`` units of compression, compiles
     within ``max_tokens - reserve_for_response`` and calls the model with the compiled
     messages. A message shown as it is goes to the model as the state's own object; a
-    memory, a recall or a repaired pair goes as a new ``HumanMessage`` / ``AIMessage``
-    / ``ToolMessage``. Tool calls and their results are always sent together. The
+    memory, a recall or a repaired pair goes as new LangChain messages
+    (:func:`~context_manager.integrations.langchain_messages.to_langchain`, which keeps
+    reasoning, images and tool call ids). Tool calls and their results are always sent
+    together. The
     graph state is not changed: it keeps every message. The model's reply is stored
     as soon as it comes (so the store holds the whole run when the run ends).
 
@@ -391,9 +243,9 @@ class ContextFoldingMiddleware(AgentMiddleware):
         def flush() -> None:
             if not group:
                 return
-            participant, blocks = from_langchain(group[0][1], agent=self.agent)
-            for _, later in group[1:]:
-                blocks.extend(from_langchain(later, agent=self.agent)[1])
+            stored = from_langchain([m for _, m in group], agent=self.agent)  # one message
+            participant = stored[0].participant
+            blocks = [b for m in stored for b in m.content]
             ids = [key for key, _ in group]
             thread.manager.add_message(participant, content_of(blocks), metadata={IDS: ids})
             thread.known.update(ids)
@@ -422,21 +274,27 @@ class ContextFoldingMiddleware(AgentMiddleware):
         out: list[BaseMessage] = []
         for message in compiled:
             originals = [
-                (by_id[key], from_langchain(by_id[key], agent=self.agent)[1])
+                (by_id[key], from_langchain([by_id[key]], agent=self.agent)[0].content)
                 for key in message.metadata.get(IDS, ())
                 if key in by_id
             ]
             pending: list[ContentBlock] = []
             for part in regroup(message.content, originals):
                 if isinstance(part, BaseMessage):
-                    out.extend(_runs(message.participant, pending, agent=self.agent))
+                    out.extend(self._converted(message.participant, pending))
                     pending = []
                     out.append(part)
                 else:
                     pending.append(part)
-            if pending:
-                out.extend(_runs(message.participant, pending, agent=self.agent))
+            out.extend(self._converted(message.participant, pending))
         return out
+
+    def _converted(self, participant: str, blocks: Sequence[ContentBlock]) -> list[BaseMessage]:
+        """New LangChain messages for blocks no message of the state holds as they are."""
+        if not blocks:
+            return []
+        message = Message(participant=participant, content=tuple(blocks))
+        return to_langchain([message], agent=self.agent, start=None)
 
 
 def _thread_id(runtime: Any) -> str:
