@@ -1,5 +1,5 @@
 """The LangChain drop-in, driven through ``create_agent`` with LangChain's own classes
-and its fake chat model."""
+and its fake chat model; and the benchmark's LangChain peers, which convert as it does."""
 
 from __future__ import annotations
 
@@ -24,10 +24,16 @@ from context_manager import (
     CharsCounter,
     ContextManager,
     ExtractiveSummarizer,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
     ToolUseBlock,
 )
 from context_manager.integrations.langchain import IDS, ContextFoldingMiddleware
 from context_manager.integrations.langchain_messages import from_langchain, to_langchain
+from context_manager.integrations.parts import CONTINUES, SOURCE
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 
 MAX_TOKENS, RESERVE = 1500, 300
@@ -333,3 +339,160 @@ def test_threads_fold_side_by_side(folding: ContextFoldingMiddleware) -> None:
         assert [i for s in stored for i in s.message.metadata[IDS]] == [m.id for m in state]
         assert all(f" on {thread_id}:" in m.content for m in state if isinstance(m, HumanMessage))
         assert all(not pairing_problems(r[1:]) for r in received)
+
+
+# ------------------------------------------------------------------ one conversion, two users
+PLOT = "https://example.com/plot.png"
+
+HISTORY = [
+    Message(
+        participant="User",
+        content=(TextBlock(text="What is in the plot?"), ImageBlock(url=PLOT)),
+    ),
+    Message(
+        participant="Claude",
+        content=(
+            ThinkingBlock(thinking="look it up", signature="sig"),
+            TextBlock(text="Checking."),
+            ToolUseBlock(id="c1", name="lookup", input={"key": "plot"}),
+        ),
+    ),
+    Message(
+        participant="lookup",
+        content=(ToolResultBlock(tool_use_id="c1", content="a rising line"),),
+    ),
+]
+"""A history for the model: an image, signed reasoning, a call and its result."""
+
+LANGCHAIN_HISTORY: list[BaseMessage] = [
+    HumanMessage(
+        content=[{"type": "text", "text": "Listen."}, {"type": "audio", "file_id": "f-1"}],
+        id="h1",
+    ),
+    AIMessage(
+        content=[{"type": "reasoning", "reasoning": "look it up"}, "Checking."],
+        tool_calls=[_call("c1", "note")],
+        id="a1",
+    ),
+    ToolMessage(content="a voice memo", tool_call_id="c1", name="lookup", id="t1"),
+]
+"""An agent's state: a block we have no type for, reasoning, a call and its result."""
+
+
+def shape(message: BaseMessage) -> dict[str, Any]:
+    """What a model is given of a message: all but its id and its part marks."""
+    extra = {k: v for k, v in message.additional_kwargs.items() if k not in (SOURCE, CONTINUES)}
+    return {
+        "type": message.type,
+        "content": message.content,
+        "name": message.name,
+        "extra": extra,
+        "tool_calls": getattr(message, "tool_calls", None),
+        "tool_call_id": getattr(message, "tool_call_id", None),
+        "status": getattr(message, "status", None),
+    }
+
+
+def middleware_sends(history: Sequence[Message]) -> list[BaseMessage]:
+    """What the middleware sends for a thread whose store holds ``history`` (messages the
+    state never held, so the middleware converts every one of them)."""
+
+    def open_manager(thread_id: str) -> ContextManager:
+        manager = small_manager(thread_id)
+        for m in history:
+            manager.add_message(m.participant, m.content)
+        return manager
+
+    folding = ContextFoldingMiddleware(open_manager, max_tokens=100_000)
+    model = ScriptedChat(messages=iter(["noted"]), received=[])
+    agent = create_agent(model=model, tools=[lookup], middleware=[folding])
+    agent.invoke({"messages": [HumanMessage("And now?")]}, {"configurable": {"thread_id": "t"}})
+    folding.close()
+    *converted, asked = model.received[-1]
+    assert asked.content == "And now?"
+    return converted
+
+
+def middleware_stores(given: Sequence[BaseMessage]) -> list[Message]:
+    """What the middleware stores of an agent state holding ``given``."""
+    folding = ContextFoldingMiddleware(max_tokens=100_000)
+    model = ScriptedChat(messages=iter(["noted"]), received=[])
+    agent = create_agent(model=model, tools=[lookup], middleware=[folding])
+    agent.invoke({"messages": list(given)}, {"configurable": {"thread_id": "t"}})
+    stored = [s.message for s in folding.manager("t").get_messages()]
+    folding.close()
+    assert stored[-1].text == "noted"  # the model's reply, stored after the state
+    return stored[:-1]
+
+
+def trim_peer_exchanges(
+    history: Sequence[Message], returned: Sequence[BaseMessage], monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[BaseMessage], tuple[Message, ...]]:
+    """What the benchmark's trim_messages peer hands LangChain for ``history``, and what
+    it sends when LangChain hands it back ``returned``."""
+    import langchain_core.messages
+
+    from foldbench.peers.langchain_peers import TrimMessagesPolicy
+
+    handed: list[BaseMessage] = []
+
+    def trim_messages(messages: Sequence[BaseMessage], **options: Any) -> list[BaseMessage]:
+        handed.extend(messages)
+        return list(returned)
+
+    monkeypatch.setattr(langchain_core.messages, "trim_messages", trim_messages)
+    request = TrimMessagesPolicy().request(list(history), 100_000)
+    assert request.error is None
+    return handed, request.messages
+
+
+def test_the_benchmark_peers_and_the_middleware_send_the_same_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handed, _ = trim_peer_exchanges(HISTORY, [], monkeypatch)
+    sent = middleware_sends(HISTORY)
+    assert [shape(m) for m in handed] == [shape(m) for m in sent]
+    # both keep the image, the reasoning and the call paired with its result
+    assert [m.type for m in sent] == ["human", "ai", "tool"]
+    assert sent[0].content == [
+        {"type": "text", "text": "What is in the plot?"},
+        {"type": "image", "url": PLOT},
+    ]
+    assert sent[1].content == [
+        {"type": "thinking", "thinking": "look it up", "signature": "sig"},
+        {"type": "text", "text": "Checking."},
+    ]
+    assert isinstance(sent[1], AIMessage) and isinstance(sent[2], ToolMessage)
+    assert sent[1].tool_calls == [_call("c1", "plot")]
+    assert sent[2].tool_call_id == "c1"
+
+
+def test_the_benchmark_peers_and_the_middleware_read_the_same_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked = [Message.text_message("User", "hi")]
+    _, peer_read = trim_peer_exchanges(asked, LANGCHAIN_HISTORY, monkeypatch)
+    stored = middleware_stores(LANGCHAIN_HISTORY)
+    assert [(m.participant, m.content) for m in peer_read] == [
+        (m.participant, m.content) for m in stored
+    ]
+    # both keep the block we have no type for (as its JSON), the reasoning and the pair
+    assert stored[0].content == (
+        TextBlock(text="Listen."),
+        TextBlock(text='{"type": "audio", "file_id": "f-1"}'),
+    )
+    assert stored[1].content == (
+        ThinkingBlock(thinking="look it up"),
+        TextBlock(text="Checking."),
+        ToolUseBlock(id="c1", name="lookup", input={"key": "note"}),
+    )
+    assert stored[2].content == (ToolResultBlock(tool_use_id="c1", content="a voice memo"),)
+
+
+def test_the_peers_use_the_conversion_the_library_ships() -> None:
+    from context_manager.integrations import langchain, langchain_messages
+    from foldbench.peers import langchain_peers, langmem_peers
+
+    for module in (langchain, langchain_peers, langmem_peers):
+        assert module.to_langchain is langchain_messages.to_langchain
+        assert module.from_langchain is langchain_messages.from_langchain

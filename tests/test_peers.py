@@ -139,8 +139,8 @@ def lc() -> Iterator[None]:
 
 
 def test_langchain_pieces_converted_one_by_one_keep_their_own_source(lc: None) -> None:
+    from context_manager.integrations.langchain_messages import from_langchain, to_langchain
     from context_manager.integrations.parts import SOURCE
-    from foldbench.peers.langchain_peers import from_langchain, to_langchain
 
     results = Message(
         participant="User",
@@ -158,7 +158,7 @@ def test_langchain_pieces_converted_one_by_one_keep_their_own_source(lc: None) -
 def test_langchain_round_trip_keeps_ids(lc: None, history: list[Message]) -> None:
     from langchain_core.messages import AIMessage, ToolMessage
 
-    from foldbench.peers.langchain_peers import from_langchain, to_langchain
+    from context_manager.integrations.langchain_messages import from_langchain, to_langchain
 
     converted = to_langchain(history)
     calls = [c["id"] for m in converted if isinstance(m, AIMessage) for c in m.tool_calls]

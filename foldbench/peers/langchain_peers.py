@@ -28,6 +28,10 @@ How each peer is driven
 
 The system prompt (leading ``System`` messages) is kept outside the managed
 history, as ``create_agent`` keeps its ``system_prompt``.
+
+Messages go to LangChain and back through
+:mod:`context_manager.integrations.langchain_messages`, the conversion the library's
+LangChain middleware uses.
 """
 
 from __future__ import annotations
@@ -36,33 +40,21 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from context_manager.messages import (
-    ContentBlock,
-    ImageBlock,
-    Message,
-    MessageFormatError,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from context_manager.integrations.langchain_messages import from_langchain, to_langchain
+from context_manager.messages import Message
 from context_manager.summarizer import CompletionRequest, ExtractiveSummarizer, Summarizer
 from context_manager.tokens import TokenCounter
 
 from .base import (
-    SYSTEM,
     HistoryFeed,
     MeteredSummarizer,
-    PartJoiner,
     PolicyRequest,
     audit,
     default_counter,
-    part_markers,
     request_tokens,
     run_guarded,
     split_system,
     system_text,
-    user_side_parts,
 )
 from .settings import PeerSettings, Setting
 
@@ -75,212 +67,7 @@ __all__ = [
     "SummarizationMiddlewarePolicy",
     "TrimMessagesPolicy",
     "extractive_chat_model",
-    "from_langchain",
-    "to_langchain",
 ]
-
-
-# ------------------------------------------------------------------ conversion
-def _lc_blocks(blocks: Sequence[ContentBlock]) -> str | list[str | dict[str, Any]]:
-    if len(blocks) == 1 and isinstance(blocks[0], TextBlock):
-        return blocks[0].text
-    out: list[str | dict[str, Any]] = []
-    for b in blocks:
-        if isinstance(b, TextBlock):
-            out.append({"type": "text", "text": b.text})
-        elif isinstance(b, ThinkingBlock):
-            block: dict[str, Any] = {"type": "thinking", "thinking": b.thinking}
-            if b.signature:
-                block["signature"] = b.signature
-            out.append(block)
-        elif isinstance(b, ImageBlock):
-            if b.url:
-                out.append({"type": "image", "url": b.url})
-            else:
-                out.append({"type": "image", "base64": b.data or "", "mime_type": b.media_type})
-    return out
-
-
-def to_langchain(
-    messages: Sequence[Message], *, agent: str = "Claude", start: int = 0
-) -> list[BaseMessage]:
-    """Convert messages to LangChain messages, keeping tool call ids.
-
-    ``System`` becomes ``SystemMessage``; the agent's messages become
-    ``AIMessage`` with ``tool_calls``; each tool result becomes a
-    ``ToolMessage`` (``name`` = participant, ``status="error"`` when it is an
-    error); other messages become ``HumanMessage`` named after the
-    participant. A message split into several LangChain messages marks the
-    later ones so :func:`from_langchain` joins them again. Every message gets
-    the id ``cm-<index>-<part>``.
-
-    Parameters
-    ----------
-    messages : sequence of Message
-        Our messages.
-    agent : str
-        The participant whose turns are the assistant side.
-    start : int
-        The index of the first message in its conversation (for ids and markers
-        when a conversation is converted piece by piece).
-
-    Returns
-    -------
-    list of BaseMessage
-        LangChain messages in the same order.
-    """
-    from langchain_core.messages import (
-        AIMessage,
-        HumanMessage,
-        SystemMessage,
-        ToolCall,
-        ToolMessage,
-    )
-
-    out: list[BaseMessage] = []
-    for i, m in enumerate(messages, start):
-        if m.participant == SYSTEM:
-            out.append(SystemMessage(content=_lc_blocks(m.content) or "", id=f"cm-{i}-0"))
-            continue
-        if m.participant == agent:
-            calls = [
-                ToolCall(id=b.id, name=b.name, args=dict(b.input), type="tool_call")
-                for b in m.content
-                if isinstance(b, ToolUseBlock)
-            ]
-            rest = [b for b in m.content if not isinstance(b, ToolUseBlock)]
-            content = _lc_blocks(rest) if rest else ""
-            out.append(AIMessage(content=content, tool_calls=calls, id=f"cm-{i}-0"))
-            continue
-        for part, piece in enumerate(user_side_parts(m)):
-            extra = part_markers(i, part)
-            ident = f"cm-{i}-{part}"
-            if isinstance(piece, ToolResultBlock):
-                body: Any = (
-                    piece.content if isinstance(piece.content, str) else _lc_blocks(piece.content)
-                )
-                out.append(
-                    ToolMessage(
-                        content=body,
-                        tool_call_id=piece.tool_use_id,
-                        name=m.participant,
-                        status="error" if piece.is_error else "success",
-                        id=ident,
-                        additional_kwargs=extra,
-                    )
-                )
-            else:
-                out.append(
-                    HumanMessage(
-                        content=_lc_blocks(piece) if piece else "",
-                        name=m.participant,
-                        id=ident,
-                        additional_kwargs=extra,
-                    )
-                )
-    return out
-
-
-def _our_blocks(content: Any, where: str) -> list[ContentBlock]:
-    if isinstance(content, str):
-        return [TextBlock(text=content)]
-    blocks: list[ContentBlock] = []
-    for raw in content:
-        if isinstance(raw, str):
-            blocks.append(TextBlock(text=raw))
-            continue
-        kind = raw.get("type")
-        if kind == "text":
-            blocks.append(TextBlock(text=str(raw.get("text", ""))))
-        elif kind in ("thinking", "reasoning"):
-            text = raw.get("thinking", raw.get("reasoning", ""))
-            blocks.append(ThinkingBlock(thinking=str(text), signature=raw.get("signature")))
-        elif kind in ("image", "image_url"):
-            url = raw.get("url")
-            if isinstance(url, dict):  # OpenAI form {"image_url": {"url": ...}}
-                url = url.get("url")
-            if kind == "image_url":
-                url = (raw.get("image_url") or {}).get("url")
-            blocks.append(
-                ImageBlock(url=url)
-                if url
-                else ImageBlock(media_type=raw.get("mime_type"), data=raw.get("base64"))
-            )
-        elif kind in ("tool_use", "tool_call", "tool_call_chunk"):
-            continue  # carried by AIMessage.tool_calls
-        else:
-            raise MessageFormatError(f"{where}: unsupported LangChain content block {kind!r}")
-    return blocks
-
-
-def from_langchain(
-    messages: Sequence[BaseMessage], *, agent: str = "Claude", user: str = "User"
-) -> list[Message]:
-    """Convert LangChain messages back to ours, keeping tool call ids.
-
-    Consecutive ``ToolMessage`` objects become one message holding all their
-    results (the form where each result answers the message right before);
-    messages marked as continuing the previous one are joined to it.
-
-    Parameters
-    ----------
-    messages : sequence of BaseMessage
-        LangChain messages.
-    agent : str
-        Participant of ``AIMessage`` objects.
-    user : str
-        Participant of unnamed ``HumanMessage`` objects.
-
-    Returns
-    -------
-    list of Message
-        Our messages.
-
-    Raises
-    ------
-    MessageFormatError
-        For an unknown message type, a tool call without an id, or an
-        unsupported content block.
-    """
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-    out = PartJoiner()
-    for i, raw in enumerate(messages):
-        where = f"LangChain message {i}"
-        if isinstance(raw, ToolMessage):
-            body: Any = raw.content
-            content: str | list[TextBlock | ImageBlock]
-            if isinstance(body, str):
-                content = body
-            else:
-                content = [
-                    b for b in _our_blocks(body, where) if isinstance(b, TextBlock | ImageBlock)
-                ]
-            block = ToolResultBlock(
-                tool_use_id=raw.tool_call_id, content=content, is_error=raw.status == "error"
-            )
-            out.tool_result(block, raw.name or "Tool", raw.additional_kwargs)
-        elif isinstance(raw, SystemMessage):
-            out.add(Message(participant=SYSTEM, content=tuple(_our_blocks(raw.content, where))))
-        elif isinstance(raw, AIMessage):
-            blocks = [b for b in _our_blocks(raw.content, where) if not _empty_text(b)]
-            for call in raw.tool_calls:
-                if not call.get("id"):
-                    raise MessageFormatError(f"{where}: tool call {call['name']!r} has no id")
-                blocks.append(
-                    ToolUseBlock(id=str(call["id"]), name=call["name"], input=dict(call["args"]))
-                )
-            out.add(Message(participant=agent, content=tuple(blocks or [TextBlock(text="")])))
-        elif isinstance(raw, HumanMessage):
-            blocks = _our_blocks(raw.content, where)
-            out.user_part(blocks, raw.name or user, raw.additional_kwargs)
-        else:
-            raise MessageFormatError(f"{where}: unsupported message type {type(raw).__name__}")
-    return out.messages
-
-
-def _empty_text(block: ContentBlock) -> bool:
-    return isinstance(block, TextBlock) and not block.text
 
 
 class _LangChainCounter:

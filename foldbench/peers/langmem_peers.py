@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from context_manager.integrations.langchain_messages import from_langchain, to_langchain
 from context_manager.messages import Message
 from context_manager.summarizer import Summarizer
 from context_manager.tokens import TokenCounter
@@ -38,7 +39,7 @@ from .base import (
     split_system,
     system_text,
 )
-from .langchain_peers import extractive_chat_model, from_langchain, to_langchain
+from .langchain_peers import extractive_chat_model
 from .settings import PeerSettings, Setting
 
 if TYPE_CHECKING:
