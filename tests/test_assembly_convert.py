@@ -126,6 +126,8 @@ def test_blocks_without_a_library_form_come_back_as_their_json() -> None:
     )
 
 
-def test_the_benchmark_converts_the_same_way() -> None:
-    assert ours.to_wire(TRANSCRIPT) == to_wire(TRANSCRIPT)
-    assert ours.from_wire(to_wire(TRANSCRIPT)) == from_wire(to_wire(TRANSCRIPT))
+def test_the_benchmark_converts_with_the_library() -> None:
+    """The benchmark measures what users run: its assemble policy converts through
+    this module, not a copy of it."""
+    assert ours.to_wire is to_wire
+    assert ours.from_wire is from_wire

@@ -51,3 +51,17 @@ def test_the_assembly_selection_is_a_tail_cut_and_warns_under_its_old_name() -> 
     assert Selection(2, 2) == selection.TailCut(head_len=2, tail_start=2)
     with pytest.raises(AttributeError, match="Nothing"):
         selection.Nothing  # noqa: B018
+
+
+def test_the_per_message_langchain_converters_warn_and_convert_through_the_list_ones() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from context_manager.integrations import langchain as integration
+    from context_manager.messages import Message
+
+    with pytest.warns(DeprecationWarning, match="langchain_messages.from_langchain"):
+        participant, blocks = integration.from_langchain(AIMessage(content="done"))
+    assert participant == "Claude" and [b.text for b in blocks] == ["done"]  # type: ignore[union-attr]
+    with pytest.warns(DeprecationWarning, match="langchain_messages.to_langchain"):
+        [sent] = integration.to_langchain(Message.text_message("User", "hi"))
+    assert isinstance(sent, HumanMessage) and sent.content == "hi"

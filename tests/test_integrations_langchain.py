@@ -493,6 +493,7 @@ def test_the_peers_use_the_conversion_the_library_ships() -> None:
     from context_manager.integrations import langchain, langchain_messages
     from foldbench.peers import langchain_peers, langmem_peers
 
-    for module in (langchain, langchain_peers, langmem_peers):
+    assert langchain.langchain_messages is langchain_messages  # the middleware converts here
+    for module in (langchain_peers, langmem_peers):
         assert module.to_langchain is langchain_messages.to_langchain
         assert module.from_langchain is langchain_messages.from_langchain

@@ -43,6 +43,7 @@ A scripted chat model stands in for a real one (any chat model with tools works)
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from threading import RLock
@@ -54,10 +55,10 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ..manager import CompileResult, ContextManager
 from ..messages import AGENT, ContentBlock, Message, ToolResultBlock
+from . import langchain_messages
 from ._common import compile_folded, content_of, default_manager, regroup, window_reserve
-from .langchain_messages import from_langchain, to_langchain
 
-__all__ = ["ContextFoldingMiddleware"]
+__all__ = ["ContextFoldingMiddleware", "from_langchain", "to_langchain"]
 
 IDS = "langchain_ids"
 """Metadata key of a stored message: the ids of the LangChain messages it holds."""
@@ -243,7 +244,9 @@ class ContextFoldingMiddleware(AgentMiddleware):
         def flush() -> None:
             if not group:
                 return
-            stored = from_langchain([m for _, m in group], agent=self.agent)  # one message
+            stored = langchain_messages.from_langchain(
+                [m for _, m in group], agent=self.agent
+            )  # one message
             participant = stored[0].participant
             blocks = [b for m in stored for b in m.content]
             ids = [key for key, _ in group]
@@ -274,7 +277,10 @@ class ContextFoldingMiddleware(AgentMiddleware):
         out: list[BaseMessage] = []
         for message in compiled:
             originals = [
-                (by_id[key], from_langchain([by_id[key]], agent=self.agent)[0].content)
+                (
+                    by_id[key],
+                    langchain_messages.from_langchain([by_id[key]], agent=self.agent)[0].content,
+                )
                 for key in message.metadata.get(IDS, ())
                 if key in by_id
             ]
@@ -294,7 +300,7 @@ class ContextFoldingMiddleware(AgentMiddleware):
         if not blocks:
             return []
         message = Message(participant=participant, content=tuple(blocks))
-        return to_langchain([message], agent=self.agent, start=None)
+        return langchain_messages.to_langchain([message], agent=self.agent, start=None)
 
 
 def _thread_id(runtime: Any) -> str:
@@ -321,3 +327,58 @@ def _tool_definitions(tools: Sequence[Any]) -> list[dict[str, Any]]:
             continue
         out.append(convert_to_openai_tool(tool))
     return out
+
+
+# ------------------------------------------------------------------ deprecated
+def from_langchain(message: BaseMessage, *, agent: str = AGENT) -> tuple[str, list[ContentBlock]]:
+    """The participant and blocks of one LangChain message.
+
+    .. deprecated::
+        Warns with :class:`DeprecationWarning` and will be removed in the next release:
+        use :func:`~context_manager.integrations.langchain_messages.from_langchain`,
+        which reads a whole conversation (tool results paired with their calls) and
+        keeps reasoning, images and unknown blocks.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from langchain_core.messages import AIMessage
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     from_langchain(AIMessage(content="done"))[0]
+    'Claude'
+    """
+    warnings.warn(
+        "context_manager.integrations.langchain.from_langchain is deprecated and will be "
+        "removed in the next release; use langchain_messages.from_langchain on the list",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    ours = langchain_messages.from_langchain([message], agent=agent)
+    return ours[0].participant, list(ours[0].content)
+
+
+def to_langchain(message: Message, *, agent: str = AGENT) -> list[BaseMessage]:
+    """LangChain messages for one of ours.
+
+    .. deprecated::
+        Warns with :class:`DeprecationWarning` and will be removed in the next release:
+        use :func:`~context_manager.integrations.langchain_messages.to_langchain`, which
+        converts a whole conversation.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from context_manager import Message
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     type(to_langchain(Message.text_message("User", "hi"))[0]).__name__
+    'HumanMessage'
+    """
+    warnings.warn(
+        "context_manager.integrations.langchain.to_langchain is deprecated and will be "
+        "removed in the next release; use langchain_messages.to_langchain on the list",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return langchain_messages.to_langchain([message], agent=agent, start=None)

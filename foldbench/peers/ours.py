@@ -15,22 +15,17 @@ through a :class:`~.base.MeteredSummarizer`, and audited by the exact counter.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
-from context_manager.integrations.parts import PartJoiner
+from context_manager.assembly.convert import from_wire, to_wire, wire_expansion
 from context_manager.messages import (
     MAX_CACHE_BREAKPOINTS,
-    ContentBlock,
     Message,
-    TextBlock,
-    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
-    text_of,
 )
 from context_manager.summarizer import ExtractiveSummarizer, Summarizer
 from context_manager.tokens import TokenCounter
@@ -375,136 +370,6 @@ class FoldingPolicy:
 # ------------------------------------------------------------------ assemble
 
 
-def _wire_blocks(blocks: Sequence[ContentBlock]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for b in blocks:
-        if isinstance(b, TextBlock):
-            out.append({"type": "text", "text": b.text})
-        elif isinstance(b, ThinkingBlock):
-            out.append({"type": "thinking", "text": b.thinking})
-        elif isinstance(b, ToolUseBlock):
-            out.append(
-                {"type": "function_call", "id": b.id, "function_id": b.name, "arguments": b.input}
-            )
-        elif isinstance(b, ToolResultBlock):
-            out.append({"type": "text", "text": text_of([b])})
-        else:
-            out.append({"type": "text", "text": "[image]"})
-    return out
-
-
-def to_wire(messages: Sequence[Message], *, agent: str = "Claude") -> list[dict[str, Any]]:
-    """Our messages as ``assemble``'s wire messages.
-
-    The agent's turns become ``assistant`` messages (tool calls as
-    ``function_call`` blocks); each tool result becomes a ``function_result``
-    message; everything else becomes a ``user`` message. Timestamps are the
-    message positions.
-
-    Parameters
-    ----------
-    messages : sequence of Message
-    agent : str
-        The participant whose turns are the assistant's.
-
-    Returns
-    -------
-    list of dict
-        Wire messages (JSON-ready).
-    """
-    return _wire_expansion(messages, agent=agent)[0]
-
-
-def _wire_expansion(
-    messages: Sequence[Message], *, agent: str
-) -> tuple[list[dict[str, Any]], list[int]]:
-    """:func:`to_wire`'s messages, and for each the index of the message it came from."""
-    names = {b.id: b.name for m in messages for b in m.content if isinstance(b, ToolUseBlock)}
-    out: list[dict[str, Any]] = []
-    owners: list[int] = []
-    for t, m in enumerate(messages):
-        if m.participant == agent:
-            owners.append(t)
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": _wire_blocks(m.content),
-                    "stop_reason": "tool_use" if m.tool_use_ids else "end_turn",
-                    "model": "agent",
-                    "provider": "transcript",
-                    "timestamp": t,
-                }
-            )
-            continue
-        rest: list[ContentBlock] = []
-        for b in m.content:
-            if isinstance(b, ToolResultBlock):
-                owners.append(t)
-                out.append(
-                    {
-                        "role": "function_result",
-                        "function_call_id": b.tool_use_id,
-                        "function_id": names.get(b.tool_use_id, "tool"),
-                        "content": [{"type": "text", "text": text_of([b])}],
-                        "is_error": bool(b.is_error),
-                        "timestamp": t,
-                    }
-                )
-            else:
-                rest.append(b)
-        if rest or not m.content:
-            owners.append(t)
-            out.append({"role": "user", "content": _wire_blocks(rest), "timestamp": t})
-    return out, owners
-
-
-def from_wire(messages: Sequence[Any], *, agent: str = "Claude") -> list[Message]:
-    """``assemble``'s wire messages (models or mappings) back as our messages.
-
-    Parameters
-    ----------
-    messages : sequence
-        Wire messages, as mappings or as the assembly's message models.
-    agent : str
-        The participant given to ``assistant`` messages.
-
-    Returns
-    -------
-    list of Message
-        Function results come back as tool results in ``User`` messages, consecutive
-        ones (the answers to parallel calls) in one.
-    """
-    out = PartJoiner()  # the results of parallel calls come back as one message
-    for raw in messages:
-        d = raw if isinstance(raw, dict) else raw.wire()
-        role = d["role"]
-        if role == "function_result":
-            text = "".join(c.get("text", "") for c in d["content"])
-            block = ToolResultBlock(
-                tool_use_id=d["function_call_id"],
-                content=text,
-                is_error=bool(d.get("is_error")),
-            )
-            out.tool_result(block, "User", {})
-            continue
-        blocks: list[ContentBlock] = []
-        for c in d["content"]:
-            if c["type"] == "function_call":
-                blocks.append(ToolUseBlock(id=c["id"], name=c["function_id"], input=c["arguments"]))
-            elif c["type"] == "function_result":
-                inner = "".join(x.get("text", "") for x in c["content"])
-                blocks.append(ToolResultBlock(tool_use_id=c["function_call_id"], content=inner))
-            elif c["type"] == "thinking":
-                blocks.append(ThinkingBlock(thinking=c["text"]))
-            elif c["type"] == "text":
-                blocks.append(TextBlock(text=c["text"]))
-            else:
-                blocks.append(TextBlock(text=json.dumps(c, sort_keys=True)))
-        participant = agent if role == "assistant" else "User"
-        out.add(Message(participant=participant, content=tuple(blocks)))
-    return out.messages
-
-
 def _tail_boundary(
     messages: Sequence[Message], owners: Sequence[int], wire_start: int | None
 ) -> int:
@@ -517,13 +382,14 @@ def _tail_boundary(
 
     Examples
     --------
+    >>> from context_manager.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
     >>> call = Message(participant="Claude", content=(ToolUseBlock(id="t", name="ls", input={}),))
     >>> answer = Message(
     ...     participant="User",
     ...     content=(ToolResultBlock(tool_use_id="t", content="a"), TextBlock(text="next")),
     ... )
     >>> ask = Message.text_message("User", "go")
-    >>> wire, owners = _wire_expansion([ask, call, answer], agent="Claude")
+    >>> wire, owners = wire_expansion([ask, call, answer], agent="Claude")
     >>> [w["role"] for w in wire], owners
     (['user', 'assistant', 'function_result', 'user'], [0, 1, 2, 2])
     >>> _tail_boundary([ask, call, answer], owners, 3)  # the text after the result
@@ -653,7 +519,7 @@ class AssemblePolicy:
         system, _ = split_system(history)
         floor = len(system)
         start = max(self.tail_start, floor)
-        wire, owners = _wire_expansion(history[start:], agent=self.agent)
+        wire, owners = wire_expansion(history[start:], agent=self.agent)
         options: dict[str, Any] = {"reserved_tokens": 0}
         if self.summary is not None:
             options["previous_summary"] = self.summary
@@ -680,7 +546,7 @@ class AssemblePolicy:
                     # no turn starts in the kept history, so it cannot be compacted:
                     # send it from the start of its turn
                     start = _turn_start(history, start, floor, self.agent)
-                    wire, owners = _wire_expansion(history[start:], agent=self.agent)
+                    wire, owners = wire_expansion(history[start:], agent=self.agent)
             out = call(wire)
         except AssemblyError as exc:
             return audit([], budget, self.counter, self.meter, error=f"AssemblyError: {exc}")
