@@ -59,7 +59,8 @@ from .messages import (
     Message,
 )
 from .operations import Gate, Ticker, operation
-from .pairing import SendForm, tool_pair_problems
+from .pairing import tool_pair_problems
+from .presented import PresentedWindow
 from .recall import (
     DEFAULT_MAX_CHARS,
     RECALL_TOOL_NAME,
@@ -71,7 +72,7 @@ from .recall import (
     matching_memories,
     recall_definition,
 )
-from .record_cache import Derived, Forms, RecordCache, SavedCounts, copy_derived, counter_key
+from .record_cache import RecordCache, SavedCounts, counter_key
 from .request import (
     INJECTION_ACCEPTED,
     INJECTION_PREFIX,
@@ -114,10 +115,6 @@ from .thinking import (
 )
 from .tokens import TiktokenCounter, TokenCounter
 from .window import (
-    RecordKind,
-    UnknownRowError,
-    WindowIndex,
-    WindowRecord,
     WindowStatus,
 )
 
@@ -384,15 +381,6 @@ class ContextManager:
         self._thinking_slot = f"{namespace}/thinking-binding"
         """Where the branch's record of the last request it sent lives (a snapshot slot:
         each branch sees its own)."""
-        self._window_slot = f"{namespace}/window"
-        """Where the agent's window is kept: one record per call that changed it (an
-        append slot: a branch sees the records up to its branch point)."""
-        self._window: WindowIndex | None = None
-        """The window as its records leave it (read when first needed)."""
-        self._view_cache: list[StoredMessage] | None = None
-        """Once a host presents: the window's rows the record holds, in window order."""
-        self._view_derived = Derived()
-        """The per-message values of :attr:`_view_cache`, aligned with it."""
         self._clock = clock
         self._holds: dict[str, float | None] = {}
         self._frame_slot = f"{namespace}/frame"
@@ -401,6 +389,17 @@ class ContextManager:
         carries it)."""
         self._records = RecordCache(store, counter, self._slot, self._aux_slots)
         """The record's messages and what each costs and looks like as sent."""
+        self._presented = PresentedWindow(
+            store,
+            self._records,
+            f"{namespace}/window",  # one record per call that changed it
+            where=self._where,
+            presented=self._tell_presented,
+            retracted=self._tell_retracted,
+            changed=self._bump_version,
+            wake=self._wake_ticker,
+        )
+        """The agent's window over the record and the view of it the strategy reads."""
         self._last_request: tuple[object, list[Message]] | None = None
         self._checked: list[Message] = []
         """The last history whose tool pairs were checked whole."""
@@ -418,11 +417,11 @@ class ContextManager:
         self._ctx = StrategyContext(
             store=store,
             namespace=namespace,
-            messages=self._view,
+            messages=self._presented.view,
             count=self._records.count,
-            forms=self._view_forms,
-            sent=self._view_sent,
-            sent_revision=self._view_revision,
+            forms=self._presented.forms,
+            sent=self._presented.sent,
+            sent_revision=self._presented.revision,
             version=lambda: self._version,
             counter=self._records.saved_counts,
             summarizer=summarizer,
@@ -431,8 +430,8 @@ class ContextManager:
             tools=lambda: self._tools,
             system_prompt=lambda: self._system_prompt,
             clock=clock,
-            out_of_window=self._out_of_window,
-            presenting=self._presenting,
+            out_of_window=self._presented.out_of_window,
+            presenting=lambda: self._presented.presenting,
             answers=lambda: self._answers,
         )
         with self._lock:
@@ -690,7 +689,7 @@ class ContextManager:
             self._records.save()
             if hold:
                 self.hold_compression([item.id], timeout=None if hold is True else float(hold))
-            if not self._presenting():  # else the row waits for present_rows
+            if not self._presented.presenting:  # else the row waits for present_rows
                 self._tell_presented([stored])
         if self._ticker is not None:
             self._ticker.wake()
@@ -730,7 +729,7 @@ class ContextManager:
             at = self._records.position(message_id)
             self._records.cache[at] = StoredMessage(item.id, item.seq, new, item.rev)
             self._records.derived.edited(at, len(self._records.cache))
-        self._view_edited(StoredMessage(item.id, item.seq, new, item.rev))
+        self._presented.edited(StoredMessage(item.id, item.seq, new, item.rev))
 
     @operation(writes=True)
     def remove_message(self, message_id: str) -> None:
@@ -813,12 +812,12 @@ class ContextManager:
                 for at in sorted((self._records.position(i) for i in ids), reverse=True):
                     del self._records.cache[at]
                     self._records.derived.removed(at, len(self._records.cache))
-            if not self._presenting():
+            if not self._presented.presenting:
                 self._strategy.on_messages_removed(self._ctx, list(ids))
             else:  # the rows the window held leave it; the others were never shown
-                held = self._window_index().held_among(ids)
+                held = self._presented.index().held_among(ids)
                 if held:
-                    self._take_out(held)
+                    self._presented.take_out(held)
 
     @operation(writes=True)
     def add_context_entry(
@@ -1775,7 +1774,7 @@ class ContextManager:
                 raw.update(ids)
             else:
                 spans.setdefault(memory, set()).update(ids)
-        position = {s.id: k for k, s in enumerate(self._view())}
+        position = {s.id: k for k, s in enumerate(self._presented.view())}
         folded = []
         for memory, covered in spans.items():
             order = sorted((i for i in covered if i in position), key=position.__getitem__)
@@ -1969,7 +1968,7 @@ class ContextManager:
     def _start_head_window(self, text: str) -> str:
         move = self._head_mover()
         message_id = self.add_message(MEMORY_MARKER_PARTICIPANT, f"{TOPIC_TRANSITION} {text}")
-        if self._presenting():  # the summary is this agent's own: it is shown at once
+        if self._presented.presenting:  # the summary is this agent's own: it is shown at once
             self.present_rows([message_id])
         if move is not None:
             move(self._ctx, message_id)
@@ -2637,7 +2636,7 @@ class ContextManager:
 
     @operation()
     def _is_presenting(self) -> bool:
-        return self._presenting()
+        return self._presented.presenting
 
     @operation(writes=True)
     def present_rows(self, ids: Sequence[str]) -> list[str]:
@@ -2684,28 +2683,7 @@ class ContextManager:
         >>> before, entered == [theirs, mine], after
         ([], True, ["another agent's note", 'my question'])
         """
-        wanted = check_ids(ids)
-        rows = self._rows_named(wanted, "ids", "present only rows add_message stored")
-        self._write_down()
-        index = self._window_index()
-        new = index.new_rows(wanted)
-        if not new:
-            return []
-        # The rows enter the window, the strategy hears them (and writes what it
-        # keeps), then the window's record closes the call: a branch cut at it keeps
-        # everything the call wrote.
-        index.apply(WindowRecord("present", tuple(new)))
-        entered = [rows[i] for i in new]
-        if self._view_cache is not None:
-            for stored in entered:
-                self._view_cache.append(stored)
-                self._view_derived.appended(len(self._view_cache))
-        self._tell_presented(entered)
-        item = self._store.append(self._window_slot, WindowRecord("present", tuple(new)).body())
-        index.stamp(new, item.seq)
-        if self._ticker is not None:
-            self._ticker.wake()
-        return new
+        return self._presented.present(ids)
 
     @operation(writes=True)
     def retract_rows(self, ids: Sequence[str]) -> list[str]:
@@ -2751,25 +2729,7 @@ class ContextManager:
         >>> out == [reply], sent, status
         (True, ['question'], 'undone')
         """
-        wanted = check_ids(ids)
-        window = self._window_index()
-        record = self._record_ids(wanted)
-        unknown = [i for i in dict.fromkeys(wanted) if i not in record and not window.holds(i)]
-        if unknown:
-            raise UnknownRowError(
-                "ids",
-                unknown,
-                self._where(),
-                "retract only rows the window holds (retract_removed takes out rows "
-                "another manager removed)",
-            )
-        if not wanted:
-            return []
-        self._write_down()
-        out = self._window_index().held_among(wanted)
-        if out:
-            self._take_out(out)
-        return out
+        return self._presented.retract(ids)
 
     @operation(writes=True)
     def retract_removed(self, ids: Sequence[str]) -> list[str]:
@@ -2807,24 +2767,7 @@ class ContextManager:
         >>> before, out == [row], after
         (0, True, None)
         """
-        wanted = list(dict.fromkeys(check_ids(ids)))
-        record = self._record_ids(wanted)
-        still = [i for i in wanted if i in record]
-        if still:
-            shown = ", ".join(repr(i) for i in still[:5])
-            raise ConfigError(
-                f"retract_removed() takes out rows the record no longer holds, but "
-                f"{shown} {'is' if len(still) == 1 else 'are'} still in it; take a row "
-                "the record holds out of the window with retract_rows()"
-            )
-        if not self._presenting():
-            if wanted:
-                self._tell_retracted(wanted)
-            return []
-        out = self._window_index().held_among(wanted)
-        if out:
-            self._take_out(out)
-        return out
+        return self._presented.retract_removed(ids)
 
     @operation(writes=True)
     def retract_absent_rows(self) -> list[str]:
@@ -2850,15 +2793,7 @@ class ContextManager:
         >>> out == [rows[1]], again
         (True, [])
         """
-        if not self._presenting():
-            return []
-        window = self._window_index()
-        held = window.held()
-        record = self._record_ids(held)
-        out = [i for i in held if i not in record]
-        if out:
-            self._take_out(out)
-        return out
+        return self._presented.retract_absent()
 
     @operation()
     def get_unpresented_messages(self, *, after_sequence: int | None = None) -> list[StoredMessage]:
@@ -2887,24 +2822,7 @@ class ContextManager:
         >>> waiting, later
         (['arrived since'], [])
         """
-        if after_sequence is not None:
-            check_int(
-                after_sequence,
-                "after_sequence",
-                low=0,
-                hint="a store sequence such as current_sequence()",
-            )
-        if not self._presenting():
-            return []
-        window = self._window_index()
-        stored = self._records.messages()
-        start = len(stored)
-        if after_sequence is None:
-            start = 0
-        else:  # the record is in sequence order: only the newest are read
-            while start > 0 and stored[start - 1].seq > after_sequence:
-                start -= 1
-        return [s for s in stored[start:] if not window.holds(s.id) and not window.was_undone(s.id)]
+        return self._presented.unpresented(after_sequence)
 
     @operation()
     def get_window_messages(self) -> list[StoredMessage]:
@@ -2924,7 +2842,7 @@ class ContextManager:
         ...     [m.message.text for m in cm.get_window_messages()]
         ['two', 'one']
         """
-        return list(self._view())
+        return list(self._presented.view())
 
     @operation()
     def ordinal_of(self, message_id: str) -> int | None:
@@ -2949,12 +2867,7 @@ class ContextManager:
         ([0, None, 2], 3)
         """
         check_id(message_id, "message_id")
-        if not self._presenting():
-            try:
-                return self._records.position(message_id)
-            except KeyError:
-                return None
-        return self._window_index().ordinal_of(message_id)
+        return self._presented.ordinal_of(message_id)
 
     @operation()
     def window_status_of(self, message_id: str) -> WindowStatus:
@@ -2976,9 +2889,7 @@ class ContextManager:
         ['undone', 'out', 'absent']
         """
         check_id(message_id, "message_id")
-        return self._window_index().status(
-            message_id, in_record=bool(self._record_ids([message_id]))
-        )
+        return self._presented.status_of(message_id)
 
     def current_sequence(self) -> int:
         """The store's sequence now, on the current branch (:attr:`sequence`): read
@@ -3023,113 +2934,17 @@ class ContextManager:
         True
         """
         check_id(message_id, "message_id")
-        try:
-            at = self._records.position(message_id)
-        except KeyError:
-            raise UnknownRowError(
-                "message_id",
-                [message_id],
-                self._where(),
-                f"no message with id {message_id!r}; branch at a stored message",
-            ) from None
-        own = self._records.messages()[at].seq
-        entered = self._window_index().entered_at(message_id)
-        return own if entered is None else max(own, entered)
+        return self._presented.branch_sequence_of(message_id)
 
     def _where(self) -> str:
         return f"on branch {self._store.branch!r}"
 
-    def _window_index(self) -> WindowIndex:
-        """The window as its records leave it (read on first use after a resync)."""
-        if self._window is None:
-            try:
-                records = [
-                    WindowRecord.from_body(i.body, i.seq)
-                    for i in self._store.items(self._window_slot)
-                ]
-            except ValueError as exc:
-                raise ContextManagerError(
-                    f"slot {self._window_slot!r} holds a record this code did not write "
-                    f"({exc}); open the store under another namespace"
-                ) from None
-            self._window = WindowIndex.replay(records)
-        return self._window
-
-    def _presenting(self) -> bool:
-        return not self._window_index().legacy
-
-    def _out_of_window(self) -> set[str]:
-        """The record's rows the window does not hold (none while it is the record)."""
-        if not self._presenting():
-            return set()
-        shown = {m.id for m in self._view()}
-        return {m.id for m in self._records.messages() if m.id not in shown}
-
-    def _record_ids(self, ids: Sequence[str]) -> set[str]:
-        """Which of ``ids`` the record holds (a few are looked up from the newest end,
-        many through one index of the record)."""
-        if len(ids) <= 8:
-            found = set()
-            for i in ids:
-                with suppress(KeyError):
-                    self._records.position(i)
-                    found.add(i)
-            return found
-        wanted = set(ids)
-        return {s.id for s in self._records.messages() if s.id in wanted}
-
-    def _rows_named(self, ids: Sequence[str], field: str, fix: str) -> dict[str, StoredMessage]:
-        """The stored messages ``ids`` name, by id.
-
-        Raises
-        ------
-        UnknownRowError
-            Naming every id the record does not hold.
-        """
-        stored = self._records.messages()
-        rows: dict[str, StoredMessage] = {}
-        if len(ids) <= 8:
-            for i in ids:
-                with suppress(KeyError):
-                    rows[i] = stored[self._records.position(i)]
-        else:
-            wanted = set(ids)
-            rows = {s.id: s for s in stored if s.id in wanted}
-        unknown = [i for i in dict.fromkeys(ids) if i not in rows]
-        if unknown:
-            raise UnknownRowError(field, unknown, self._where(), fix)
-        return rows
-
-    def _write_window(self, kind: RecordKind, ids: list[str]) -> None:
-        """Store one record of the window and apply it."""
-        body = WindowRecord(kind, tuple(ids)).body()
-        item = self._store.append(self._window_slot, body)
-        self._window_index().apply(WindowRecord(kind, tuple(ids), item.seq))
-
-    def _write_down(self) -> None:
-        """Leave legacy mode: the window, as it stands (the record), becomes a record."""
-        if self._presenting():
-            return
-        record = self._records.messages()
-        self._write_window("write-down", [s.id for s in record])
-        self._view_cache = list(record)  # the same rows, in the same order
-        self._view_derived = copy_derived(self._records.derived, len(record))
-        if not self._records.derived.loaded:
-            self._take_saved(self._view_cache, self._view_derived)
-
-    def _take_out(self, ids: list[str]) -> None:
-        """Tombstone rows the window holds, drop them from the view and tell the
-        strategy (part of the open transaction)."""
-        self._write_window("retract", ids)
-        view = self._view_cache
-        if view is not None:
-            gone = set(ids)
-            for at in range(len(view) - 1, -1, -1):
-                if view[at].id in gone:
-                    del view[at]
-                    self._view_derived.removed(at, len(view))
+    def _bump_version(self) -> None:
+        """Messages left the strategy's view: what it computed from them is stale."""
         self._version += 1
-        self._tell_retracted(ids)
+
+    def _wake_ticker(self) -> None:
+        """Wake the ``auto_tick`` worker, if any: there may be work."""
         if self._ticker is not None:
             self._ticker.wake()
 
@@ -3142,62 +2957,6 @@ class ContextManager:
         """The strategy hears rows leave the window (``on_retracted``; a strategy
         without it hears them through ``on_messages_removed``)."""
         self._strategy.on_retracted(self._ctx, ids)
-
-    def _view(self) -> list[StoredMessage]:
-        """What the strategy reads (``StrategyContext.messages``): the record until a
-        host presents; then the window's rows the record holds, in window order."""
-        window = self._window_index()
-        if window.legacy:
-            return self._records.messages()
-        if self._view_cache is None:
-            live = {s.id: s for s in self._records.messages()}
-            view = [live[i] for i in window.held() if i in live]
-            derived = copy_derived(None, len(view))
-            self._take_saved(view, derived)
-            self._view_cache, self._view_derived = view, derived
-        return self._view_cache
-
-    def _take_saved(self, view: list[StoredMessage], derived: Derived) -> None:
-        """Take the saved per-message values that still hold for the rows of ``view``
-        (those computed with the same neighbours)."""
-        if not view or not derived.stale:
-            return
-        rows = self._store.derived_items(self._records.scope, [int(s.id) for s in view])
-        derived.take(view, rows, sorted(derived.stale))
-
-    def _view_sent(self) -> tuple[Sequence[int], Sequence[bool]]:
-        """``StrategyContext.sent`` over :meth:`_view`."""
-        if not self._presenting():
-            return self._records.sent()
-        view = self._view()
-        derived = self._view_derived
-        self._records.fill(view, derived)
-        return derived.tokens, derived.tied
-
-    def _view_forms(self) -> tuple[Sequence[SendForm], Sequence[int]]:
-        """``StrategyContext.forms`` over :meth:`_view`."""
-        if not self._presenting():
-            return self._records.sent_forms()
-        tokens, _ = self._view_sent()
-        return Forms(len(self._view()), self._view_derived, self._view_form), tokens
-
-    def _view_form(self, i: int) -> SendForm:
-        return self._records.kept_form(self._view(), self._view_derived, i)
-
-    def _view_revision(self) -> int:
-        """``StrategyContext.sent_revision`` over :meth:`_view`."""
-        return (self._view_derived if self._presenting() else self._records.derived).revision
-
-    def _view_edited(self, stored: StoredMessage) -> None:
-        """An edited message takes its new body in the view too."""
-        view = self._view_cache
-        if view is None or not self._presenting():
-            return
-        for at in range(len(view) - 1, -1, -1):
-            if view[at].id == stored.id:
-                view[at] = stored
-                self._view_derived.edited(at, len(view))
-                return
 
     # ---------------------------------------------------------------- branches
     @property
@@ -3347,8 +3106,7 @@ class ContextManager:
         wrote to it, or after a write of ours failed (the store rolled it back). Holds
         on messages that are no longer live go."""
         self._records.forget()
-        self._window = None
-        self._view_cache = None
+        self._presented.forget()
         self._version += 1
         self._last_request = None
         live = {s.id for s in self._records.messages()}
