@@ -8,7 +8,6 @@ import json
 import logging
 import math
 import os
-import secrets
 import threading
 import time
 import warnings
@@ -40,6 +39,14 @@ from .arguments import (
     check_tools,
     refusal,
 )
+from .compiler import MAX_CATCH_UP_RECHECKS as MAX_CATCH_UP_RECHECKS
+from .compiler import MAX_CATCH_UP_TICKS as MAX_CATCH_UP_TICKS
+from .compiler import (
+    Compiler,
+    ThinkingArgs,
+    catch_up,
+    plain_copy,
+)
 from .deadline import BoundedCaller, CallerBusyError, DeadlineError
 from .errors import (
     ArgumentError,
@@ -54,12 +61,10 @@ from .errors import (
     UnknownMessageError,
 )
 from .messages import (
-    MAX_CACHE_BREAKPOINTS,
     ContentBlock,
     Message,
 )
 from .operations import Gate, Ticker, operation
-from .pairing import tool_pair_problems
 from .presented import PresentedWindow
 from .recall import (
     DEFAULT_MAX_CHARS,
@@ -84,7 +89,6 @@ from .request import (
     Preview,
     QueryResult,
     Relation,
-    identity_of,
     place_injections,
 )
 from .store import Branch, Store, StoreError, StoreFullError
@@ -92,7 +96,6 @@ from .strategies.autobiographical.prompts import clean as clean_answer
 from .strategies.base import (
     AnswerNeeded,
     Answers,
-    RequestBudget,
     StoredMessage,
     Strategy,
     StrategyContext,
@@ -109,9 +112,7 @@ from .summarizer import (
 from .thinking import (
     NotedRow,
     RequestIdentity,
-    SentRecord,
     ThinkingBinding,
-    bind,
 )
 from .tokens import TiktokenCounter, TokenCounter
 from .window import (
@@ -178,13 +179,6 @@ _R = TypeVar("_R")
 _log = logging.getLogger(__name__)
 DEFAULT_RESERVE = 4_000
 """The most a compile keeps for the answer by default (a quarter of a smaller window)."""
-MAX_CATCH_UP_TICKS = 10_000
-"""Most ticks one ``compile(catch_up=True)`` runs."""
-MAX_CATCH_UP_BATCH = 64
-"""Most ticks a catch-up runs between two attempts to compile (:meth:`ContextManager.compile`)."""
-MAX_CATCH_UP_RECHECKS = 3
-"""Attempts a catch-up makes when its tick found no work but another thread stored
-something since its last attempt."""
 MAX_TICK_CALLS = 64
 """Most summariser calls one :meth:`ContextManager.tick` makes outside the lock (a memory
 takes one, or a few more after a refusal; more only when the state keeps changing the
@@ -200,18 +194,6 @@ TRANSITION_MAX_TOKENS = 1024
 
 TRANSITION_TIMEOUT_SECONDS = 320.0
 """Deadline of the transition summary's call when the strategy sets none."""
-
-
-_Thinking = tuple[ThinkingBinding, RequestIdentity | str | None]
-"""A compile's thinking binding and the identity it is sent under."""
-
-
-def _next_batch(batch: int, gained: int, deficit: int) -> int:
-    """The ticks of a catch-up's next batch: half of what ``deficit`` tokens still need
-    at the rate the last ``batch`` ticks gained ``gained`` tokens, or twice ``batch``
-    when they gained none; from 1 to :data:`MAX_CATCH_UP_BATCH`."""
-    wanted = 2 * batch if gained <= 0 else math.ceil(deficit * batch / gained) // 2
-    return max(1, min(MAX_CATCH_UP_BATCH, wanted))
 
 
 def _injections(injections: object) -> tuple[Injection, ...]:
@@ -231,7 +213,7 @@ def _check_overhead(overhead: object) -> None:
 
 def _thinking_args(
     binding: ThinkingBinding | None, identity: RequestIdentity | str | None
-) -> _Thinking | None:
+) -> ThinkingArgs | None:
     """The checked ``thinking_binding`` and ``identity`` of a compile (None without one)."""
     identity_accepted = "a RequestIdentity, a model name (a non-empty str) or None"
     if identity is not None and not isinstance(identity, RequestIdentity | str):
@@ -274,16 +256,6 @@ def _at_path(value: Any, path: Sequence[str]) -> Any:
         if not isinstance(value, dict) or key not in value:
             return _MISSING
         value = value[key]
-    return value
-
-
-def _plain_copy(value: Any) -> Any:
-    """A copy of nested dicts and lists (the render stats): their leaves are immutable,
-    so this is a deep copy at a fraction of :func:`copy.deepcopy`'s cost."""
-    if isinstance(value, dict):
-        return {k: _plain_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain_copy(v) for v in value]
     return value
 
 
@@ -400,9 +372,6 @@ class ContextManager:
             wake=self._wake_ticker,
         )
         """The agent's window over the record and the view of it the strategy reads."""
-        self._last_request: tuple[object, list[Message]] | None = None
-        self._checked: list[Message] = []
-        """The last history whose tool pairs were checked whole."""
         self._version = 0
         self._render_stats: dict[str, Any] | None = None
         self._closed = False
@@ -434,6 +403,15 @@ class ContextManager:
             presenting=lambda: self._presented.presenting,
             answers=lambda: self._answers,
         )
+        self._compiler = Compiler(
+            store,
+            counter,
+            self._records.saved_counts,
+            self._thinking_slot,
+            strategy=lambda: self._strategy,
+            ctx=self._ctx,
+        )
+        """Builds each request, and keeps what the next one is compared with."""
         with self._lock:
             strategy.initialize(self._ctx)
             self._gate.mark_seen()
@@ -626,7 +604,7 @@ class ContextManager:
             self._strategy, self._caps = old  # the operation's rollback reloads it
             raise
         self._render_stats = None
-        self._checked = []
+        self._compiler.strategy_changed()
         if self._ticker is not None:
             self._ticker.wake()
 
@@ -1278,7 +1256,7 @@ class ContextManager:
         reserve_for_response: int,
         injections: Sequence[Injection],
         overhead: Overhead | None,
-        thinking: _Thinking | None,
+        thinking: ThinkingArgs | None,
     ) -> CompileResult:
         """The request of a compile whose bookkeeping the full store could not keep: the
         same compile, storing nothing (a dry run on the state as stored), marked in its
@@ -1292,7 +1270,7 @@ class ContextManager:
             raise full
         note = {"stored": False, "reason": str(full)}
         result.render_stats["bookkeeping"] = note
-        self._render_stats = _plain_copy(result.render_stats)
+        self._render_stats = plain_copy(result.render_stats)
         warnings.warn(
             "compile(): the request was built but its bookkeeping could not be stored "
             f"({full}); the next compile recomputes it",
@@ -1309,7 +1287,7 @@ class ContextManager:
         injections: Sequence[Injection],
         overhead: Overhead | None,
         dry_run: bool,
-        thinking: _Thinking | None = None,
+        thinking: ThinkingArgs | None = None,
     ) -> CompileResult:
         """One compile attempt, as one operation."""
         return self._compile(
@@ -1353,7 +1331,7 @@ class ContextManager:
         wanted: Sequence[Injection],
         overhead: Overhead | None,
         limit: float,
-        thinking: _Thinking | None = None,
+        thinking: ThinkingArgs | None = None,
     ) -> CompileResult:
         """Compile, ticking before each retry, until it fits or ``limit`` seconds pass.
 
@@ -1362,55 +1340,22 @@ class ContextManager:
         no work while another thread stored something since the attempt (the worker's
         memory) is followed by one more attempt.
 
-        Between attempts it runs a batch of ticks: one at first, then half the ticks
-        the deficit still needs at the rate the last batch shrank it (twice the last
-        batch when it did not shrink), at most :data:`MAX_CATCH_UP_BATCH`. A long
-        backlog is thus compiled against a few dozen times, not once per memory,
-        while the ticks run past the first fitting state stay under the batch cap."""
-        start = self._clock()
-        ticks = 0
-        rechecks = 0
-        batch = 1
-        behind: int | None = None  # the deficit at the last refusal
-        stopped: str | None = None
-        while True:
-            try:
-                result = self._compile_op(
-                    max_tokens, reserve_for_response, wanted, overhead, False, thinking
-                )
-            except OverBudgetError as exc:
-                if exc.stage == "request overhead":
-                    raise  # no compression shortens the overhead
-                if stopped is None:
-                    deficit = exc.actual - exc.budget
-                    if behind is not None:
-                        batch = _next_batch(batch, behind - deficit, deficit)
-                    behind = deficit
-                    done = 0
-                    while done < batch and stopped is None:
-                        seen = self._store.sequence
-                        if self._clock() - start >= limit:
-                            stopped = f"the {limit:g} s catch-up time is up"
-                        elif ticks >= MAX_CATCH_UP_TICKS:
-                            stopped = f"{ticks} ticks ran"
-                        elif self.tick():
-                            ticks += 1
-                            done += 1
-                        elif self._store.sequence != seen and rechecks < MAX_CATCH_UP_RECHECKS:
-                            rechecks += 1
-                            break  # written meanwhile by another thread: try again
-                        else:
-                            stopped = "no compression work is left"
-                    if stopped is None or done:
-                        continue  # one more attempt on what was written since
-                exc.diagnostics["catch_up"] = {"ticks": ticks, "stopped": stopped}
-                raise
-            if ticks:  # the host may want to know the call waited for memories
-                result.render_stats["catch_up"] = {"ticks": ticks}
-                with self._lock:
-                    if self._render_stats is not None:
-                        self._render_stats["catch_up"] = {"ticks": ticks}
-            return result
+        Between attempts it runs batches of ticks (:func:`~.compiler.catch_up`)."""
+        result, ticks = catch_up(
+            lambda: self._compile_op(
+                max_tokens, reserve_for_response, wanted, overhead, False, thinking
+            ),
+            self.tick,
+            lambda: self._store.sequence,
+            self._clock,
+            limit,
+        )
+        if ticks:  # the host may want to know the call waited for memories
+            result.render_stats["catch_up"] = {"ticks": ticks}
+            with self._lock:
+                if self._render_stats is not None:
+                    self._render_stats["catch_up"] = {"ticks": ticks}
+        return result
 
     def _compile(
         self,
@@ -1419,7 +1364,7 @@ class ContextManager:
         injections: Sequence[Injection],
         overhead: Overhead | None,
         dry_run: bool,
-        thinking: _Thinking | None = None,
+        thinking: ThinkingArgs | None = None,
         *,
         expire_holds: bool = True,
     ) -> CompileResult:
@@ -1431,168 +1376,14 @@ class ContextManager:
             )
         if expire_holds:
             self._expire_holds()
-        compile_id = secrets.token_hex(8)
         if overhead is None:
             overhead = Overhead(system=self._system_prompt, tools=tuple(self._tools or ()))
-        system: list[ContentBlock] = []
-        before: list[Message] = []
-        after: list[Message] = []
-        for inj in injections:
-            if inj.position == "system":
-                system.extend(inj.content)
-            else:
-                m = Message(participant=f"{INJECTION_PREFIX}{inj.namespace}", content=inj.content)
-                (before if inj.position == "before_user" else after).append(m)
-        count = self._counter.count_message
-        parts = overhead.price(self._records.saved_counts, system)
-        injected = sum(count(m) for m in before + after)
-        fixed = parts["total"] + injected
-        budget = RequestBudget(max_tokens, reserve_for_response, fixed)
-        if fixed > budget.input_tokens:
-            raise OverBudgetError(
-                "request overhead",
-                budget.input_tokens,
-                fixed,
-                {
-                    **{f"{k}_tokens": v for k, v in parts.items() if k != "total"},
-                    "injection_tokens": injected,
-                    "suggestion": "the system prompt, tool definitions and injections alone "
-                    "exceed the input budget: shorten them or raise max_tokens",
-                },
-            )
-        selection = self._strategy.select(self._ctx, budget, dry_run=dry_run)
-        if dry_run and selection.stats.get("fits") is False:
-            # a preview of a refusal: nothing to send, the stats say why
-            return CompileResult(
-                [], system, dict(selection.stats), [], overhead.system, compile_id=compile_id
-            )
-        name = type(self._strategy).__name__
-        bad = [i for i in selection.breakpoints if not 0 <= i < len(selection.entries)]
-        if bad:
-            raise ValueError(
-                f"{name}.select returned breakpoints {bad}, outside "
-                f"its {len(selection.entries)} entries: Selection.breakpoints are entry indices"
-            )
-        history = [e.to_message() for e in selection.entries]
-        checked = self._checked
-        same = 0  # messages this history shares with the last one checked, from the start
-        while same < min(len(checked), len(history)) and checked[same] is history[same]:
-            same += 1
-        # the last shared message is checked again: what follows it may have changed
-        problems = tool_pair_problems(history, start=same - 1)
-        if problems:
-            raise ContextManagerError(
-                f"{name}.select split tool calls from their results ({'; '.join(problems[:3])}); "
-                "a strategy must show the groups of context_manager.pairing.pair_groups whole"
-            )
-        self._checked = history
-        shown = selection.tokens
-        if shown is None:
-            shown = sum(count(m) for m in history)
-        total = fixed + shown
-        allowed = budget.input_tokens + int(selection.stats.get("grace_tokens", 0))
-        if total > min(allowed, max_tokens):
-            raise ContextManagerError(
-                f"{name}.select returned {shown} tokens of history where "
-                f"{budget.history_tokens} were left after {fixed} of overhead and injections"
-            )
-        messages, moved = place_injections(history, before, after)
-        marks = {moved[i] for i in selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]}
-        provenance: list[tuple[str | None, tuple[str, ...]]] = [(None, ())] * len(messages)
-        for i, entry in enumerate(selection.entries):
-            provenance[moved[i]] = (entry.summary_id, entry.source_ids)
-        identity = strip = record = None
-        if thinking is not None:
-            binding, named = thinking
-            if isinstance(named, str):
-                identity = identity_of(named, overhead.system, system, overhead.tools, {})
-            else:
-                identity = named
-            if binding.binds:
-                assert identity is not None  # checked by _thinking_args
-                sources = [
-                    ids[0] if memory is None and len(ids) == 1 else None
-                    for memory, ids in provenance
-                ]
-                bound = bind(
-                    messages, sources, binding, identity, self._sent_record(), count, compile_id
-                )
-                went = bound.moved
-                kept = [i for i, k in enumerate(went) if k >= 0 and k != (went[i - 1] if i else -1)]
-                marks = {bound.moved[i] for i in marks if bound.moved[i] >= 0}
-                messages = bound.messages
-                provenance = [provenance[i] for i in kept]
-                shown -= bound.saved
-                total = fixed + shown
-                strip, record = bound.strip, bound.record
-        if messages:
-            marks.add(len(messages) - 1)
-        if record is not None and not dry_run:
-            # the request this compile built is the branch's last sent, until a note
-            # extends it or the next committing compile with a binding replaces it
-            self._store.set(self._thinking_slot, record.model_dump(mode="json"))
-        stats = {
-            **selection.stats,
-            "tokens": total,
-            "request": {
-                "system": parts["system"],
-                "tools": parts["tools"],
-                "other": parts["other"],
-                "injections": injected,
-                "messages": shown,
-                "total": total,
-            },
-            "kv_cost": self._reread(overhead, system, messages, total, commit=not dry_run),
-        }
-        if not dry_run:
-            self._render_stats = _plain_copy(stats)  # what the caller is given is theirs
-        return CompileResult(
-            messages,
-            system,
-            dict(stats),
-            sorted(marks),
-            system_prompt=overhead.system,
-            tools=[dict(t) for t in overhead.tools],
-            compile_id=compile_id,
-            provenance=provenance,
-            identity=identity,
-            thinking_strip=strip,
+        result = self._compiler.run(
+            (max_tokens, reserve_for_response), injections, overhead, dry_run, thinking
         )
-
-    def _reread(
-        self,
-        overhead: Overhead,
-        system: list[ContentBlock],
-        messages: list[Message],
-        total: int,
-        *,
-        commit: bool,
-    ) -> int:
-        """Tokens of this request from its first difference with the last live one (the
-        overhead first, then message by message); every token without one."""
-        key = (overhead, tuple(system))
-        last = self._last_request
-        reread = total
-        if last is not None and last[0] == key:
-            old = last[1]
-            d = 0
-            m = min(len(old), len(messages))
-            while d < m and (old[d] is messages[d] or old[d] == messages[d]):
-                d += 1
-            reread = sum(self._counter.count_message(x) for x in messages[d:])
-        if commit:
-            self._last_request = (key, messages)
-        return reread
-
-    def _sent_record(self) -> SentRecord | None:
-        """The branch's record of the last request it sent (None before the first)."""
-        body = self._store.get(self._thinking_slot)
-        if body is None:
-            return None
-        try:
-            return SentRecord.model_validate(body)
-        except ValueError:
-            return None  # not a record this code wrote: it vouches for nothing
+        if not dry_run:
+            self._render_stats = plain_copy(result.render_stats)  # the caller's is theirs
+        return result
 
     @operation(writes=True)
     def note_request_sent(
@@ -1681,7 +1472,7 @@ class ContextManager:
                 ) from None
             if vouched:
                 noted.append((row.id, self._records.messages()[at].message))
-        record = self._sent_record()
+        record = self._compiler.sent_record()
         if record is None or record.compile_id != compile_id:
             return False
         self._store.set(
@@ -1835,7 +1626,7 @@ class ContextManager:
         on the result says what that saved). Another strategy reports only what it
         states (the passthrough strategy: ``messages`` and ``dropped``).
         """
-        return None if self._render_stats is None else _plain_copy(self._render_stats)
+        return None if self._render_stats is None else plain_copy(self._render_stats)
 
     # ------------------------------------------------------------- maintenance
     def tick(self) -> bool:
@@ -3108,7 +2899,7 @@ class ContextManager:
         self._records.forget()
         self._presented.forget()
         self._version += 1
-        self._last_request = None
+        self._compiler.forget()
         live = {s.id for s in self._records.messages()}
         self._holds = {i: d for i, d in self._holds.items() if i in live}
         self._strategy.initialize(self._ctx)

@@ -72,7 +72,7 @@ from context_manager import (
     ToolUseBlock,
     tool_pair_problems,
 )
-from context_manager.manager import MAX_CATCH_UP_BATCH
+from context_manager.compiler import MAX_CATCH_UP_BATCH
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.summarizer import Completion, CompletionRequest
 

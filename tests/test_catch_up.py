@@ -11,7 +11,7 @@ from context_manager import (
     ContextManager,
     OverBudgetError,
 )
-from context_manager.manager import MAX_CATCH_UP_BATCH
+from context_manager.compiler import MAX_CATCH_UP_BATCH
 
 
 class Clock:
