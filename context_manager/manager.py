@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import heapq
 import json
 import logging
 import math
@@ -1049,10 +1048,10 @@ class ContextManager:
         >>> old, by_time
         (['draft'], ['final'])
         """
-        at = self._as_of(sequence, time)
+        at = self._records.as_of(sequence, time)
         return [
             StoredMessage.from_store(self._store, item, seq, rev)
-            for item, (seq, rev) in self._replay(at).items()
+            for item, (seq, rev) in self._records.replay(at).items()
         ]
 
     @operation()
@@ -1070,53 +1069,11 @@ class ContextManager:
             For a ``message_id`` that is not a str.
         """
         check_id(message_id, "message_id")
-        at = self._as_of(sequence, time)
-        found = self._replay(at, only=message_id).get(message_id)
+        at = self._records.as_of(sequence, time)
+        found = self._records.replay(at, only=message_id).get(message_id)
         if found is None:
             return None
         return StoredMessage.from_store(self._store, message_id, *found).message
-
-    def _replay(self, at: int, only: str | None = None) -> dict[str, tuple[int, int]]:
-        """The live messages of the branch as of sequence ``at``: id -> (append sequence,
-        body version), in append order."""
-        live: dict[str, tuple[int, int]] = {}
-        for op, item, seq, rev in self._record_log():
-            if seq > at:
-                break
-            if only is not None and item != only:
-                continue
-            if op == "append":
-                live[item] = (seq, rev)
-            elif op == "edit" and item in live:
-                live[item] = (live[item][0], rev)
-            elif op == "redact":
-                live.pop(item, None)
-        return live
-
-    def _as_of(self, sequence: int | None, time: float | None) -> int:
-        """The sequence a time-travel read goes back to."""
-        if (sequence is None) == (time is None):
-            raise ConfigError("give exactly one of sequence= (a store sequence) or time=")
-        head = self._store.sequence
-        if sequence is not None:
-            return check_int(
-                sequence, "sequence", low=0, high=head, hint=f"this branch's history is [0, {head}]"
-            )
-        assert time is not None
-        time = check_number(time, "time")
-        for op, item, seq, rev in self._record_log():
-            if op != "append":
-                continue
-            stamp = StoredMessage.from_store(self._store, item, seq, rev).message.timestamp
-            if stamp is not None and stamp > time:
-                return seq - 1
-        return head
-
-    def _record_log(self) -> list[tuple[str, str, int, int]]:
-        """The records of this manager's message slot and of its auxiliary views, in
-        the order written: ``(op, item, seq, rev)``."""
-        logs = [self._store.records_after(slot, 0) for slot in (self._slot, *self._aux_slots)]
-        return logs[0] if len(logs) == 1 else list(heapq.merge(*logs, key=lambda r: r[2]))
 
     def _read_only(self, ids: Iterable[str]) -> None:
         """Refuse to change rows another writer's view lends this manager."""

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
 from typing import Any, overload
 
+from .arguments import check_int, check_number
+from .errors import ConfigError
 from .messages import Message
 from .pairing import SendForm, send_form
 from .store import Store
@@ -543,3 +545,56 @@ class RecordCache:
             tokens = self.counter.count_message(stored.message)
             self.tokens[stored.id] = tokens
         return tokens
+
+    # ------------------------------------------------------------ time travel
+    def replay(self, at: int, only: str | None = None) -> dict[str, tuple[int, int]]:
+        """The live messages of the branch as of sequence ``at``: id -> (append sequence,
+        body version), in append order."""
+        live: dict[str, tuple[int, int]] = {}
+        for op, item, seq, rev in self.log():
+            if seq > at:
+                break
+            if only is not None and item != only:
+                continue
+            if op == "append":
+                live[item] = (seq, rev)
+            elif op == "edit" and item in live:
+                live[item] = (live[item][0], rev)
+            elif op == "redact":
+                live.pop(item, None)
+        return live
+
+    def as_of(self, sequence: int | None, time: float | None) -> int:
+        """The sequence a time-travel read goes back to: ``sequence`` checked, or the
+        last before the first message stamped later than ``time``.
+
+        Raises
+        ------
+        ConfigError
+            Unless exactly one of ``sequence`` and ``time`` is given.
+        ArgumentError
+            For a sequence outside ``[0, store.sequence]`` or a time that is not a
+            finite number.
+        """
+        if (sequence is None) == (time is None):
+            raise ConfigError("give exactly one of sequence= (a store sequence) or time=")
+        head = self.store.sequence
+        if sequence is not None:
+            return check_int(
+                sequence, "sequence", low=0, high=head, hint=f"this branch's history is [0, {head}]"
+            )
+        assert time is not None
+        time = check_number(time, "time")
+        for op, item, seq, rev in self.log():
+            if op != "append":
+                continue
+            stamp = StoredMessage.from_store(self.store, item, seq, rev).message.timestamp
+            if stamp is not None and stamp > time:
+                return seq - 1
+        return head
+
+    def log(self) -> list[tuple[str, str, int, int]]:
+        """The records of the message slot and of the auxiliary slots, in the order
+        written: ``(op, item, seq, rev)``."""
+        logs = [self.store.records_after(slot, 0) for slot in (self.slot, *self.aux_slots)]
+        return logs[0] if len(logs) == 1 else list(heapq.merge(*logs, key=lambda r: r[2]))
