@@ -65,6 +65,7 @@ from .messages import (
 )
 from .operations import Gate, Ticker, operation
 from .presented import PresentedWindow
+from .reads import preview_of, query
 from .recall import (
     DEFAULT_MAX_CHARS,
     RECALL_TOOL_NAME,
@@ -236,7 +237,6 @@ def _thinking_args(
     return binding, identity
 
 
-_MISSING = object()
 MIN_RECALL_CHARS = 300
 """The fewest characters a recall answer may be cut to (``max_chars``)."""
 
@@ -247,15 +247,6 @@ def _levels(levels: object) -> list[int]:
         check_int(x, f"levels[{i}]", low=1, high=MAX_LEVEL)
         for i, x in enumerate(check_sequence(levels, "levels", "a sequence of summary levels"))
     ]
-
-
-def _at_path(value: Any, path: Sequence[str]) -> Any:
-    """``value[path[0]][path[1]]...``, or a sentinel that equals nothing when absent."""
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return _MISSING
-        value = value[key]
-    return value
 
 
 def _check_strategy(strategy: object) -> None:
@@ -938,51 +929,16 @@ class ContextManager:
         >>> [m.message.text for m in found.messages], found.total_count
         (['Deployed.'], 2)
         """
-        if limit is not None:
-            check_int(limit, "limit", low=0, hint="or None for no limit")
-        for name, bound in (("from_time", from_time), ("to_time", to_time)):
-            if bound is not None:
-                check_number(bound, name)
-        if from_time is not None and to_time is not None and from_time > to_time:
-            raise ArgumentError(
-                "from_time",
-                from_time,
-                f"a time not after to_time={to_time}",
-                hint="give the earlier bound first",
-            )
-        if metadata is not None:
-            paths_accepted = "a mapping of dotted paths (non-empty strs such as 'external.id')"
-            if not all(k for k in check_mapping(metadata, "metadata", paths_accepted)):
-                raise ArgumentError("metadata", metadata, paths_accepted)
-        who: set[str] | None = None
-        if isinstance(participant, str):
-            who = {participant}
-        elif participant is not None:
-            who = set(check_items(participant, "participant", str, "a participant name (a str)"))
-        needle = check_text(text, "text").casefold() if text is not None else None
-        check_flag(reverse, "reverse")
-        paths = [(k.split("."), v) for k, v in (metadata or {}).items()]
-        timed = from_time is not None or to_time is not None
-        found: list[StoredMessage] = []
-        for stored in self._records.messages():
-            m = stored.message
-            if who is not None and m.participant not in who:
-                continue
-            if timed:
-                if m.timestamp is None:
-                    continue
-                if from_time is not None and m.timestamp < from_time:
-                    continue
-                if to_time is not None and m.timestamp > to_time:
-                    continue
-            if paths and not all(_at_path(m.metadata, p) == v for p, v in paths):
-                continue
-            if needle is not None and needle not in m.text.casefold():
-                continue
-            found.append(stored)
-        if reverse:
-            found.reverse()
-        return QueryResult(found if limit is None else found[:limit], len(found))
+        return query(
+            self._records.messages(),
+            participant=participant,
+            from_time=from_time,
+            to_time=to_time,
+            text=text,
+            metadata=metadata,
+            limit=limit,
+            reverse=reverse,
+        )
 
     @operation()
     def find_message_by_external_id(self, source: str, external_id: str) -> str | None:
@@ -1494,13 +1450,7 @@ class ContextManager:
         budget = max_tokens - reserve
         own = self._strategy
         if overrides:
-            with_options = getattr(own, "with_options", None)
-            if with_options is None:
-                raise ConfigError(
-                    f"the {own.name} strategy takes no overrides (it has no with_options); "
-                    "preview without them, or set_strategy() a configured one"
-                )
-            self._strategy = with_options(**overrides)
+            self._strategy = self._caps.require_reconfigurable().with_options(**overrides)
         try:
             result = self._compile(
                 max_tokens, reserve, wanted, overhead, True, thinking, expire_holds=False
@@ -1515,26 +1465,8 @@ class ContextManager:
             tokens = stats.get("tokens")
             stage = "solver" if "solver" in stats else "select"
             return Preview(False, budget, tokens, 0, (), stage, stats, None)
-        raw: set[str] = set()
-        spans: dict[str, set[str]] = {}
-        for memory, ids in result.provenance:
-            if memory is None:
-                raw.update(ids)
-            else:
-                spans.setdefault(memory, set()).update(ids)
         position = {s.id: k for k, s in enumerate(self._presented.view())}
-        folded = []
-        for memory, covered in spans.items():
-            order = sorted((i for i in covered if i in position), key=position.__getitem__)
-            if not order:
-                continue
-            summary = self.get_summary(memory)
-            level = getattr(summary, "level", None)
-            folded.append(FoldedMemory(memory, level, order[0], order[-1], len(order)))
-        folded.sort(key=lambda f: position[f.first])
-        return Preview(
-            True, budget, stats.get("tokens"), len(raw), tuple(folded), None, stats, result
-        )
+        return preview_of(result, budget, position, self.get_summary)
 
     @operation()
     def get_render_stats(self) -> dict[str, Any] | None:

@@ -9,7 +9,9 @@ optional capabilities, each a :class:`typing.Protocol` here:
 - :class:`MemoryReads`: its memories, read and searched (``summaries``,
   ``leaves_of``, ``search_summaries``, ``summaries_in_range``);
 - :class:`HeadReset`: moving the start of its raw head (``reset_head_window``);
-- :class:`GivesUp`: work it gave up on, tried again (``retry_given_up``).
+- :class:`GivesUp`: work it gave up on, tried again (``retry_given_up``);
+- :class:`Reconfigurable`: a copy with other options, for a preview
+  (``with_options``).
 
 :func:`capabilities_of` reads them once, when the manager takes the strategy; the
 manager then asks :class:`Capabilities`, never the strategy's attributes.
@@ -22,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ContextManagerError
+from ..errors import ConfigError, ContextManagerError
 from .base import Strategy, StrategyContext, StrategyProfile
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "HeadReset",
     "MemoryReads",
     "Pinning",
+    "Reconfigurable",
     "capabilities_of",
 ]
 
@@ -135,6 +138,15 @@ class GivesUp(Protocol):
         ...
 
 
+@runtime_checkable
+class Reconfigurable(Protocol):
+    """A strategy that makes a copy of itself with other options (for a preview)."""
+
+    def with_options(self, **overrides: Any) -> Strategy:
+        """A copy with ``overrides`` applied to its options."""
+        ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a strategy offers beyond the required hooks, read once.
@@ -150,12 +162,28 @@ class Capabilities:
     memory: MemoryReads | None = None
     head_reset: HeadReset | None = None
     gives_up: GivesUp | None = None
+    reconfigurable: Reconfigurable | None = None
 
     def require_pinning(self, method: str) -> Pinning:
         """The pinning capability, or an error naming ``method`` that needs it."""
         if self.pinning is None:
             raise _unsupported(self.name, method, "Pinning")
         return self.pinning
+
+    def require_reconfigurable(self) -> Reconfigurable:
+        """The reconfigurable capability.
+
+        Raises
+        ------
+        ConfigError
+            When the strategy has none: a preview cannot take overrides.
+        """
+        if self.reconfigurable is None:
+            raise ConfigError(
+                f"the {self.name} strategy takes no overrides (it has no with_options); "
+                "preview without them, or set_strategy() a configured one"
+            )
+        return self.reconfigurable
 
 
 def _unsupported(name: str, method: str, capability: str) -> ContextManagerError:
@@ -185,4 +213,5 @@ def capabilities_of(strategy: Strategy) -> Capabilities:
         memory=strategy if isinstance(strategy, MemoryReads) else None,
         head_reset=strategy if isinstance(strategy, HeadReset) else None,
         gives_up=strategy if isinstance(strategy, GivesUp) else None,
+        reconfigurable=strategy if isinstance(strategy, Reconfigurable) else None,
     )
