@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import ContextManagerError, OverBudgetError
+from .arguments import check_sequence, check_text
+from .errors import (
+    ArgumentTypeError,
+    ConfigError,
+    ContextManagerError,
+    OverBudgetError,
+    UnknownMessageError,
+)
 from .messages import MAX_CACHE_BREAKPOINTS, ContentBlock, Message
 from .pairing import tool_pair_problems
-from .record_cache import SavedCounts
+from .record_cache import RecordCache, SavedCounts
 from .request import (
     INJECTION_PREFIX,
     CompileResult,
@@ -29,7 +36,7 @@ from .request import (
 )
 from .store import Store
 from .strategies.base import RequestBudget, Strategy, StrategyContext
-from .thinking import RequestIdentity, SentRecord, ThinkingBinding, bind
+from .thinking import NotedRow, RequestIdentity, SentRecord, ThinkingBinding, bind
 from .tokens import TokenCounter
 
 __all__ = [
@@ -291,6 +298,74 @@ class Compiler:
         if commit:
             self.last_request = (key, messages)
         return reread
+
+    def note(
+        self,
+        rows: Sequence[str | NotedRow | Mapping[str, Any]],
+        identity: RequestIdentity,
+        compile_id: str,
+        records: RecordCache,
+    ) -> bool:
+        """Note what a request built from compile ``compile_id`` carried after the
+        compiled messages (see ``ContextManager.note_request_sent``): False when the
+        branch's last recorded request is not that compile's.
+
+        Raises
+        ------
+        UnknownMessageError
+            For a row naming no message of ``records``.
+        ConfigError
+            For arguments of the wrong type (an ``ArgumentError`` naming them).
+        """
+        if not isinstance(identity, RequestIdentity):
+            raise ArgumentTypeError(
+                "identity",
+                identity,
+                "the RequestIdentity the compile was made under (CompileResult.identity)",
+            )
+        check_text(compile_id, "compile_id")
+        hint = "wrap one id in a list" if isinstance(rows, str) else ""
+        noted: list[tuple[str, Message]] = []
+        vouched = True
+        for i, row in enumerate(check_sequence(rows, "rows", "a sequence of message ids", hint)):
+            if isinstance(row, str):
+                row = NotedRow(id=row)
+            elif isinstance(row, Mapping):
+                try:
+                    row = NotedRow.model_validate(row)
+                except ValueError as exc:
+                    raise ConfigError(f"rows[{i}] is not a NotedRow: {exc}") from None
+            elif not isinstance(row, NotedRow):
+                raise ArgumentTypeError(
+                    f"rows[{i}]", row, "a message id, a NotedRow or its mapping"
+                )
+            if row.unstored:
+                vouched = False
+                continue
+            if row.id is None:
+                raise ConfigError(
+                    f"rows[{i}] names no message: give the stored message's id, or "
+                    "unstored=True for a row the request carried that is not stored as sent"
+                )
+            try:
+                at = records.position(row.id)
+            except KeyError:
+                raise UnknownMessageError(
+                    f"rows[{i}]={row.id!r} names no message on branch {self.store.branch!r}; "
+                    "note a row the request carried that is not stored as "
+                    "NotedRow(unstored=True)",
+                    param=f"rows[{i}]",
+                    ids=(row.id,),
+                ) from None
+            if vouched:
+                noted.append((row.id, records.messages()[at].message))
+        record = self.sent_record()
+        if record is None or record.compile_id != compile_id:
+            return False
+        self.store.set(
+            self.thinking_slot, record.with_rows(identity, noted).model_dump(mode="json")
+        )
+        return True
 
     def sent_record(self) -> SentRecord | None:
         """The branch's record of the last request it sent (None before the first)."""

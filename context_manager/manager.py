@@ -1343,55 +1343,7 @@ class ContextManager:
             not a str, or a row that is not an id, a NotedRow or its mapping (an
             :class:`ArgumentError` naming it).
         """
-        if not isinstance(identity, RequestIdentity):
-            raise ArgumentTypeError(
-                "identity",
-                identity,
-                "the RequestIdentity the compile was made under (CompileResult.identity)",
-            )
-        check_text(compile_id, "compile_id")
-        hint = "wrap one id in a list" if isinstance(rows, str) else ""
-        noted: list[tuple[str, Message]] = []
-        vouched = True
-        for i, row in enumerate(check_sequence(rows, "rows", "a sequence of message ids", hint)):
-            if isinstance(row, str):
-                row = NotedRow(id=row)
-            elif isinstance(row, Mapping):
-                try:
-                    row = NotedRow.model_validate(row)
-                except ValueError as exc:
-                    raise ConfigError(f"rows[{i}] is not a NotedRow: {exc}") from None
-            elif not isinstance(row, NotedRow):
-                raise ArgumentTypeError(
-                    f"rows[{i}]", row, "a message id, a NotedRow or its mapping"
-                )
-            if row.unstored:
-                vouched = False
-                continue
-            if row.id is None:
-                raise ConfigError(
-                    f"rows[{i}] names no message: give the stored message's id, or "
-                    "unstored=True for a row the request carried that is not stored as sent"
-                )
-            try:
-                at = self._records.position(row.id)
-            except KeyError:
-                raise UnknownMessageError(
-                    f"rows[{i}]={row.id!r} names no message on branch {self.current_branch!r}; "
-                    "note a row the request carried that is not stored as "
-                    "NotedRow(unstored=True)",
-                    param=f"rows[{i}]",
-                    ids=(row.id,),
-                ) from None
-            if vouched:
-                noted.append((row.id, self._records.messages()[at].message))
-        record = self._compiler.sent_record()
-        if record is None or record.compile_id != compile_id:
-            return False
-        self._store.set(
-            self._thinking_slot, record.with_rows(identity, noted).model_dump(mode="json")
-        )
-        return True
+        return self._compiler.note(rows, identity, compile_id, self._records)
 
     @operation()
     def preview_context(
