@@ -69,11 +69,9 @@ from .reads import preview_of, query
 from .recall import (
     DEFAULT_MAX_CHARS,
     RECALL_TOOL_NAME,
-    RecallInputError,
     RecallTool,
+    answer_recall,
     check_recall_input,
-    expand_memory,
-    grep_messages,
     matching_memories,
     recall_definition,
 )
@@ -2201,48 +2199,12 @@ class ContextManager:
         >>> cm.close()
         """
         check_int(max_chars, "max_chars", low=MIN_RECALL_CHARS)
-        request = check_recall_input(tool_input)
-        stored = self._records.messages()
-        memory = self._caps.memory
-        summaries = memory.summaries if memory is not None else None
-        leaves_of = memory.leaves_of if memory is not None else None
-        if "memory_id" in request:
-            memory_id = request["memory_id"]
-            if summaries is None or leaves_of is None:
-                raise RecallInputError(
-                    f"the {self._strategy.name} strategy keeps no memories, so there is no "
-                    f"memory {memory_id!r}: use grep to search the stored messages",
-                    field="memory_id",
-                )
-            memory = summaries.get(memory_id)
-            if memory is None:
-                raise RecallInputError(
-                    f"no memory with id {memory_id!r} on branch {self.current_branch!r}: "
-                    "grep names the memory that covers each match",
-                    field="memory_id",
-                )
-            covered = list(leaves_of(memory))
-            wanted = set(covered)
-            by_id = {m.id: m.message for m in stored if m.id in wanted}
-            return expand_memory(
-                memory_id,
-                memory.level,
-                covered,
-                by_id,
-                offset=request["offset"],
-                max_chars=max_chars,
-            )
-        memory_of: dict[str, str] = {}
-        for memory in (summaries or {}).values():
-            if memory.level == 1:
-                for message_id in memory.source_ids:
-                    memory_of.setdefault(message_id, memory.id)
-        return grep_messages(
-            request["grep"],
-            [(m.id, m.message) for m in stored],
-            regex=request["regex"],
-            limit=request["limit"],
-            memory_of=memory_of,
+        return answer_recall(
+            check_recall_input(tool_input),
+            self._records.messages(),
+            self._caps.memory,
+            strategy=self._strategy.name,
+            branch=self.current_branch,
             max_chars=max_chars,
         )
 

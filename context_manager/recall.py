@@ -17,6 +17,8 @@ from typing import Any
 
 from .errors import ConfigError
 from .messages import Message
+from .strategies.base import StoredMessage
+from .strategies.contract import MemoryReads
 
 __all__ = [
     "DEFAULT_GREP_LIMIT",
@@ -24,6 +26,7 @@ __all__ = [
     "RECALL_TOOL_NAME",
     "RecallInputError",
     "RecallTool",
+    "answer_recall",
     "check_recall_input",
     "expand_memory",
     "grep_messages",
@@ -394,6 +397,68 @@ def grep_messages(
             + ", or expand a memory with memory_id]"
         )
     return "\n".join(lines)
+
+
+def answer_recall(
+    request: Mapping[str, Any],
+    stored: Sequence[StoredMessage],
+    memories: MemoryReads | None,
+    *,
+    strategy: str,
+    branch: str,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> str:
+    """The answer to one checked call of the ``recall`` tool (:func:`check_recall_input`)
+    over the live messages ``stored`` and the strategy's ``memories`` (None when it keeps
+    none): :func:`expand_memory` for ``memory_id``, :func:`grep_messages` for ``grep``.
+    ``strategy`` and ``branch`` name where the call was made, for errors.
+
+    Raises
+    ------
+    RecallInputError
+        For a ``memory_id`` the strategy does not keep (or a strategy without memories).
+    """
+    summaries = memories.summaries if memories is not None else None
+    leaves_of = memories.leaves_of if memories is not None else None
+    if "memory_id" in request:
+        memory_id = request["memory_id"]
+        if summaries is None or leaves_of is None:
+            raise RecallInputError(
+                f"the {strategy} strategy keeps no memories, so there is no "
+                f"memory {memory_id!r}: use grep to search the stored messages",
+                field="memory_id",
+            )
+        memory = summaries.get(memory_id)
+        if memory is None:
+            raise RecallInputError(
+                f"no memory with id {memory_id!r} on branch {branch!r}: "
+                "grep names the memory that covers each match",
+                field="memory_id",
+            )
+        covered = list(leaves_of(memory))
+        wanted = set(covered)
+        by_id = {m.id: m.message for m in stored if m.id in wanted}
+        return expand_memory(
+            memory_id,
+            memory.level,
+            covered,
+            by_id,
+            offset=request["offset"],
+            max_chars=max_chars,
+        )
+    memory_of: dict[str, str] = {}
+    for memory in (summaries or {}).values():
+        if memory.level == 1:
+            for message_id in memory.source_ids:
+                memory_of.setdefault(message_id, memory.id)
+    return grep_messages(
+        request["grep"],
+        [(m.id, m.message) for m in stored],
+        regex=request["regex"],
+        limit=request["limit"],
+        memory_of=memory_of,
+        max_chars=max_chars,
+    )
 
 
 def matching_memories(
