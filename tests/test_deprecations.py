@@ -65,3 +65,12 @@ def test_the_per_message_langchain_converters_warn_and_convert_through_the_list_
     with pytest.warns(DeprecationWarning, match="langchain_messages.to_langchain"):
         [sent] = integration.to_langchain(Message.text_message("User", "hi"))
     assert isinstance(sent, HumanMessage) and sent.content == "hi"
+
+
+def test_the_old_home_of_unfoldable_warns_and_gives_the_same_function() -> None:
+    from context_manager.strategies.autobiographical import capping, unfoldable
+
+    with pytest.warns(DeprecationWarning, match="autobiographical.unfoldable"):
+        assert capping.unfoldable is unfoldable.unfoldable
+    with pytest.raises(AttributeError, match="cap_forms"):
+        capping.cap_forms  # noqa: B018
