@@ -43,6 +43,7 @@ from .messages import (
 )
 
 __all__ = [
+    "HOLD_ACCEPTED",
     "MAX_LEVEL",
     "MAX_WINDOW_TOKENS",
     "check_choice",
@@ -63,6 +64,9 @@ __all__ = [
     "check_tools",
     "refusal",
 ]
+
+HOLD_ACCEPTED = "True, False or a positive finite number of seconds"
+"""What ``hold`` and ``catch_up`` accept besides a bool, as refusals say it."""
 
 MAX_WINDOW_TOKENS = MAX_TOKENS
 """The largest ``max_tokens`` (and ``reserve_for_response``) a compile takes: the fold
