@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from context_manager.messages import ToolResultBlock
-from context_manager.strategies.autobiographical import folding, strategy
+from context_manager.strategies.autobiographical import solve, strategy
 from context_manager.tokens import TiktokenCounter
 from foldbench.benchmark import default_transcripts, replay_policy
 from foldbench.loaders import Transcript
@@ -30,7 +30,7 @@ METHODS = ["kv-stable", "kv-unified", "flat-profile", "oldest-first", "threshold
 
 def _count_caps(seen: Counter[str]) -> None:
     """Count the caps every compile reports (wraps the strategy's select)."""
-    select = folding.select
+    select = solve.select
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         selection = select(*args, **kwargs)

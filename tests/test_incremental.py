@@ -182,9 +182,9 @@ def test_a_window_that_comes_back_answers_as_following_it_to_the_last_round_does
     cycle): the compile then reads the last round's answer from the solves made. On an
     agent with a long past whose compiles do cycle, every compile is solved again with
     every round made, and gives the same plan."""
-    from context_manager.strategies.autobiographical import folding
+    from context_manager.strategies.autobiographical import solve as solving
 
-    solve, repeated = folding._solve, folding._repeated
+    solve, repeated = solving._solve, solving._repeated
     cycles = [0]
 
     def counted(*args: object) -> object:
@@ -194,11 +194,11 @@ def test_a_window_that_comes_back_answers_as_following_it_to_the_last_round_does
 
     def both(*args: object, **kwargs: object) -> object:
         fast = solve(*args, **kwargs)  # type: ignore[arg-type]
-        monkeypatch.setattr(folding, "_repeated", lambda *_: None)
+        monkeypatch.setattr(solving, "_repeated", lambda *_: None)
         try:
             every = solve(*args, **kwargs)  # type: ignore[arg-type]
         finally:
-            monkeypatch.setattr(folding, "_repeated", counted)
+            monkeypatch.setattr(solving, "_repeated", counted)
         (plan, snap, _), (other, other_snap, _) = fast, every  # type: ignore[misc]
         assert (plan.levels, plan.stats, repr(plan.error), plan.produce) == (
             other.levels,
@@ -209,8 +209,8 @@ def test_a_window_that_comes_back_answers_as_following_it_to_the_last_round_does
         assert snap.blocks == other_snap.blocks
         return fast
 
-    monkeypatch.setattr(folding, "_solve", both)
-    monkeypatch.setattr(folding, "_repeated", counted)
+    monkeypatch.setattr(solving, "_solve", both)
+    monkeypatch.setattr(solving, "_repeated", counted)
     path = tmp_path / "s.db"
     shutil.copyfile(_template("kv-stable"), path)
     cm = ContextManager.open(

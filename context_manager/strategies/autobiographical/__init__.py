@@ -22,9 +22,10 @@ The package splits it by responsibility: :mod:`.config` (the options),
 :mod:`.records` (what is persisted: read and written only there), :mod:`.state`
 (what is held between calls), :mod:`.windows`, :mod:`.chunking`,
 :mod:`.prompts` and :mod:`.requests` (the summariser requests), :mod:`.writer`
-(what to write next, and writing it), :mod:`.folding` (one compile, through
-:mod:`context_manager.adapter`) and :mod:`.queries`; :mod:`.strategy` is the class
-over them. This module is the facade: its names are the public ones.
+(what to write next, and writing it), :mod:`.solve` (one compile: the fold
+problem stated and solved through :mod:`context_manager.adapter`, its plan
+rendered) and :mod:`.queries`; :mod:`.strategy` is the class over them. This
+module is the facade: its names are the public ones.
 """
 
 from __future__ import annotations

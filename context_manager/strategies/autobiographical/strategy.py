@@ -2,10 +2,11 @@
 
 Each job lives in its own module, as functions of one :class:`~.state.State`:
 :mod:`.windows`, :mod:`.chunking`, :mod:`.requests` (the summariser requests),
-:mod:`.writer` (what to write next, and writing it), :mod:`.folding` (one compile,
-through :mod:`context_manager.adapter`) and :mod:`.queries`; :mod:`.records` holds
-and writes what is persisted. This class validates the configuration, owns the
-state and answers the :class:`~context_manager.strategies.base.Strategy` calls.
+:mod:`.writer` (what to write next, and writing it), :mod:`.solve` (one compile:
+the fold problem stated and solved through :mod:`context_manager.adapter`, its
+plan rendered) and :mod:`.queries`; :mod:`.records` holds and writes what is
+persisted. This class validates the configuration, owns the state and answers the
+:class:`~context_manager.strategies.base.Strategy` calls.
 See :mod:`context_manager.strategies.autobiographical` for the whole picture.
 """
 
@@ -32,9 +33,9 @@ from ..base import (
 )
 from .chunking import adopt_memories, rebuild_chunks, reconcile
 from .config import AutobiographicalConfig
-from .folding import select, snapshot
 from .queries import search_summaries, summaries_in_range
 from .records import ChunkRecord, Pin, Records, SummaryEntry, read_records
+from .solve import select, snapshot
 from .state import State
 from .windows import Windows, windows
 from .writer import merge_groups, pending_work, queued_chunks, tick

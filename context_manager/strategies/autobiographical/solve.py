@@ -1,4 +1,4 @@
-"""Folding and rendering: one compile, from the state to the entries sent.
+"""One compile solved: the entries sent, selected by solving the fold problem.
 
 :func:`snapshot` states the compile in plain message terms, the adapter
 (:mod:`context_manager.adapter`) turns it into a fold problem and reads the
