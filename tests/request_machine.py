@@ -105,7 +105,7 @@ def _strategy(method: str, head: int = 0) -> AutobiographicalStrategy | Passthro
     if method == "threshold-pyramid":  # the renderer of adaptive_resolution=False
         options["adaptive_resolution"] = False
     else:
-        options["folding_strategy"] = method
+        options["solver"] = method
         options["solver_options"] = dict(solvers.capabilities(method).example_options)
     return AutobiographicalStrategy(**options)
 

@@ -15,7 +15,7 @@ def small_strategy() -> AutobiographicalStrategy:
         target_chunk_tokens=200,
         summary_target_tokens=40,
         recent_window_tokens=300,
-        folding_strategy="kv-stable",
+        solver="kv-stable",
     )
 
 

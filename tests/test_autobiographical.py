@@ -395,7 +395,7 @@ def test_over_budget_refuses_with_diagnostics(tmp_path: Path) -> None:
 @pytest.mark.parametrize("method", ["kv-stable", "flat-profile", "oldest-first", "exact"])
 def test_adaptive_compile_folds_the_middle_within_budget(tmp_path: Path, method: str) -> None:
     s = ScriptedSummarizer()
-    cm, strategy = open_cm(tmp_path, s, recent_window_tokens=200, folding_strategy=method)
+    cm, strategy = open_cm(tmp_path, s, recent_window_tokens=200, solver=method)
     converse(cm, 30, turns=True)
     raw = sum(CharsCounter().count_message(x.message) for x in cm.get_messages())
     for _ in range(3):
@@ -445,7 +445,7 @@ def test_long_run_never_errors(tmp_path: Path, method: str) -> None:
         target_chunk_tokens=120,
         merge_threshold=3,
         summary_target_tokens=40,
-        folding_strategy=method,
+        solver=method,
         solver_options=options,
         l1_holdback_chunks=1,
     )
@@ -797,7 +797,7 @@ def test_grace_takes_from_the_response_reserve_only(tmp_path: Path) -> None:
 
 
 def test_an_all_raw_frontier_is_carried_like_any_other(tmp_path: Path) -> None:
-    cm, _ = open_cm(tmp_path, ExtractiveSummarizer(), folding_strategy="kv-stable")
+    cm, _ = open_cm(tmp_path, ExtractiveSummarizer(), solver="kv-stable")
     cm.add_message("User", "hello " * 50)
     cm.compile(max_tokens=10_000, reserve_for_response=1_000)
     first = cm.get_render_stats()
@@ -809,7 +809,7 @@ def test_an_all_raw_frontier_is_carried_like_any_other(tmp_path: Path) -> None:
     # a pure append re-reads nothing of the carried prefix: only the new message is read
     assert stats["kv_cost"] == stats["tokens"] - first["tokens"] > 0
     cm.close()
-    cm, _ = open_cm(tmp_path, ExtractiveSummarizer(), folding_strategy="kv-stable")
+    cm, _ = open_cm(tmp_path, ExtractiveSummarizer(), solver="kv-stable")
     cm.compile(max_tokens=10_000, reserve_for_response=1_000)  # carried across a reopen
     stats = cm.get_render_stats()
     assert stats is not None and stats["decision"] != "bootstrap"

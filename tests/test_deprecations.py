@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from pydantic import ValidationError
 
 import solvers
 from context_manager.assembly import selection
@@ -74,3 +77,41 @@ def test_the_old_home_of_unfoldable_warns_and_gives_the_same_function() -> None:
         assert capping.unfoldable is unfoldable.unfoldable
     with pytest.raises(AttributeError, match="cap_forms"):
         capping.cap_forms  # noqa: B018
+
+
+def test_the_folding_strategy_option_is_the_solver_and_warns() -> None:
+    from context_manager.strategies.autobiographical import (
+        AutobiographicalConfig,
+        AutobiographicalStrategy,
+    )
+
+    with pytest.warns(DeprecationWarning, match=r"option folding_strategy .* solver='kv-unified'"):
+        config = AutobiographicalConfig(folding_strategy="kv-unified")
+    assert config.solver == "kv-unified"
+    assert config == AutobiographicalConfig(solver="kv-unified")
+    with pytest.warns(DeprecationWarning, match=r"read AutobiographicalConfig\.solver"):
+        assert config.folding_strategy == "kv-unified"
+    stored = {"folding_strategy": "oldest-first", "recent_window_tokens": 500}
+    with pytest.warns(DeprecationWarning, match="pass solver="):
+        assert AutobiographicalConfig.model_validate(stored).solver == "oldest-first"
+    with pytest.warns(DeprecationWarning, match="pass solver="):
+        loaded = AutobiographicalConfig.model_validate_json(json.dumps(stored))
+    assert loaded.solver == "oldest-first"
+    with pytest.warns(DeprecationWarning, match="pass solver="):
+        sized = AutobiographicalConfig.for_window(32_000, folding_strategy="kv-unified")
+    assert sized == AutobiographicalConfig.for_window(32_000, solver="kv-unified")
+    assert sized.solver_options  # sized for the solver it names
+    with pytest.warns(DeprecationWarning, match="pass solver="):
+        strategy = AutobiographicalStrategy(compression_model="m", folding_strategy="flat-profile")
+    assert strategy.solver == ("flat-profile", {})
+    with pytest.warns(DeprecationWarning, match="pass solver="):
+        assert strategy.with_options(folding_strategy="oldest-first").config.solver == (
+            "oldest-first"
+        )
+    with pytest.raises(ValidationError, match="name the same option"):
+        AutobiographicalConfig(folding_strategy="kv-unified", solver="kv-stable")
+    with pytest.warns(DeprecationWarning) as caught:  # at the line that passed it
+        AutobiographicalConfig(folding_strategy="kv-stable")
+    assert [w.filename for w in caught] == [__file__]
+    assert "folding_strategy" not in AutobiographicalConfig.model_json_schema()["properties"]
+    assert "folding_strategy" not in config.model_dump()

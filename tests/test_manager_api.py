@@ -523,7 +523,7 @@ def test_preview_with_overrides_shows_other_options_for_that_preview_only() -> N
         again = cm.preview_context(max_tokens=900, reserve_for_response=100)
         assert again.result is not None and again.result.messages == plain.result.messages
         swapped = cm.preview_context(
-            max_tokens=900, reserve_for_response=100, overrides={"folding_strategy": "oldest-first"}
+            max_tokens=900, reserve_for_response=100, overrides={"solver": "oldest-first"}
         )
         assert swapped.fits and swapped.result is not None
         assert swapped.result.render_stats["solver"] == "oldest-first"

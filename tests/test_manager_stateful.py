@@ -76,7 +76,7 @@ def test_swe_agent_round_trip(tmp_path: Path, path: Path, method: str) -> None:
         target_chunk_tokens=400,
         recent_window_tokens=1500,
         summary_target_tokens=60,
-        folding_strategy=method,
+        solver=method,
         solver_options=options,
     )
     with ContextManager.open(

@@ -31,7 +31,7 @@ def _manager(schedule: str, summarizer: Counting) -> ContextManager:
         target_chunk_tokens=200,
         summary_target_tokens=40,
         recent_window_tokens=300,
-        folding_strategy="kv-stable",
+        solver="kv-stable",
         memory_schedule=schedule,
     )
     return ContextManager.open(

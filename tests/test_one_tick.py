@@ -30,7 +30,7 @@ def _held_back_chunk_and_a_result() -> tuple[ContextManager, AutobiographicalStr
         summary_target_tokens=40,
         recent_window_tokens=300,
         l1_holdback_chunks=1,
-        folding_strategy="kv-stable",
+        solver="kv-stable",
     )
     cm = ContextManager.open(
         path=":memory:",

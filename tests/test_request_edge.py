@@ -164,7 +164,7 @@ def test_a_refusal_over_budget_always_exceeds_it() -> None:
 
 def test_kv_unified_without_a_policy_fails_at_construction() -> None:
     with pytest.raises(ConfigError, match=r"'policy' is required.*reference"):
-        _autobio(folding_strategy="kv-unified")
+        _autobio(solver="kv-unified")
 
 
 def test_a_result_and_its_call_are_one_leaf(tmp_path: Path) -> None:

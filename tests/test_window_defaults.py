@@ -55,7 +55,7 @@ def test_for_window_sizes_every_piece_inside_the_window(window: int) -> None:
     assert 2 * config.target_chunk_tokens < budget - config.recent_window_tokens
     assert config.summary_target_tokens < config.target_chunk_tokens  # a memory folds
     assert config.recall_budget_tokens <= config.compression_context_budget_tokens
-    assert sum(config.solver[1].get("level_budgets", ())) <= budget
+    assert sum(config.solver_and_options[1].get("level_budgets", ())) <= budget
     AutobiographicalStrategy(config)  # the strategy accepts it as is
 
 
@@ -114,7 +114,7 @@ def test_a_long_conversation_with_tools_fits_4k_with_for_window() -> None:
 
 def test_for_window_keeps_overrides_and_names_what_does_not_fit() -> None:
     config = AutobiographicalConfig.for_window(
-        32_000, recent_window_tokens=5_000, folding_strategy="kv-unified"
+        32_000, recent_window_tokens=5_000, solver="kv-unified"
     )
     assert config.recent_window_tokens == 5_000
     assert "policy" in config.solver_options  # kv-unified sized to the window

@@ -26,7 +26,7 @@ def _strategy() -> AutobiographicalStrategy:
         summary_target_tokens=300,
         recent_window_tokens=30_000,
         recall_budget_tokens=4_000,
-        folding_strategy="kv-stable",
+        solver="kv-stable",
     )
 
 

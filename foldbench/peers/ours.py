@@ -53,7 +53,7 @@ _OPTION_REASONS = {
     "recent_window_tokens": "a quarter of the budget kept verbatim",
     "recall_budget_tokens": "half the budget (at least 1000) for what recall brings back",
     "merge_from": "a merge reads the memories it merges, not their messages again",
-    "folding_strategy": "the solver the policy's name gives",
+    "solver": "the solver the policy's name gives",
     "solver_options": "the solver's options sized to the budget, its comfort band topped "
     "at the strategy's headroom (1 - compression_slack_ratio)",
     "fold_window": "set by the name's +full suffix: the whole history on every call",
@@ -201,7 +201,7 @@ class FoldingPolicy:
             # the recent window keeps the newest history raw: a held-back chunk would only
             # stop a fold short of it (AutobiographicalConfig.for_window sizes it so too)
             "l1_holdback_chunks": 0,
-            "folding_strategy": method,
+            "solver": method,
         }
         import solvers
         from context_manager.strategies.autobiographical import AutobiographicalConfig

@@ -8,8 +8,13 @@ window from 4k to 1M tokens.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from collections.abc import Mapping
 from typing import Any, Literal
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...messages import CacheTTL
@@ -326,19 +331,20 @@ class AutobiographicalConfig(BaseModel):
     )
     adaptive_resolution: bool = Field(
         default=True,
-        description="True: a solver (``folding_strategy``) picks the fold depth per region "
+        description="True: a solver (``solver``) picks the fold depth per region "
         "under the budget. False: the threshold pyramid (newest history at L1, older at L2, "
         "oldest coarser, within ``l1_budget_tokens`` / ``l2_budget_tokens`` / "
         "``l3_budget_tokens``).",
     )
-    folding_strategy: str = Field(
+    solver: str = Field(
         default="kv-stable",
         description="The registered solver (``solvers.names()``) that picks the fold depth on "
-        "each compile when ``adaptive_resolution`` is on.",
+        "each compile when ``adaptive_resolution`` is on. (Formerly ``folding_strategy``, "
+        "still accepted with a DeprecationWarning.)",
     )
     solver_options: dict[str, Any] = Field(
         default_factory=dict,
-        description="Options passed to the ``folding_strategy`` solver (e.g. "
+        description="Options passed to the ``solver`` (e.g. "
         "``{'policy': 'reference'}`` for kv-unified).",
     )
     l1_budget_tokens: int = Field(
@@ -426,6 +432,29 @@ class AutobiographicalConfig(BaseModel):
         "(with ``max_tokens=window_tokens``). None: not sized.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_options(cls, data: Any) -> Any:
+        """The options under their former names (``folding_strategy``), read under their
+        current ones with a :class:`DeprecationWarning`."""
+        if isinstance(data, Mapping) and not _RENAMED.keys().isdisjoint(data):
+            return renamed_options(data)
+        return data
+
+    @property
+    def folding_strategy(self) -> str:
+        """The ``solver``, under its former name.
+
+        .. deprecated::
+            Warns with :class:`DeprecationWarning` and will be removed in the next
+            release: read ``solver``.
+        """
+        _deprecated(
+            "AutobiographicalConfig.folding_strategy is deprecated and will be removed in "
+            "the next release; read AutobiographicalConfig.solver"
+        )
+        return self.solver
+
     @model_validator(mode="after")
     def _limit_above_target(self) -> AutobiographicalConfig:
         limit = self.summary_max_tokens
@@ -490,7 +519,7 @@ class AutobiographicalConfig(BaseModel):
         window_tokens : int
             The model's context window: the ``max_tokens`` each compile will be given.
         **overrides
-            Any other option (``compression_model``, ``folding_strategy``, ...), or a sized
+            Any other option (``compression_model``, ``solver``, ...), or a sized
             one to replace; the result is checked against the window all the same.
 
         Returns
@@ -542,6 +571,7 @@ class AutobiographicalConfig(BaseModel):
                 f"window_tokens={window_tokens} is too small to fold into: for_window sizes "
                 f"windows of at least {_MIN_WINDOW} tokens"
             )
+        overrides = renamed_options(overrides)
         w = window_tokens
         reserve = overrides.get("reserve_for_response_tokens")
         if reserve is None:
@@ -565,7 +595,7 @@ class AutobiographicalConfig(BaseModel):
         if "solver_options" not in overrides:
             import solvers
 
-            method = overrides.get("folding_strategy", cls.model_fields["folding_strategy"].default)
+            method = overrides.get("solver", cls.model_fields["solver"].default)
             slack = overrides.get(
                 "compression_slack_ratio", cls.model_fields["compression_slack_ratio"].default
             )
@@ -611,21 +641,73 @@ class AutobiographicalConfig(BaseModel):
         return self.summary_target_tokens // _VALUES_SHARE if base is None else base
 
     @property
-    def solver(self) -> tuple[str, dict[str, Any]]:
-        """The registered solver each compile calls and its options: ``folding_strategy``
-        with ``solver_options``, or the threshold pyramid when ``adaptive_resolution`` is
+    def solver_and_options(self) -> tuple[str, dict[str, Any]]:
+        """The registered solver each compile calls and its options: ``solver`` with
+        ``solver_options``, or the threshold pyramid when ``adaptive_resolution`` is
         off.
 
         Examples
         --------
-        >>> AutobiographicalConfig(adaptive_resolution=False).solver[0]
+        >>> AutobiographicalConfig(solver="kv-unified").solver_and_options
+        ('kv-unified', {})
+        >>> AutobiographicalConfig(adaptive_resolution=False).solver_and_options[0]
         'threshold-pyramid'
         """
         if self.adaptive_resolution:
-            return self.folding_strategy, dict(self.solver_options)
+            return self.solver, dict(self.solver_options)
         budgets = (self.l1_budget_tokens, self.l2_budget_tokens, self.l3_budget_tokens)
         return "threshold-pyramid", {"level_budgets": budgets}
 
 
 def _clamp(value: int, low: int, high: int) -> int:
     return max(low, min(high, value))
+
+
+_RENAMED = {"folding_strategy": "solver"}
+"""Options under a former name: the name -> the current one."""
+
+
+def renamed_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with every option under a former name (:data:`_RENAMED`) under its
+    current one, with a :class:`DeprecationWarning` for each.
+
+    Raises
+    ------
+    ValueError
+        For an option given under both names, with two values.
+    """
+    found = dict(options)
+    for old, new in _RENAMED.items():
+        if old not in found:
+            continue
+        value = found.pop(old)
+        if new in found and found[new] != value:
+            raise ValueError(
+                f"{old}={value!r} and {new}={found[new]!r} name the same option: "
+                f"pass only {new} ({old} is its deprecated name)"
+            )
+        _deprecated(
+            f"the AutobiographicalConfig option {old} is deprecated and will be removed in "
+            f"the next release; pass {new}={value!r}"
+        )
+        found[new] = value
+    return found
+
+
+_INTERNAL = (
+    os.path.dirname(pydantic.__file__) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.dirname(__file__))) + os.sep,
+)
+"""Where the frames a deprecated option passes through live: pydantic and
+``context_manager`` (a preview's overrides reach the config through the manager)."""
+
+
+def _deprecated(message: str) -> None:
+    """Warn ``message`` as a :class:`DeprecationWarning` at the line that used the
+    deprecated name: the first frame outside pydantic and ``context_manager``."""
+    frame = sys._getframe(1)
+    level = 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, DeprecationWarning, stacklevel=level)

@@ -378,7 +378,7 @@ def snapshot(
     memories = tree(st, ctx, position)
     found: list[Block] = []
     window: Sequence[tuple[int, int, int]] = ()
-    if cfg.fold_window and carried and _windowed(cfg.solver[0]) and not whole:
+    if cfg.fold_window and carried and _windowed(cfg.solver_and_options[0]) and not whole:
         window = carried if shape is None else shape
         found = blocks(memories, win, window, pins, locks)
     collapsed = {b.first for b in found}
@@ -426,7 +426,7 @@ MAX_REWINDOWS = 8
 
 def _is_windowed(st: State, snap: Snapshot) -> bool:
     cfg = st.config
-    return cfg.fold_window and snap.previous is not None and _windowed(cfg.solver[0])
+    return cfg.fold_window and snap.previous is not None and _windowed(cfg.solver_and_options[0])
 
 
 def _windowed(method: str) -> bool:

@@ -32,7 +32,7 @@ from ..base import (
     StrategyProfile,
 )
 from .chunking import adopt_memories, rebuild_chunks, reconcile
-from .config import AutobiographicalConfig
+from .config import AutobiographicalConfig, renamed_options
 from .queries import search_summaries, summaries_in_range
 from .records import ChunkRecord, Pin, Records, SummaryEntry, read_records
 from .solve import select, snapshot
@@ -66,16 +66,16 @@ class AutobiographicalStrategy(Strategy):
             raise ConfigError("pass either config= or keyword options, not both")
         self.config = config if config is not None else AutobiographicalConfig(**options)
 
-        if self.config.folding_strategy not in solvers.names():
+        if self.config.solver not in solvers.names():
             raise ConfigError(
-                f"folding_strategy={self.config.folding_strategy!r} is not a registered solver; "
+                f"solver={self.config.solver!r} is not a registered solver; "
                 f"choose one of {', '.join(solvers.names())}"
             )
         method, solver_options = self.solver
         try:  # validated once: a bad option fails here, not at the first compile
             self._solver = solvers.configure(method, solver_options)
         except solvers.SolverConfigError as exc:
-            raise ConfigError(f"solver_options for folding_strategy={method!r}: {exc}") from None
+            raise ConfigError(f"solver_options for solver={method!r}: {exc}") from None
         try:
             self.config.recall_header_template.format(
                 id="L1-0", level=1, first="a", last="b", tools="lookup"
@@ -107,8 +107,8 @@ class AutobiographicalStrategy(Strategy):
         >>> base.config.recent_window_tokens
         30000
         """
-        fields = {**self.config.model_dump(), **overrides}
         try:
+            fields = {**self.config.model_dump(), **renamed_options(overrides)}
             config = AutobiographicalConfig.model_validate(fields)
         except ValidationError as exc:
             problems = "; ".join(
@@ -116,6 +116,8 @@ class AutobiographicalStrategy(Strategy):
                 for e in exc.errors()
             )
             raise ConfigError(f"overrides rejected: {problems}") from None
+        except ValueError as exc:  # an option under both its names
+            raise ConfigError(f"overrides rejected: {exc}") from None
         twin = AutobiographicalStrategy(config)
         twin.state = State(config, self.state.records)
         twin.state.carry_over(self.state)
@@ -137,7 +139,7 @@ class AutobiographicalStrategy(Strategy):
     @property
     def solver(self) -> tuple[str, dict[str, Any]]:
         """The solver each compile calls and its options."""
-        return self.config.solver
+        return self.config.solver_and_options
 
     # ------------------------------------------------------------ the records
     @property
