@@ -22,6 +22,7 @@ The inverse is exact: a leaf's level is the level of each of its messages.
 from __future__ import annotations
 
 import bisect
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -175,7 +176,7 @@ class Plan:
 
 
 def state_problem(
-    snap: Snapshot, cache: dict[Any, Any] | None = None, *, reduce: bool = True
+    snap: Snapshot, cache: dict[Any, Any] | None = None, *, reduce: bool | None = None
 ) -> StatedProblem:
     """The fold problem of a snapshot.
 
@@ -183,11 +184,26 @@ def state_problem(
     and summaries be the same objects, so the problem extends the last one
     instead of being validated from scratch. It changes nothing in the answer.
 
-    With ``reduce=False`` every message is a leaf of its own (the problem before
-    the reduction of this module, which then lets a frontier split a pair): the
-    reduced problem is :func:`folding.merge_runs` of it, and the tests hold the
-    two to that.
+    A tool pair (messages ``tied`` to the next) and a closed chunk each become one
+    leaf: the reduction of this module. The problem of a snapshot without ties or
+    chunks, ``dataclasses.replace(snap, tied=[False] * len(snap.ids), chunks=())``,
+    has a leaf per message (a frontier may then split a pair), and the reduced
+    problem is :func:`folding.merge_runs` of it.
+
+    .. deprecated::
+        ``reduce`` warns with :class:`DeprecationWarning` and will be removed in the
+        next release: ``reduce=False`` is the problem of that snapshot.
     """
+    if reduce is not None:
+        warnings.warn(
+            "state_problem(reduce=...) is deprecated and will be removed in the next "
+            "release; for a leaf per message, state "
+            "dataclasses.replace(snap, tied=[False] * len(snap.ids), chunks=())",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if not reduce:
+            snap = replace(snap, tied=[False] * len(snap.ids), chunks=())
     cache = {} if cache is None else cache
     # the objects of the last problem, and those of this one: what it no longer
     # states is let go, so the cache stays the size of one problem
@@ -201,8 +217,6 @@ def state_problem(
         objects[key] = found
         return found
 
-    if not reduce:
-        snap = replace(snap, tied=[False] * len(snap.ids), chunks=())
     n = len(snap.ids)
     protected = set(snap.locks)
     for pin in snap.pins:

@@ -153,3 +153,29 @@ def test_adaptive_resolution_off_is_the_threshold_pyramid_and_warns() -> None:
     assert twin.solver == ("threshold-pyramid", {"level_budgets": (30_000, 30_000, 30_000)})
     with pytest.raises(ValidationError, match="adaptive_resolution"):
         AutobiographicalConfig(adaptive_resolution="sometimes")
+
+
+def test_state_problem_reduce_warns_and_states_the_snapshot_without_ties_or_chunks() -> None:
+    from dataclasses import replace
+
+    from context_manager.adapter import Snapshot, state_problem
+
+    snap = Snapshot(
+        ids=[f"m{i}" for i in range(8)],
+        tokens=[10] * 8,
+        tied=[False, True, False, False, True, False, False, False],
+        head_end=1,
+        tail_start=7,
+        budget=1000,
+        target=800,
+        chunks=(("c0", 2, 6),),
+    )
+    per_message = replace(snap, tied=[False] * 8, chunks=())
+    with pytest.warns(DeprecationWarning, match=r"dataclasses\.replace\(snap"):
+        whole = state_problem(snap, reduce=False)
+    assert whole.problem == state_problem(per_message).problem
+    assert len(whole.problem.leaves) == 8
+    with pytest.warns(DeprecationWarning, match="reduce"):
+        reduced = state_problem(snap, reduce=True)
+    assert reduced.problem == state_problem(snap).problem
+    assert len(reduced.problem.leaves) < 8

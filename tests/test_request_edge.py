@@ -188,6 +188,8 @@ def test_a_result_and_its_call_are_one_leaf(tmp_path: Path) -> None:
 def test_the_adapter_states_merge_runs_of_the_message_problem() -> None:
     """The adapter's one-pass reduction (pairs and chunks as leaves) is
     ``folding.merge_runs`` of the problem with one leaf per message."""
+    from dataclasses import replace
+
     from context_manager.adapter import state_problem
     from context_manager.strategies.base import RequestBudget
     from folding import merge_runs
@@ -206,7 +208,7 @@ def test_the_adapter_states_merge_runs_of_the_message_problem() -> None:
     assert isinstance(strategy, AutobiographicalStrategy)
     snap = strategy.snapshot(cm._ctx, cm.get_messages(), RequestBudget(1000))
     reduced = state_problem(snap)
-    whole = state_problem(snap, reduce=False)
+    whole = state_problem(replace(snap, tied=[False] * len(snap.ids), chunks=()))
     runs = [(a, b) for a, b in reduced.spans.values() if b - a > 1]
     assert runs and any(b - a > 2 for a, b in runs)  # pairs and whole chunks
     merged, inverse = merge_runs(whole.problem, runs)
