@@ -426,7 +426,7 @@ class CompileFront:
         never refused with :class:`OverBudgetError`.
 
         ``overrides`` previews the strategy as other options would make it (say
-        ``{"recent_window_tokens": 2000}`` or another ``folding_strategy``), over the
+        ``{"recent_window_tokens": 2000}`` or another ``solver``), over the
         same records, for this preview only: the strategy needs ``with_options`` (the
         autobiographical strategy has it).
 
