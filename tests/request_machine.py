@@ -102,8 +102,11 @@ def _strategy(method: str, head: int = 0) -> AutobiographicalStrategy | Passthro
         "summary_timeout_seconds": 1.0,
         "head_window_tokens": head,
     }
-    options["solver"] = method
-    options["solver_options"] = dict(solvers.capabilities(method).example_options)
+    if method == "threshold-pyramid":  # the renderer of adaptive_resolution=False
+        options["adaptive_resolution"] = False
+    else:
+        options["solver"] = method
+        options["solver_options"] = dict(solvers.capabilities(method).example_options)
     return AutobiographicalStrategy(**options)
 
 

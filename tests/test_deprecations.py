@@ -115,46 +115,6 @@ def test_the_folding_strategy_option_is_the_solver_and_warns() -> None:
     assert [w.filename for w in caught] == [__file__]
     assert "folding_strategy" not in AutobiographicalConfig.model_json_schema()["properties"]
     assert "folding_strategy" not in config.model_dump()
-
-
-def test_adaptive_resolution_off_is_the_threshold_pyramid_and_warns() -> None:
-    from context_manager.strategies.autobiographical import (
-        AutobiographicalConfig,
-        AutobiographicalStrategy,
-    )
-
-    budgets = {"l1_budget_tokens": 500, "l2_budget_tokens": 300, "l3_budget_tokens": 0}
-    with pytest.warns(DeprecationWarning, match="solver='threshold-pyramid'"):
-        config = AutobiographicalConfig(
-            adaptive_resolution=False, solver_options={"policy": "reference"}, **budgets
-        )
-    pyramid = AutobiographicalConfig(solver="threshold-pyramid", **budgets)
-    assert config == pyramid  # the options of another solver were ignored, and still are
-    assert config.solver_and_options == ("threshold-pyramid", {"level_budgets": (500, 300, 0)})
-    with pytest.warns(DeprecationWarning, match="compare AutobiographicalConfig.solver"):
-        assert config.adaptive_resolution is False
-    with pytest.warns(DeprecationWarning, match="adaptive_resolution"):
-        assert AutobiographicalConfig().adaptive_resolution is True
-    with pytest.warns(DeprecationWarning, match="drop it"):
-        on = AutobiographicalConfig(adaptive_resolution=True, solver="kv-unified")
-    assert on == AutobiographicalConfig(solver="kv-unified")
-    stored = json.dumps({"adaptive_resolution": False, "folding_strategy": "kv-stable"})
-    with pytest.warns(DeprecationWarning) as caught:
-        assert AutobiographicalConfig.model_validate_json(stored).solver == "threshold-pyramid"
-    assert len(caught) == 2 and [w.filename for w in caught] == [__file__] * 2
-    with pytest.warns(DeprecationWarning, match="solver='threshold-pyramid'"):
-        sized = AutobiographicalConfig.for_window(8000, adaptive_resolution=False)
-    assert sized == AutobiographicalConfig.for_window(8000, solver="threshold-pyramid")
-    base = AutobiographicalStrategy(
-        compression_model="m", solver="kv-unified", solver_options={"policy": "reference"}
-    )
-    with pytest.warns(DeprecationWarning, match="solver='threshold-pyramid'"):
-        twin = base.with_options(adaptive_resolution=False)
-    assert twin.solver == ("threshold-pyramid", {"level_budgets": (30_000, 30_000, 30_000)})
-    with pytest.raises(ValidationError, match="adaptive_resolution"):
-        AutobiographicalConfig(adaptive_resolution="sometimes")
-
-
 def test_state_problem_reduce_warns_and_states_the_snapshot_without_ties_or_chunks() -> None:
     from dataclasses import replace
 

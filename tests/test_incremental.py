@@ -74,10 +74,10 @@ def test_without_the_window_every_message_is_stated(tmp_path: Path) -> None:
 
 
 def test_the_threshold_pyramid_sees_the_whole_history(tmp_path: Path) -> None:
-    """The window follows the solver a compile runs: the pyramid is not built for
-    long-lived agents, so nothing is stated as a block, and a repeated compile sends
-    the same bytes."""
-    cm = _open(tmp_path / "s.db", solver="threshold-pyramid")
+    """The window follows the solver a compile runs: with ``adaptive_resolution`` off it
+    is the pyramid (not ``solver``), so nothing is stated as a block, and a
+    repeated compile sends the same bytes."""
+    cm = _open(tmp_path / "s.db", adaptive_resolution=False)
     _grow(cm, 0, 600)
     stats = _compile(cm)
     assert stats["stated"]["blocks"] == 0

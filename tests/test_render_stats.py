@@ -339,7 +339,7 @@ def test_the_stats_add_up_to_the_request(
 
 
 def test_the_recall_header_template_takes_the_tools_placeholder_too() -> None:
-    s = strategy(solver="threshold-pyramid", recall_header_template="[Recall {id}: {tools}]")
+    s = strategy(adaptive_resolution=False, recall_header_template="[Recall {id}: {tools}]")
     with manager(s) as cm:
         called = with_tool_rounds(cm, 6, 30)
         cm.drain()

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...messages import CacheTTL
 
@@ -317,8 +317,8 @@ class AutobiographicalConfig(BaseModel):
     )
     summary_context_label: str = Field(
         default="What do you remember from earlier?",
-        description="The question of each recall pair (the ``threshold-pyramid`` solver asks "
-        "``recall_header_template`` instead). ``{tools}`` is replaced by the names of the tools "
+        description="The question of each recall pair on the adaptive path (the pyramid path "
+        "uses ``recall_header_template``). ``{tools}`` is replaced by the names of the tools "
         "called in the messages the memory stands for (first called first, each once, joined "
         "by ``, ``); for a memory whose messages called none, a parenthetical holding it "
         "(``(tools: {tools})``) is dropped whole, else the placeholder and the separators "
@@ -329,16 +329,18 @@ class AutobiographicalConfig(BaseModel):
         gt=0,
         description="Cap on recall pairs in a compression request (newest first).",
     )
+    adaptive_resolution: bool = Field(
+        default=True,
+        description="True: a solver (``solver``) picks the fold depth per region "
+        "under the budget. False: the threshold pyramid (newest history at L1, older at L2, "
+        "oldest coarser, within ``l1_budget_tokens`` / ``l2_budget_tokens`` / "
+        "``l3_budget_tokens``).",
+    )
     solver: str = Field(
         default="kv-stable",
         description="The registered solver (``solvers.names()``) that picks the fold depth on "
-        "each compile. ``threshold-pyramid`` shows the history in age bands (newest at L1, "
-        "older at L2, oldest coarser) within ``l1_budget_tokens`` / ``l2_budget_tokens`` / "
-        "``l3_budget_tokens`` (unless ``solver_options`` sets ``level_budgets``) and asks "
-        "``recall_header_template`` in its recall pairs; the others pick the depth per "
-        "region under the budget and ask ``summary_context_label``. (Formerly "
-        "``folding_strategy``; ``adaptive_resolution=False`` was ``threshold-pyramid``: "
-        "both still accepted, with a DeprecationWarning.)",
+        "each compile when ``adaptive_resolution`` is on. (Formerly ``folding_strategy``, "
+        "still accepted with a DeprecationWarning.)",
     )
     solver_options: dict[str, Any] = Field(
         default_factory=dict,
@@ -348,25 +350,25 @@ class AutobiographicalConfig(BaseModel):
     l1_budget_tokens: int = Field(
         default=30_000,
         ge=0,
-        description="Pyramid allowance of level 1 (the newest folded history), used only by "
-        "the ``threshold-pyramid`` solver.",
+        description="Pyramid allowance of level 1 (the newest folded history), used only when "
+        "``adaptive_resolution`` is off.",
     )
     l2_budget_tokens: int = Field(
         default=30_000,
         ge=0,
-        description="Pyramid allowance of level 2, used only by the ``threshold-pyramid`` solver.",
+        description="Pyramid allowance of level 2, used only when ``adaptive_resolution`` is off.",
     )
     l3_budget_tokens: int = Field(
         default=30_000,
         ge=0,
-        description="Pyramid allowance of level 3 and of every level above, used only by the "
-        "``threshold-pyramid`` solver.",
+        description="Pyramid allowance of level 3 and of every level above, used only when "
+        "``adaptive_resolution`` is off.",
     )
     recall_header_template: str = Field(
         default="[Recall {id}]",
-        description="Question of each recall pair when the solver is ``threshold-pyramid``; "
-        "``{id}``, ``{level}``, ``{first}`` and ``{last}`` are substituted. The other "
-        "solvers ask ``summary_context_label``.",
+        description="Question of each recall pair on the pyramid path; ``{id}``, ``{level}``, "
+        "``{first}`` and ``{last}`` are substituted. The adaptive path asks "
+        "``summary_context_label``.",
     )
     compression_cache_breakpoints: bool = Field(
         default=True,
@@ -432,11 +434,11 @@ class AutobiographicalConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _deprecated_options(cls, data: Any) -> Any:
-        """The deprecated options (``folding_strategy``, ``adaptive_resolution``), read as
-        the current ones with a :class:`DeprecationWarning`."""
-        if isinstance(data, Mapping) and not _DEPRECATED.isdisjoint(data):
-            return current_options(data)
+    def _renamed_options(cls, data: Any) -> Any:
+        """The options under their former names (``folding_strategy``), read under their
+        current ones with a :class:`DeprecationWarning`."""
+        if isinstance(data, Mapping) and not _RENAMED.keys().isdisjoint(data):
+            return renamed_options(data)
         return data
 
     @property
@@ -452,21 +454,6 @@ class AutobiographicalConfig(BaseModel):
             "the next release; read AutobiographicalConfig.solver"
         )
         return self.solver
-
-    @property
-    def adaptive_resolution(self) -> bool:
-        """Whether the solver picks the fold depth per region: every solver but
-        ``threshold-pyramid``.
-
-        .. deprecated::
-            Warns with :class:`DeprecationWarning` and will be removed in the next
-            release: compare ``solver`` with ``"threshold-pyramid"``.
-        """
-        _deprecated(
-            "AutobiographicalConfig.adaptive_resolution is deprecated and will be removed in "
-            "the next release; compare AutobiographicalConfig.solver with 'threshold-pyramid'"
-        )
-        return self.solver != PYRAMID
 
     @model_validator(mode="after")
     def _limit_above_target(self) -> AutobiographicalConfig:
@@ -584,7 +571,7 @@ class AutobiographicalConfig(BaseModel):
                 f"window_tokens={window_tokens} is too small to fold into: for_window sizes "
                 f"windows of at least {_MIN_WINDOW} tokens"
             )
-        overrides = current_options(overrides)
+        overrides = renamed_options(overrides)
         w = window_tokens
         reserve = overrides.get("reserve_for_response_tokens")
         if reserve is None:
@@ -656,52 +643,38 @@ class AutobiographicalConfig(BaseModel):
     @property
     def solver_and_options(self) -> tuple[str, dict[str, Any]]:
         """The registered solver each compile calls and its options: ``solver`` with
-        ``solver_options``, the threshold pyramid's ``level_budgets`` read from
-        ``l1_budget_tokens``, ``l2_budget_tokens`` and ``l3_budget_tokens`` unless
-        ``solver_options`` sets them.
+        ``solver_options``, or the threshold pyramid when ``adaptive_resolution`` is
+        off.
 
         Examples
         --------
         >>> AutobiographicalConfig(solver="kv-unified").solver_and_options
         ('kv-unified', {})
-        >>> config = AutobiographicalConfig(solver="threshold-pyramid", l3_budget_tokens=0)
-        >>> config.solver_and_options
-        ('threshold-pyramid', {'level_budgets': (30000, 30000, 0)})
+        >>> AutobiographicalConfig(adaptive_resolution=False).solver_and_options[0]
+        'threshold-pyramid'
         """
-        options = dict(self.solver_options)
-        if self.solver == PYRAMID:
-            budgets = (self.l1_budget_tokens, self.l2_budget_tokens, self.l3_budget_tokens)
-            options = {"level_budgets": budgets, **options}
-        return self.solver, options
+        if self.adaptive_resolution:
+            return self.solver, dict(self.solver_options)
+        budgets = (self.l1_budget_tokens, self.l2_budget_tokens, self.l3_budget_tokens)
+        return "threshold-pyramid", {"level_budgets": budgets}
 
 
 def _clamp(value: int, low: int, high: int) -> int:
     return max(low, min(high, value))
 
 
-PYRAMID = "threshold-pyramid"
-"""The solver that shows the history in age bands, within the pyramid allowances
-(``l1_budget_tokens``, ...), and asks ``recall_header_template`` in its recall pairs."""
-
 _RENAMED = {"folding_strategy": "solver"}
 """Options under a former name: the name -> the current one."""
-_DEPRECATED = frozenset({*_RENAMED, "adaptive_resolution"})
-"""Every deprecated option :func:`current_options` reads."""
 
 
-def current_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` with every deprecated option as its current equivalent, with a
-    :class:`DeprecationWarning` for each: an option under a former name
-    (:data:`_RENAMED`) under its current one; ``adaptive_resolution=False`` as
-    ``solver="threshold-pyramid"`` with no ``solver_options`` (the pyramid took none:
-    its allowances are ``l1_budget_tokens``, ...), ``adaptive_resolution=True``
-    dropped.
+def renamed_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with every option under a former name (:data:`_RENAMED`) under its
+    current one, with a :class:`DeprecationWarning` for each.
 
     Raises
     ------
     ValueError
-        For an option given under both names, with two values, or an
-        ``adaptive_resolution`` that is not a bool.
+        For an option given under both names, with two values.
     """
     found = dict(options)
     for old, new in _RENAMED.items():
@@ -718,26 +691,6 @@ def current_options(options: Mapping[str, Any]) -> dict[str, Any]:
             f"the next release; pass {new}={value!r}"
         )
         found[new] = value
-    if "adaptive_resolution" in found:
-        value = found.pop("adaptive_resolution")
-        try:
-            adaptive = TypeAdapter(bool).validate_python(value)
-        except pydantic.ValidationError:
-            raise ValueError(f"adaptive_resolution={value!r} is not a bool") from None
-        if adaptive:
-            _deprecated(
-                "the AutobiographicalConfig option adaptive_resolution is deprecated and will "
-                f"be removed in the next release; drop it: every solver but {PYRAMID} picks "
-                "the fold depth per region"
-            )
-        else:
-            _deprecated(
-                "the AutobiographicalConfig option adaptive_resolution=False is deprecated "
-                f"and will be removed in the next release; pass solver={PYRAMID!r} (its "
-                "allowances are l1_budget_tokens, l2_budget_tokens and l3_budget_tokens)"
-            )
-            found["solver"] = PYRAMID
-            found["solver_options"] = {}
     return found
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from ...deadline import BoundedCaller
 from ...messages import Message, TextBlock, ToolUseBlock
 from ..base import Entry, StoredMessage, StrategyContext
-from .config import PYRAMID, AutobiographicalConfig
+from .config import AutobiographicalConfig
 from .prompts import CONTEXT_MANAGER
 from .records import Records, SummaryEntry
 
@@ -217,7 +217,7 @@ class State:
     def uses_tools(self) -> bool:
         """The recall question names the tools of each memory's span (``{tools}``)."""
         cfg = self.config
-        label = cfg.recall_header_template if cfg.solver == PYRAMID else cfg.summary_context_label
+        label = cfg.summary_context_label if cfg.adaptive_resolution else cfg.recall_header_template
         return TOOLS in label
 
     def tools_of(self, ctx: StrategyContext | None, summary: SummaryEntry) -> tuple[str, ...]:
@@ -245,21 +245,20 @@ class State:
         return found
 
     def recall_header(self, summary: SummaryEntry, ctx: StrategyContext | None = None) -> str:
-        """The question of ``summary``'s recall pair in a compiled context:
-        ``summary_context_label``, or for the threshold pyramid ``recall_header_template``
-        (with ``{id}``, ``{level}``, ``{first}`` and ``{last}``); in either, ``{tools}`` names
+        """The question of ``summary``'s recall pair in a compiled context: on the
+        adaptive path ``summary_context_label``, else ``recall_header_template`` (with
+        ``{id}``, ``{level}``, ``{first}`` and ``{last}``); in either, ``{tools}`` names
         the tools called in the messages the memory covers (:meth:`tools_of`, and
         :func:`with_tools` for a memory without any)."""
         cfg = self.config
-        pyramid = cfg.solver == PYRAMID
         if not self.uses_tools():
-            if not pyramid:
+            if cfg.adaptive_resolution:
                 return cfg.summary_context_label
             return cfg.recall_header_template.format(
                 id=summary.id, level=summary.level, first=summary.first, last=summary.last
             )
         tools = self.tools_of(ctx, summary)
-        if not pyramid:
+        if cfg.adaptive_resolution:
             # replaced, not formatted: the label is free text and may hold other braces
             return with_tools(cfg.summary_context_label, tools)
         header = cfg.recall_header_template.format(

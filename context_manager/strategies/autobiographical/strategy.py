@@ -32,7 +32,7 @@ from ..base import (
     StrategyProfile,
 )
 from .chunking import adopt_memories, rebuild_chunks, reconcile
-from .config import AutobiographicalConfig, current_options
+from .config import AutobiographicalConfig, renamed_options
 from .queries import search_summaries, summaries_in_range
 from .records import ChunkRecord, Pin, Records, SummaryEntry, read_records
 from .solve import select, snapshot
@@ -108,7 +108,7 @@ class AutobiographicalStrategy(Strategy):
         30000
         """
         try:
-            fields = {**self.config.model_dump(), **current_options(overrides)}
+            fields = {**self.config.model_dump(), **renamed_options(overrides)}
             config = AutobiographicalConfig.model_validate(fields)
         except ValidationError as exc:
             problems = "; ".join(
@@ -116,7 +116,7 @@ class AutobiographicalStrategy(Strategy):
                 for e in exc.errors()
             )
             raise ConfigError(f"overrides rejected: {problems}") from None
-        except ValueError as exc:  # a deprecated option given two ways
+        except ValueError as exc:  # an option under both its names
             raise ConfigError(f"overrides rejected: {exc}") from None
         twin = AutobiographicalStrategy(config)
         twin.state = State(config, self.state.records)
