@@ -204,7 +204,7 @@ def test_a_failed_write_leaves_no_file_behind(
         _talk(cm, 3)
         (tmp_path / "out").mkdir()
         with monkeypatch.context() as patch:
-            patch.setattr("context_manager.store.os.link", full)
+            patch.setattr("context_manager.store.opening.os.link", full)
             with pytest.raises(StoreError, match="No space left on device"):
                 cm.derive(tmp_path / "out" / "child.db")
         assert list((tmp_path / "out").iterdir()) == []

@@ -52,7 +52,7 @@ KILLED = textwrap.dedent(
             return store
         S.Store.open = classmethod(open_then_die)
     elif point == "derive-link":
-        S.os.link = die
+        S.opening.os.link = die
     elif point == "repair":
         T._open_copy = die
     elif point == "audit":

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-import context_manager.store as store_module
+import context_manager.store.opening as opening_module
 from context_manager.store import (
     Item,
     Store,
@@ -153,7 +153,7 @@ def test_a_failing_schema_setup_releases_the_lock(
     path = tmp_path / "s.db"
     with Store.open(path) as store:
         store.append("messages", {"n": 1})
-    monkeypatch.setattr(store_module, "SCHEMA", "CREATE TABLE broken (")
+    monkeypatch.setattr(opening_module, "SCHEMA", "CREATE TABLE broken (")
     fds = _open_fds()
     with pytest.raises(StoreError, match=re.escape(str(path))) as info:
         Store.open(path)
