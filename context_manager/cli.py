@@ -742,9 +742,9 @@ def _snapshot(store: Path) -> Iterator[Path]:
     folder removed afterwards."""
     import sqlite3
 
-    from .topology import _audit_scratch
+    from .topology.store_files import audit_scratch
 
-    with _audit_scratch(os.path.realpath(store)) as folder:
+    with audit_scratch(os.path.realpath(store)) as folder:
         copy = folder / "snapshot.db"
         source = sqlite3.connect(store.resolve().as_uri() + "?mode=ro", uri=True)
         try:

@@ -54,9 +54,9 @@ KILLED = textwrap.dedent(
     elif point == "derive-link":
         S.opening.os.link = die
     elif point == "repair":
-        T._open_copy = die
+        T.store_files._open_copy = die
     elif point == "audit":
-        T.read_stored = die
+        T.store_files.read_stored = die
     if point.startswith("derive"):
         with S.Store.open(source) as store:
             store.derive(target, store.sequence)

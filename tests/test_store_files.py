@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 import context_manager.topology as topology
+import context_manager.topology.store_files as topology_files
 from context_manager import CharsCounter, ContextManager, ContextManagerError
 from context_manager.cli import app
 from context_manager.store import (
@@ -188,7 +189,7 @@ def test_a_symlink_planted_at_the_backup_name_after_it_was_chosen_is_not_followe
     damaged = _sha256(path)
     victim = tmp_path / "victim.txt"
     victim.write_text("the victim's own text")
-    chosen = topology._backup_name
+    chosen = topology_files._backup_name
     planted: list[str] = []
 
     def plant_after_choosing(*args: object, **kwargs: object) -> object:
@@ -199,7 +200,7 @@ def test_a_symlink_planted_at_the_backup_name_after_it_was_chosen_is_not_followe
             planted.append(shown)
         return name
 
-    monkeypatch.setattr(topology, "_backup_name", plant_after_choosing)
+    monkeypatch.setattr(topology_files, "_backup_name", plant_after_choosing)
     result = repair_store(path, apply=True)
     assert result.applied and result.backup is not None
     assert victim.read_text() == "the victim's own text"

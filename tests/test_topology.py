@@ -204,7 +204,7 @@ def test_repair_apply_fixes_it_on_a_copy_and_keeps_the_original(store: Path) -> 
 def test_a_repaired_copy_that_does_not_audit_clean_never_replaces_the_store(
     store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import context_manager.topology as topology
+    import context_manager.topology.store_files as topology
 
     name, _ = _plant_gap(store)
     before = _files(store.parent)

@@ -1,0 +1,458 @@
+"""The audit's checks of the memory tree and the chunk records: :func:`audit` parses
+the records (:func:`parse`, into a :class:`Tree`) and notes every broken invariant as
+a :class:`~.model.Finding`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..strategies.autobiographical.records import ChunkRecord, SummaryEntry
+from .model import Finding, Kind, StoredRecords
+
+# ------------------------------------------------------------------- the tree
+_SUMMARY_FIELDS = frozenset(f.name for f in dataclasses.fields(SummaryEntry)) - {"item"}
+_SUMMARY_REQUIRED = ("id", "level", "content", "tokens", "source_ids", "first", "last")
+_CHUNK_FIELDS = frozenset(f.name for f in dataclasses.fields(ChunkRecord)) - {"item"}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _id_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(x, str) for x in value)
+
+
+def _summary_problem(body: Any) -> str | None:
+    """Why ``body`` cannot be read as a memory (None when it can)."""
+    if not isinstance(body, dict):
+        return "its body is not an object"
+    missing = [k for k in _SUMMARY_REQUIRED if k not in body]
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    unknown = sorted(set(body) - _SUMMARY_FIELDS)
+    if unknown:
+        return f"it has unknown fields {', '.join(unknown)}"
+    if not isinstance(body["id"], str) or not body["id"]:
+        return "its id is not a string"
+    if not _is_int(body["level"]) or body["level"] < 1:
+        return f"its level {body['level']!r} is not a whole number from 1"
+    if not isinstance(body["content"], str):
+        return "its content is not text"
+    if not _is_int(body["tokens"]):
+        return "its tokens are not a whole number"
+    if not _id_list(body["source_ids"]):
+        return "its source_ids are not a list of ids"
+    if not isinstance(body["first"], str) or not isinstance(body["last"], str):
+        return "its first and last are not message ids"
+    if body.get("parent_id") is not None and not isinstance(body["parent_id"], str):
+        return "its parent_id is not an id"
+    return None
+
+
+def _chunk_problem(body: Any) -> str | None:
+    """Why ``body`` cannot be read as a chunk record (None when it can)."""
+    if not isinstance(body, dict):
+        return "its body is not an object"
+    if "id" not in body or "source_ids" not in body:
+        return "it lacks " + ", ".join(k for k in ("id", "source_ids") if k not in body)
+    unknown = sorted(set(body) - _CHUNK_FIELDS)
+    if unknown:
+        return f"it has unknown fields {', '.join(unknown)}"
+    if not isinstance(body["id"], str) or not body["id"]:
+        return "its id is not a string"
+    if not _id_list(body["source_ids"]):
+        return "its source_ids are not a list of message ids"
+    if not isinstance(body.get("compressed", False), bool):
+        return "its compressed flag is not true or false"
+    if body.get("summary_id") is not None and not isinstance(body["summary_id"], str):
+        return "its summary_id is not an id"
+    return None
+
+
+@dataclass
+class Tree:
+    """The records parsed: what the strategy would read, and what it would not."""
+
+    records: StoredRecords
+    position: dict[str, int]
+    valid: dict[str, SummaryEntry]
+    """The memories the strategy reads: the last well-formed, non-empty record per id."""
+    invalid: dict[str, str]
+    """Ids of memory records it does not read -> why (``is empty``, ``is malformed``)."""
+    chunks: list[ChunkRecord]
+    """The well-formed chunk records, in store order."""
+    named: set[str] = field(default_factory=set)
+    """Memory ids the well-formed chunk records name."""
+    claimants: dict[str, list[str]] = field(default_factory=dict)
+    """Memory id -> the valid memories listing it as a child, in store order."""
+    spans: dict[str, tuple[int, int] | None] = field(default_factory=dict)
+    """Memory id -> its message positions (inclusive) when it is a sound run."""
+
+
+def parse(records: StoredRecords, findings: list[Finding] | None = None) -> Tree:
+    """Parse the records; note unreadable, empty and duplicate ones in ``findings``."""
+    out = findings if findings is not None else []
+    position = {m: i for i, m in enumerate(records.messages)}
+    seen: dict[str, list[SummaryEntry]] = {}
+    invalid: dict[str, str] = {}
+    for raw in records.summaries:
+        body = raw.body
+        name = body.get("id") if isinstance(body, dict) else None
+        name = name if isinstance(name, str) and name else f"item {raw.item}"
+        level = body.get("level") if isinstance(body, dict) else None
+        level = level if _is_int(level) else None
+        content = body.get("content", "") if isinstance(body, dict) else None
+        if isinstance(content, str) and not content.strip():
+            out.append(
+                Finding(
+                    Kind.EMPTY,
+                    "summary",
+                    name,
+                    raw.item,
+                    level,
+                    "it has no content, so the strategy does not read it",
+                    *_claimed_range(body, position),
+                )
+            )
+            invalid.setdefault(name, "is empty")
+            continue
+        problem = _summary_problem(body)
+        if problem is not None:
+            out.append(
+                Finding(
+                    Kind.MALFORMED,
+                    "summary",
+                    name,
+                    raw.item,
+                    level,
+                    f"the record cannot be read as a memory: {problem}",
+                )
+            )
+            invalid.setdefault(name, "is malformed")
+            continue
+        seen.setdefault(name, []).append(SummaryEntry(item=raw.item, **body))
+    valid: dict[str, SummaryEntry] = {}
+    for name, entries in seen.items():
+        kept = entries[-1]
+        for older in entries[:-1]:
+            out.append(
+                Finding(
+                    Kind.DUPLICATE_ID,
+                    "summary",
+                    name,
+                    older.item,
+                    older.level,
+                    f"a later record (item {kept.item}) has the same id; "
+                    "the strategy reads only that one",
+                    older.first,
+                    older.last,
+                    _positions(older.first, older.last, position),
+                )
+            )
+        valid[name] = kept
+        invalid.pop(name, None)
+    chunks: list[ChunkRecord] = []
+    for raw in records.chunks:
+        problem = _chunk_problem(raw.body)
+        if problem is not None:
+            body = raw.body
+            name = body.get("id") if isinstance(body, dict) else None
+            out.append(
+                Finding(
+                    Kind.MALFORMED,
+                    "chunk",
+                    name if isinstance(name, str) and name else f"item {raw.item}",
+                    raw.item,
+                    None,
+                    f"the record cannot be read as a chunk record: {problem}",
+                )
+            )
+            continue
+        chunks.append(ChunkRecord(item=raw.item, **raw.body))
+    tree = Tree(records, position, valid, invalid, chunks)
+    tree.named = {c.summary_id for c in chunks if c.summary_id is not None}
+    for s in valid.values():
+        if s.level > 1:
+            for child in dict.fromkeys(s.source_ids):
+                tree.claimants.setdefault(child, []).append(s.id)
+    return tree
+
+
+def _positions(first: Any, last: Any, position: dict[str, int]) -> tuple[int, int] | None:
+    if isinstance(first, str) and isinstance(last, str) and first in position and last in position:
+        return (position[first], position[last])
+    return None
+
+
+def _claimed_range(body: Any, position: dict[str, int]) -> tuple[Any, Any, Any]:
+    """``(first, last, positions)`` of a record body, as far as they can be read."""
+    if not isinstance(body, dict):
+        return (None, None, None)
+    first = body.get("first") if isinstance(body.get("first"), str) else None
+    last = body.get("last") if isinstance(body.get("last"), str) else None
+    return (first, last, _positions(first, last, position))
+
+
+def _short(ids: Sequence[str], limit: int = 6) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def _run_problem(ids: Sequence[str], position: dict[str, int], messages: Sequence[str]) -> str:
+    """Why the messages ``ids`` (all on the branch) are not one run in order ('' if they are)."""
+    spots = [position[i] for i in ids]
+    repeated = sorted((i for i, n in Counter(ids).items() if n > 1), key=lambda i: position[i])
+    if repeated:
+        return f"names {_short(repeated)} more than once"
+    lo, hi = min(spots), max(spots)
+    if hi - lo + 1 != len(spots):
+        held = set(spots)
+        gaps = [p for p in range(lo, hi + 1) if p not in held]
+        gap = [messages[p] for p in gaps]
+        where = ", ".join(map(str, gaps))
+        noun = "position" if len(gap) == 1 else "positions"
+        return (
+            f"skips {len(gap)} of the messages in its range: {_short(gap)} ({noun} {where})"
+            if len(gap) <= 6
+            else f"skips {len(gap)} of the {hi - lo + 1} messages in its range"
+        )
+    if spots != sorted(spots):
+        return "names its messages out of order (positions " + ", ".join(map(str, spots)) + ")"
+    return ""
+
+
+def audit(records: StoredRecords) -> list[Finding]:
+    """Every broken invariant of the memory tree and the chunk records.
+
+    Parameters
+    ----------
+    records : StoredRecords
+        As read by :func:`read_stored`.
+
+    Returns
+    -------
+    list of Finding
+        Empty when the tree is sound: first the unreadable, empty and duplicate
+        records, then each memory's own findings (store order), then the chunk
+        records'.
+
+    Examples
+    --------
+    An L2 over two L1s that are not adjacent (``c`` lies between them):
+
+    >>> from context_manager.topology import Raw
+    >>> def l1(item, id, ids, parent=None):
+    ...     return Raw(item, {"id": id, "level": 1, "content": "x", "tokens": 1,
+    ...                       "source_ids": ids, "first": ids[0], "last": ids[-1],
+    ...                       "parent_id": parent})
+    >>> records = StoredRecords(
+    ...     messages=("a", "b", "c", "d"),
+    ...     summaries=(
+    ...         l1("1", "L1-0", ["a", "b"], "L2-2"),
+    ...         l1("2", "L1-1", ["d"], "L2-2"),
+    ...         Raw("3", {"id": "L2-2", "level": 2, "content": "y", "tokens": 1,
+    ...                   "source_ids": ["L1-0", "L1-1"], "first": "a", "last": "d"}),
+    ...     ),
+    ... )
+    >>> [(f.id, f.level, f.kind.value, f.positions) for f in audit(records)]
+    [('L2-2', 2, 'non_contiguous', (0, 3))]
+    >>> print(audit(records)[0].detail)  # doctest: +NORMALIZE_WHITESPACE
+    its children are not adjacent: L1-0 ends at position 1 and L1-1 starts at position 3
+    (1 message between)
+    """
+    findings: list[Finding] = []
+    analyse(records, findings)
+    order = {raw.item: k for k, raw in enumerate(records.summaries)}
+    order.update({raw.item: len(order) + k for k, raw in enumerate(records.chunks)})
+    first = (Kind.MALFORMED, Kind.EMPTY, Kind.DUPLICATE_ID)
+    early = [f for f in findings if f.kind in first]
+    rest = [f for f in findings if f.kind not in first]
+    rest.sort(key=lambda f: (f.record == "chunk", order.get(f.item, 0)))
+    return early + rest
+
+
+def analyse(records: StoredRecords, findings: list[Finding]) -> Tree:
+    """The parsed tree with every memory's span, every finding noted in ``findings``."""
+    tree = parse(records, findings)
+    for s in sorted(tree.valid.values(), key=lambda x: x.level):
+        _check_span(tree, s, findings)
+    for s in tree.valid.values():  # store order
+        _check_links(tree, s, findings)
+    _check_chunks(tree, findings)
+    return tree
+
+
+def _check_span(tree: Tree, s: SummaryEntry, out: list[Finding]) -> None:
+    """Is ``s`` a sound run (its children checked first)? Sets ``tree.spans[s.id]``."""
+    position, messages = tree.position, tree.records.messages
+    claimed = _positions(s.first, s.last, position)
+
+    def finding(kind: Kind, detail: str) -> None:
+        out.append(
+            Finding(kind, "summary", s.id, s.item, s.level, detail, s.first, s.last, claimed)
+        )
+
+    span: tuple[int, int] | None = None
+    if s.level == 1:
+        missing = [i for i in s.source_ids if i not in position]
+        if missing:
+            noun = "message is" if len(missing) == 1 else "messages are"
+            finding(
+                Kind.MISSING_MESSAGES,
+                f"{len(missing)} of its {len(s.source_ids)} {noun} not on this branch: "
+                + _short(missing),
+            )
+        elif problem := _run_problem(s.source_ids, position, messages):
+            finding(Kind.NON_CONTIGUOUS, problem)
+        else:
+            span = (position[s.source_ids[0]], position[s.source_ids[-1]])
+    else:
+        children = s.source_ids
+        absent = [c for c in children if c not in tree.valid]
+        wrong = [c for c in children if c in tree.valid and tree.valid[c].level != s.level - 1]
+        repeated = sorted(c for c, n in Counter(children).items() if n > 1)
+        if absent:
+            finding(
+                Kind.MISSING_CHILD,
+                "it lists "
+                + ", ".join(
+                    f"{c}, which {tree.invalid.get(c, 'the store does not hold')}" for c in absent
+                ),
+            )
+        elif wrong:
+            finding(
+                Kind.LEVEL_MISMATCH,
+                "it lists "
+                + ", ".join(f"{c} (L{tree.valid[c].level})" for c in wrong)
+                + f", not L{s.level - 1} memories",
+            )
+        elif repeated:
+            finding(Kind.NON_CONTIGUOUS, f"it lists {', '.join(repeated)} more than once")
+        elif all(tree.spans.get(c) is not None for c in children):
+            spans = [tree.spans[c] for c in children]
+            problem = ""
+            for (a, sa), (b, sb) in itertools.pairwise(zip(children, spans, strict=True)):
+                assert sa is not None and sb is not None
+                if sb[0] == sa[1] + 1:
+                    continue
+                if sb[0] > sa[1] + 1:
+                    between = sb[0] - sa[1] - 1
+                    noun = "message" if between == 1 else "messages"
+                    problem = (
+                        f"its children are not adjacent: {a} ends at position {sa[1]} and "
+                        f"{b} starts at position {sb[0]} ({between} {noun} between)"
+                    )
+                elif sb[1] < sa[0]:
+                    problem = (
+                        f"its children are out of order: {b} (positions {sb[0]}..{sb[1]}) "
+                        f"comes before {a} (positions {sa[0]}..{sa[1]}) in the messages"
+                    )
+                else:
+                    problem = (
+                        f"its children overlap: {a} (positions {sa[0]}..{sa[1]}) and "
+                        f"{b} (positions {sb[0]}..{sb[1]})"
+                    )
+                break
+            if problem:
+                finding(Kind.NON_CONTIGUOUS, problem)
+            else:
+                first, last = spans[0], spans[-1]
+                assert first is not None and last is not None
+                span = (first[0], last[1])
+        # else: a child is broken; this memory goes with it (see plan_repair)
+    tree.spans[s.id] = span
+    if span is not None and (s.first, s.last) != (messages[span[0]], messages[span[1]]):
+        finding(
+            Kind.WRONG_RANGE,
+            f"its range says {s.first}..{s.last} but it covers "
+            f"{messages[span[0]]}..{messages[span[1]]} (positions {span[0]}..{span[1]})",
+        )
+
+
+def _check_links(tree: Tree, s: SummaryEntry, out: list[Finding]) -> None:
+    """Parent pointers against the parents' lists of children, and L1s against chunks."""
+    claimed = _positions(s.first, s.last, tree.position)
+
+    def finding(kind: Kind, detail: str) -> None:
+        out.append(
+            Finding(kind, "summary", s.id, s.item, s.level, detail, s.first, s.last, claimed)
+        )
+
+    parents = tree.claimants.get(s.id, [])
+    if len(parents) > 1:
+        finding(
+            Kind.SHARED_CHILD,
+            f"{len(parents)} memories list it as a child ({', '.join(parents)}); its parent "
+            f"pointer names {s.parent_id or 'none'}",
+        )
+    if s.parent_id is not None:
+        if s.parent_id not in tree.valid:
+            why = tree.invalid.get(s.parent_id, "is not in the store")
+            finding(Kind.DANGLING_PARENT, f"its parent {s.parent_id} {why}")
+        elif s.parent_id not in parents:
+            finding(Kind.DANGLING_PARENT, f"its parent {s.parent_id} does not list it as a child")
+    elif len(parents) == 1:
+        finding(Kind.UNLINKED_CHILD, f"{parents[0]} lists it as a child, but its parent is empty")
+    if s.level == 1 and tree.chunks and s.id not in tree.named:
+        finding(
+            Kind.UNCHUNKED,
+            "no chunk record names it, so the strategy neither shows nor merges it",
+        )
+
+
+def chunk_runs(
+    chunk: ChunkRecord, position: dict[str, int], messages: Sequence[str]
+) -> list[tuple[str, ...]]:
+    """The chunk's messages as runs of consecutive positions, in message order."""
+    spots = sorted({position[i] for i in chunk.source_ids})
+    runs: list[list[int]] = []
+    for p in spots:
+        if runs and p == runs[-1][-1] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return [tuple(messages[p] for p in run) for run in runs]
+
+
+def _check_chunks(tree: Tree, out: list[Finding]) -> None:
+    position, messages = tree.position, tree.records.messages
+    for c in tree.chunks:
+        claimed = _positions(c.source_ids[0], c.source_ids[-1], position)
+
+        def finding(kind: Kind, detail: str, c: ChunkRecord = c, claimed: Any = claimed) -> None:
+            out.append(
+                Finding(
+                    kind,
+                    "chunk",
+                    c.id,
+                    c.item,
+                    None,
+                    detail,
+                    c.source_ids[0],
+                    c.source_ids[-1],
+                    claimed,
+                )
+            )
+
+        # a chunk that lost messages is the strategy's to follow on open (reconcile)
+        if all(i in position for i in c.source_ids) and (
+            problem := _run_problem(c.source_ids, position, messages)
+        ):
+            finding(Kind.NON_CONTIGUOUS_CHUNK, problem)
+        if c.summary_id is not None:
+            held = tree.valid.get(c.summary_id)
+            if held is None:
+                why = tree.invalid.get(c.summary_id, "is not in the store")
+                finding(Kind.ORPHAN_CHUNK, f"it is compressed into {c.summary_id}, which {why}")
+            elif held.level != 1:
+                finding(
+                    Kind.ORPHAN_CHUNK,
+                    f"it is compressed into {c.summary_id}, which is an L{held.level}, not an L1",
+                )

@@ -1,0 +1,112 @@
+"""The strategy's records in a store, as the audit sees them: reading them raw
+(:func:`read_stored`) and writing a repair's actions back through the store's own
+write API (:func:`apply_repair`). The only module of the audit that names the
+strategy's slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..store import Store, StoreError
+from ..strategies.autobiographical.records import (
+    _CHUNK_COUNTER,
+    _CHUNKS,
+    _SUMMARIES,
+    ChunkRecord,
+    _next_chunk_number,
+)
+from .model import Action, Op, Raw, StoredRecords
+
+
+# --------------------------------------------------------------------- reading
+def read_stored(
+    store: Store, namespace: str = "default", *, message_slot: str | None = None
+) -> StoredRecords:
+    """The branch's message ids and the strategy's raw records, as stored.
+
+    Unlike :func:`~context_manager.strategies.autobiographical.read_records`, which
+    reads what the strategy uses (skipping empty memories, keeping one record per
+    id, failing on an unreadable one), this keeps every live record as it is.
+
+    Parameters
+    ----------
+    store : Store
+        An open store, on the branch to audit.
+    namespace : str
+        The strategy namespace.
+    message_slot : str, optional
+        Where the messages are: by default ``<namespace>/messages`` when that slot
+        holds any (a manager opened with ``isolate=True``), else ``messages``.
+
+    Returns
+    -------
+    StoredRecords
+    """
+    if message_slot is None:
+        isolated = f"{namespace}/messages"
+        message_slot = isolated if store.items(isolated) else "messages"
+    chunks = store.items(f"{namespace}/{_CHUNKS}")
+    counter = store.get(f"{namespace}/{_CHUNK_COUNTER}")
+    if not isinstance(counter, int):
+        known = [
+            ChunkRecord(it.id, str(it.body.get("id", "")), [])
+            for it in chunks
+            if isinstance(it.body, dict)
+        ]
+        counter = _next_chunk_number(known)
+    return StoredRecords(
+        messages=tuple(it.id for it in store.items(message_slot)),
+        summaries=tuple(Raw(it.id, it.body) for it in store.items(f"{namespace}/{_SUMMARIES}")),
+        chunks=tuple(Raw(it.id, it.body) for it in chunks),
+        chunk_counter=counter,
+        namespace=namespace,
+        message_slot=message_slot,
+    )
+
+
+# ------------------------------------------------------------------- applying
+def apply_repair(store: Store, records: StoredRecords, actions: Sequence[Action]) -> None:
+    """Write ``actions`` to ``store`` through its write API, in one transaction.
+
+    Parameters
+    ----------
+    store : Store
+        The store ``records`` was read from, on the same branch (a copy, for
+        :func:`repair_store`).
+    records : StoredRecords
+    actions : sequence of Action
+        From :func:`plan_repair`.
+
+    Raises
+    ------
+    StoreError
+        When a write fails; then nothing is written.
+    """
+    summaries, chunks = records.slot(_SUMMARIES), records.slot(_CHUNKS)
+    counter = records.chunk_counter
+    with store.transaction():
+        for a in actions:
+            slot = summaries if a.record == "summary" else chunks
+            if a.op in (Op.DROP, Op.DROP_CHUNK):
+                store.redact(slot, a.item)
+                continue
+            current = store.item(slot, a.item)
+            if current is None:
+                raise StoreError(f"{a.id} (item {a.item}) is not a live record of {slot}")
+            body = dict(current.body)
+            if a.op is Op.CLEAR_PARENT:
+                body["parent_id"] = None
+            elif a.op is Op.SET_PARENT:
+                body["parent_id"] = a.parent
+            elif a.op is Op.FIX_RANGE:
+                body["first"], body["last"] = a.first, a.last
+            elif a.op is Op.REOPEN_CHUNK:
+                body["compressed"], body["summary_id"] = False, None
+            elif a.op is Op.SPLIT_CHUNK:
+                body.update(source_ids=list(a.runs[0]), compressed=False, summary_id=None)
+                for new_id, run in zip(a.new_ids, a.runs[1:], strict=True):
+                    store.append(chunks, ChunkRecord("", new_id, list(run)).body())
+                    counter = max(counter, int(new_id.removeprefix("c-")) + 1)
+                store.set(records.slot(_CHUNK_COUNTER), counter)
+            store.edit(slot, a.item, body)
