@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from context_manager import cli
-from context_manager.cli import RUNTIME_ERROR, USAGE_ERROR, app
+from context_manager.cli import RUNTIME_ERROR, USAGE_ERROR, app, problems
 
 DEEP = 100_000
 """Nesting far past any parser's stack."""
@@ -157,7 +156,7 @@ def test_a_file_over_the_size_limit_is_refused_before_it_is_read(
 ) -> None:
     path = tmp_path / "big.json"
     path.write_text("[" + ", ".join(["1"] * 50) + "]", encoding="utf-8")
-    monkeypatch.setattr(cli, "MAX_INPUT_BYTES", 64)
+    monkeypatch.setattr(problems, "MAX_INPUT_BYTES", 64)
     result = _run(["show", str(path)])
     assert result.exit_code == USAGE_ERROR
     line = _one_line(result)
@@ -170,7 +169,7 @@ def test_a_recursion_error_left_anywhere_in_a_command_is_one_line(
     def walk(problem: object, depth: int = 0) -> None:  # recurses without end
         walk(problem, depth + 1)
 
-    monkeypatch.setattr(cli, "_describe", walk)
+    monkeypatch.setattr(problems, "_describe", walk)
     result = _run(["show", str(chain)])
     assert result.exit_code == RUNTIME_ERROR
     assert "nested too deeply to process" in _one_line(result)

@@ -1,0 +1,44 @@
+"""``ctxfold``: the command line.
+
+The package splits it by job: :mod:`.base` (the application, its command class, exit
+statuses, consoles and plugins), :mod:`.limits` (the limits of what it reads and
+draws), :mod:`.previews` (one-line previews of stored content), :mod:`.problems` (the
+commands on fold problems) and :mod:`.stores` (the commands on stores). Importing it
+registers the commands, in that order. This module is the facade: its names are the
+public ones.
+"""
+
+from __future__ import annotations
+
+from .base import EXIT_STATUS as EXIT_STATUS
+from .base import NO_PLAN as NO_PLAN
+from .base import PLUGINS as PLUGINS
+from .base import RUNTIME_ERROR as RUNTIME_ERROR
+from .base import USAGE_ERROR as USAGE_ERROR
+from .base import Command as Command
+from .base import app as app
+from .base import console as console
+from .base import errors as errors
+from .base import fail as fail
+from .base import load_plugins as load_plugins
+from .base import main as main
+from .limits import MAX_INPUT_BYTES as MAX_INPUT_BYTES
+from .limits import MAX_JSON_DEPTH as MAX_JSON_DEPTH
+from .limits import MAX_NUMBER_DIGITS as MAX_NUMBER_DIGITS
+from .limits import MAX_TREE_DEPTH as MAX_TREE_DEPTH
+from .limits import InputLimitError as InputLimitError
+from .limits import check_json_limits as check_json_limits
+from .limits import load_json as load_json
+from .previews import block_preview as block_preview
+from .previews import message_preview as message_preview
+from .problems import example as example
+from .problems import list_solvers as list_solvers
+from .problems import schema as schema
+from .problems import show as show
+from .problems import solve as solve
+from .problems import validation_summary as validation_summary
+from .stores import AUDIT_STATUS as AUDIT_STATUS
+from .stores import REPAIR_STATUS as REPAIR_STATUS
+from .stores import audit as audit
+from .stores import inspect as inspect
+from .stores import repair as repair
