@@ -115,6 +115,8 @@ def test_the_folding_strategy_option_is_the_solver_and_warns() -> None:
     assert [w.filename for w in caught] == [__file__]
     assert "folding_strategy" not in AutobiographicalConfig.model_json_schema()["properties"]
     assert "folding_strategy" not in config.model_dump()
+
+
 def test_state_problem_reduce_warns_and_states_the_snapshot_without_ties_or_chunks() -> None:
     from dataclasses import replace
 
@@ -139,3 +141,21 @@ def test_state_problem_reduce_warns_and_states_the_snapshot_without_ties_or_chun
         reduced = state_problem(snap, reduce=True)
     assert reduced.problem == state_problem(snap).problem
     assert len(reduced.problem.leaves) < 8
+
+
+def test_the_old_compile_module_and_the_cli_s_borrowed_names_warn_and_give_the_same_objects() -> (
+    None
+):
+    import folding
+    from context_manager import cli
+    from context_manager.strategies.autobiographical import folding as old
+    from context_manager.strategies.autobiographical import solve
+
+    with pytest.warns(DeprecationWarning, match="autobiographical.solve"):
+        assert old.select is solve.select
+    with pytest.raises(AttributeError, match="nothing_here"):
+        old.nothing_here  # noqa: B018
+    with pytest.warns(DeprecationWarning, match="import FoldProblem from folding"):
+        assert cli.FoldProblem is folding.FoldProblem
+    with pytest.raises(AttributeError, match="nothing_here"):
+        cli.nothing_here  # noqa: B018

@@ -42,3 +42,46 @@ from .stores import REPAIR_STATUS as REPAIR_STATUS
 from .stores import audit as audit
 from .stores import inspect as inspect
 from .stores import repair as repair
+
+# Names this module imported for its own use before it was split; reading one from here
+# warns with DeprecationWarning and gives the object from its home (next release: gone).
+_IMPORTED_BEFORE = {
+    "Annotated": "typing",
+    "Any": "typing",
+    "NoReturn": "typing",
+    "Iterator": "collections.abc",
+    "Sequence": "collections.abc",
+    "Path": "pathlib",
+    "accumulate": "itertools",
+    "Console": "rich.console",
+    "Table": "rich.table",
+    "Tree": "rich.tree",
+    "escape": "rich.markup",
+    "TyperCommand": "typer.core",
+    "ValidationError": "pydantic",
+    "FoldProblem": "folding",
+    "FoldingError": "folding",
+    "Status": "folding",
+    "Conflict": "folding",
+    "cheapest_frontier": "folding",
+    "finest_frontier": "folding",
+    "render": "folding",
+    "SummaryEntry": "context_manager.strategies.autobiographical",
+    "read_records": "context_manager.strategies.autobiographical",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _IMPORTED_BEFORE.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    warnings.warn(
+        f"context_manager.cli.{name} is deprecated and will be removed in the next release; "
+        f"import {name} from {home}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(home), name)
