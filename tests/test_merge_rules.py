@@ -26,7 +26,7 @@ from context_manager.strategies.autobiographical import (
     AutobiographicalConfig,
     AutobiographicalStrategy,
     SummaryEntry,
-    folding,
+    solve,
 )
 from context_manager.strategies.autobiographical.writer import demand, merge_sizes
 from context_manager.summarizer import MEMORY_MARKER, Usage
@@ -314,7 +314,7 @@ def test_hierarchical_false_never_merges_while_the_agent_runs_long(
         asked.extend(args[2])
         demand(*args)
 
-    monkeypatch.setattr(folding, "demand", spy)
+    monkeypatch.setattr(solve, "demand", spy)
     script = Script()
     cm, strategy = open_cm(script, hierarchical=False, merge_threshold=2)
     refused = 0
