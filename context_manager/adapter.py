@@ -17,6 +17,13 @@ How messages become leaves is the one reduction of this module:
 * every other message is a leaf of its own, with its id.
 
 The inverse is exact: a leaf's level is the level of each of its messages.
+
+The module is a reduction in the sense of a modelling layer's reductions (a problem
+stated in one form, solved in another, the answer mapped back): :func:`state_problem`
+*applies* it (a strategy's state to a :class:`~folding.FoldProblem`, keeping in
+:class:`StatedProblem` what the way back needs) and :func:`read_plan` *inverts* it (a
+:class:`~folding.SolveResult` to a :class:`Plan` in message ids). Nothing else
+crosses between the application and the solvers.
 """
 
 from __future__ import annotations
