@@ -198,7 +198,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         """Where the branch's record of the last request it sent lives (a snapshot slot:
         each branch sees its own)."""
         self._clock = clock
-        self._holds: dict[str, float | None] = {}
+        self._holds = {}
         self._frame_slot = f"{namespace}/frame"
         """Where the request's frame lives: the system prompt and tool definitions (a
         snapshot slot, one record per change: each branch sees its own, a derived store
@@ -217,7 +217,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         )
         """The agent's window over the record and the view of it the strategy reads."""
         self._version = 0
-        self._render_stats: dict[str, Any] | None = None
+        self._render_stats = None
         self._closed = False
         self._gate = Gate(
             store, check_open=self._check_open, resync=self._resync, closed=lambda: self._closed
@@ -225,7 +225,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         self._lock = self._gate.lock
         self._tick_lock = threading.Lock()
         """Held through a whole tick, its summariser calls included: one tick at a time."""
-        self._answers: Answers | None = None
+        self._answers = None
         """The answers of the tick pass in progress (:meth:`tick`)."""
         self._ctx = StrategyContext(
             store=store,
