@@ -28,17 +28,10 @@ FORBIDDEN = {
 """Top-level package -> the packages it must not import (the core is pure; the
 benchmark is not part of the library)."""
 
-PRIVATE_IMPORTS_ALLOWED = {
-    # The private names still imported across modules, as (importing file, imported
-    # name), each waiting to be made public or moved where it belongs. Remove an entry
-    # when its import goes: the test fails while an entry names an import that is gone.
-    # topology/stored.py reads the autobiographical strategy's record slots and chunk
-    # numbering
-    ("context_manager/topology/stored.py", "_CHUNK_COUNTER"),
-    ("context_manager/topology/stored.py", "_CHUNKS"),
-    ("context_manager/topology/stored.py", "_SUMMARIES"),
-    ("context_manager/topology/stored.py", "_next_chunk_number"),
-}
+# The private names still imported across modules, as (importing file, imported name),
+# each waiting to be made public or moved where it belongs (none today). Remove an entry
+# when its import goes: the test fails while an entry names an import that is gone.
+PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)

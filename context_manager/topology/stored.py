@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 from ..store import Store, StoreError
 from ..strategies.autobiographical.records import (
-    _CHUNK_COUNTER,
-    _CHUNKS,
-    _SUMMARIES,
+    CHUNK_COUNTER_SLOT,
+    CHUNKS_SLOT,
+    SUMMARIES_SLOT,
     ChunkRecord,
-    _next_chunk_number,
+    next_chunk_number,
 )
 from .model import Action, Op, Raw, StoredRecords
 
@@ -46,18 +46,18 @@ def read_stored(
     if message_slot is None:
         isolated = f"{namespace}/messages"
         message_slot = isolated if store.items(isolated) else "messages"
-    chunks = store.items(f"{namespace}/{_CHUNKS}")
-    counter = store.get(f"{namespace}/{_CHUNK_COUNTER}")
+    chunks = store.items(f"{namespace}/{CHUNKS_SLOT}")
+    counter = store.get(f"{namespace}/{CHUNK_COUNTER_SLOT}")
     if not isinstance(counter, int):
         known = [
             ChunkRecord(it.id, str(it.body.get("id", "")), [])
             for it in chunks
             if isinstance(it.body, dict)
         ]
-        counter = _next_chunk_number(known)
+        counter = next_chunk_number(known)
     return StoredRecords(
         messages=tuple(it.id for it in store.items(message_slot)),
-        summaries=tuple(Raw(it.id, it.body) for it in store.items(f"{namespace}/{_SUMMARIES}")),
+        summaries=tuple(Raw(it.id, it.body) for it in store.items(f"{namespace}/{SUMMARIES_SLOT}")),
         chunks=tuple(Raw(it.id, it.body) for it in chunks),
         chunk_counter=counter,
         namespace=namespace,
@@ -83,7 +83,7 @@ def apply_repair(store: Store, records: StoredRecords, actions: Sequence[Action]
     StoreError
         When a write fails; then nothing is written.
     """
-    summaries, chunks = records.slot(_SUMMARIES), records.slot(_CHUNKS)
+    summaries, chunks = records.slot(SUMMARIES_SLOT), records.slot(CHUNKS_SLOT)
     counter = records.chunk_counter
     with store.transaction():
         for a in actions:
@@ -108,5 +108,5 @@ def apply_repair(store: Store, records: StoredRecords, actions: Sequence[Action]
                 for new_id, run in zip(a.new_ids, a.runs[1:], strict=True):
                     store.append(chunks, ChunkRecord("", new_id, list(run)).body())
                     counter = max(counter, int(new_id.removeprefix("c-")) + 1)
-                store.set(records.slot(_CHUNK_COUNTER), counter)
+                store.set(records.slot(CHUNK_COUNTER_SLOT), counter)
             store.edit(slot, a.item, body)

@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from ...store import Item, Store
 
 __all__ = [
+    "CHUNKS_SLOT",
+    "CHUNK_COUNTER_SLOT",
     "FRONTIER_CHAIN",
+    "SUMMARIES_SLOT",
     "ChunkRecord",
     "IgnoredPinWarning",
     "Pin",
@@ -34,6 +37,7 @@ __all__ = [
     "SummaryEntry",
     "frontier_runs",
     "is_frontier_delta",
+    "next_chunk_number",
     "read_frontier",
     "read_records",
 ]
@@ -227,8 +231,10 @@ def read_frontier(
     return runs, len(deltas), carried
 
 
-_CHUNKS = "autobio:chunks"
-_SUMMARIES = "autobio:summaries"
+CHUNKS_SLOT = "autobio:chunks"
+"""The slot of the chunk records (under the strategy's namespace)."""
+SUMMARIES_SLOT = "autobio:summaries"
+"""The slot of the memories (under the strategy's namespace)."""
 _PINS = "autobio:pins"
 _CAPS = "autobio:caps"
 _LOCKS = "autobio:locks"
@@ -237,7 +243,8 @@ _COUNTER = "autobio:counter"
 _LEDGER = "autobio:refusal-ledger"
 _MERGE_ATTEMPTS = "autobio:merge-attempts"
 _CHUNK_ATTEMPTS = "autobio:chunk-attempts"
-_CHUNK_COUNTER = "autobio:chunk-counter"
+CHUNK_COUNTER_SLOT = "autobio:chunk-counter"
+"""The slot of the number the next chunk id takes."""
 _REFOLDED = "autobio:refolded"
 
 
@@ -303,8 +310,8 @@ class Records:
         n = self.chunk_counter
         record = ChunkRecord("", f"c-{n}", list(ids), summary_id is not None, summary_id)
         with store.transaction():
-            record.item = store.append(self.slot(_CHUNKS), record.body()).id
-            store.set(self.slot(_CHUNK_COUNTER), n + 1)
+            record.item = store.append(self.slot(CHUNKS_SLOT), record.body()).id
+            store.set(self.slot(CHUNK_COUNTER_SLOT), n + 1)
         self.chunks.append(record)
         self.chunk_counter = n + 1
         return record
@@ -344,17 +351,17 @@ class Records:
         kept_chunks: dict[str, ChunkRecord | None] = {}
         with store.transaction():
             for summary_id in sorted(dropped):
-                store.redact(self.slot(_SUMMARIES), summaries[summary_id].item)
+                store.redact(self.slot(SUMMARIES_SLOT), summaries[summary_id].item)
             for s in freed:
-                store.edit(self.slot(_SUMMARIES), s.item, {**s.body(), "parent_id": None})
+                store.edit(self.slot(SUMMARIES_SLOT), s.item, {**s.body(), "parent_id": None})
             for c in touched:
                 survivors = [i for i in c.source_ids if i not in gone]
                 if not survivors:
-                    store.redact(self.slot(_CHUNKS), c.item)
+                    store.redact(self.slot(CHUNKS_SLOT), c.item)
                     kept_chunks[c.id] = None
                     continue
                 again = ChunkRecord(c.item, c.id, survivors)
-                store.edit(self.slot(_CHUNKS), c.item, again.body())
+                store.edit(self.slot(CHUNKS_SLOT), c.item, again.body())
                 kept_chunks[c.id] = again
             attempts = {k: v for k, v in self.chunk_attempts.items() if k not in kept_chunks}
             if attempts != self.chunk_attempts:
@@ -401,11 +408,13 @@ class Records:
         store = self._store()
         with store.transaction():
             for summary_id in sorted(dropped):
-                store.redact(self.slot(_SUMMARIES), summaries[summary_id].item)
+                store.redact(self.slot(SUMMARIES_SLOT), summaries[summary_id].item)
             for child in freed:
-                store.edit(self.slot(_SUMMARIES), child.item, {**child.body(), "parent_id": None})
+                store.edit(
+                    self.slot(SUMMARIES_SLOT), child.item, {**child.body(), "parent_id": None}
+                )
             for chunk in again.values():
-                store.edit(self.slot(_CHUNKS), chunk.item, chunk.body())
+                store.edit(self.slot(CHUNKS_SLOT), chunk.item, chunk.body())
             refolded = self.refolded
             if refolding is not None:
                 live = set(summaries) - dropped
@@ -498,9 +507,9 @@ class Records:
                 stitched=stitched,
                 values=tuple(values),
             )
-            summary.item = store.append(self.slot(_SUMMARIES), summary.body()).id
+            summary.item = store.append(self.slot(SUMMARIES_SLOT), summary.body()).id
             body = {**chunk.body(), "compressed": True, "summary_id": summary.id}
-            store.edit(self.slot(_CHUNKS), chunk.item, body)
+            store.edit(self.slot(CHUNKS_SLOT), chunk.item, body)
         chunk.compressed, chunk.summary_id = True, summary.id
         self.summaries[summary.id] = summary
         return summary
@@ -529,9 +538,9 @@ class Records:
                 last=sources[-1].last,
                 values=tuple(values),
             )
-            parent.item = store.append(self.slot(_SUMMARIES), parent.body()).id
+            parent.item = store.append(self.slot(SUMMARIES_SLOT), parent.body()).id
             for s in sources:
-                store.edit(self.slot(_SUMMARIES), s.item, {**s.body(), "parent_id": parent.id})
+                store.edit(self.slot(SUMMARIES_SLOT), s.item, {**s.body(), "parent_id": parent.id})
         for s in sources:
             s.parent_id = parent.id
         self.summaries[parent.id] = parent
@@ -630,8 +639,8 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
     """Read the strategy's records; ``slot`` names a slot in its namespace
     (``lambda name: f"{namespace}/{name}"``)."""
     summaries: dict[str, SummaryEntry] = {}
-    for it in store.items(slot(_SUMMARIES)):
-        with _reading(store, slot(_SUMMARIES), it):
+    for it in store.items(slot(SUMMARIES_SLOT)):
+        with _reading(store, slot(SUMMARIES_SLOT), it):
             body = dict(it.body)
             if isinstance(body.get("content"), str) and body["content"].strip():
                 entry = SummaryEntry(item=it.id, **body)
@@ -640,8 +649,8 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
                 summaries[entry.id] = entry
     chunks: list[ChunkRecord] = []
     chunk_ids: set[str] = set()
-    for it in store.items(slot(_CHUNKS)):
-        with _reading(store, slot(_CHUNKS), it):
+    for it in store.items(slot(CHUNKS_SLOT)):
+        with _reading(store, slot(CHUNKS_SLOT), it):
             chunk = ChunkRecord(item=it.id, **dict(it.body))
             if chunk.id in chunk_ids:
                 raise ValueError(f"a second chunk {chunk.id!r}")
@@ -671,7 +680,9 @@ def read_records(store: Store, slot: Callable[[str], str]) -> Records:
             chunk_attempts=dict(store.get(slot(_CHUNK_ATTEMPTS), {})),
             exhausted=exhausted,
             # never below the chunks it numbered: a counter that went back reuses no id
-            chunk_counter=max(int(store.get(slot(_CHUNK_COUNTER), 0)), _next_chunk_number(chunks)),
+            chunk_counter=max(
+                int(store.get(slot(CHUNK_COUNTER_SLOT), 0)), next_chunk_number(chunks)
+            ),
             frontier_depth=depth,
             frontier_delta_runs=carried,
             caps={str(k): int(v) for k, v in dict(caps["caps"]).items()},
@@ -714,7 +725,7 @@ def _reading(store: Store, slot: str, item: Item) -> Iterator[None]:
         raise damaged(store.path, where, f"not a record: {what}") from None
 
 
-def _next_chunk_number(chunks: Sequence[ChunkRecord]) -> int:
+def next_chunk_number(chunks: Sequence[ChunkRecord]) -> int:
     """One past the highest ``c-N`` id (stores written before the counter was kept)."""
     numbers = [int(c.id[2:]) for c in chunks if c.id.startswith("c-") and c.id[2:].isdigit()]
     return max(numbers, default=-1) + 1
