@@ -214,7 +214,8 @@ class CompileResult:
     request from its first difference with the manager's previous live request
     (all of it for the first). The strategy's composition (raw ``head``, ``tail`` and
     ``middle_raw``, memories by level in ``summaries``, ``pending`` work, ``total``)
-    is listed in :meth:`ContextManager.get_render_stats`."""
+    is listed in :meth:`ContextManager.get_render_stats`; the typed model of them all is
+    :class:`~context_manager.render_stats.RenderStats`."""
     cache_breakpoints: list[int] = field(default_factory=list)
     """Indices of the messages to mark as prompt-cache breakpoints (Anthropic:
     ``cache_control`` on the message's last block), sorted, at most four: the ends of

@@ -356,3 +356,40 @@ def test_the_recall_header_template_takes_the_tools_placeholder_too() -> None:
             names = list(dict.fromkeys(called[i] for i in span if i in called))
             expected = f"[Recall {memory}: {', '.join(names)}]" if names else f"[Recall {memory}]"
             assert text == expected
+
+
+def test_every_compile_s_stats_are_shaped_as_the_typed_model_says() -> None:
+    """The render stats of real compiles (both shipped strategies; raw, folded, capped,
+    caught up, refused in a preview) validate against RenderStats, whose nested parts
+    refuse a key they do not declare."""
+    import pydantic
+    from small_agent import small_manager
+
+    from context_manager import CharsCounter, ContextManager, ToolResultBlock, ToolUseBlock
+    from context_manager.render_stats import RENDER_STATS
+
+    seen: set[str] = set()
+    with small_manager() as cm:
+        for i in range(120):
+            cm.add_message("User" if i % 2 else "Claude", f"turn {i} " + "word " * 30)
+        cm.add_message("Claude", [ToolUseBlock(id="t1", name="bash", input={})])
+        cm.add_message("User", [ToolResultBlock(tool_use_id="t1", content="out " * 2000)])
+        for budget in (800, 1_500, 4_000, 20_000):
+            for dry in (True, False):
+                stats = cm.compile(
+                    max_tokens=budget + 200, reserve_for_response=200, dry_run=dry
+                ).render_stats
+                RENDER_STATS.validate_python(stats)
+                seen |= set(stats)
+    with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        for _ in range(30):
+            cm.add_message("User", "x " * 50)
+        for budget, dry in ((400, False), (60, True)):
+            stats = cm.compile(max_tokens=budget, reserve_for_response=50, dry_run=dry).render_stats
+            RENDER_STATS.validate_python(stats)
+            seen |= set(stats)
+    assert {"capped_results", "catch_up", "summaries", "diagnostics", "dropped"} <= seen
+    bad = {"tokens": 1, "kv_cost": 0, "request": {"system": 0, "tools": 0, "other": 0,
+           "injections": 0, "messages": 1, "total": 1, "extra": 2}}  # fmt: skip
+    with pytest.raises(pydantic.ValidationError, match="extra"):
+        RENDER_STATS.validate_python(bad)

@@ -490,6 +490,8 @@ class CompileFront:
         and :meth:`preview_context` leave it as it was, while each compile's result
         carries its own.
 
+        The dict is shaped as :class:`~context_manager.render_stats.RenderStats` says
+        (a typed model of every key below; ``typing.cast`` to it for checked access).
         Every compile reports ``tokens`` (the whole request by the manager's counter),
         ``request`` (``system``, ``tools``, ``other``, ``injections``, ``messages``,
         ``total``: the same tokens by part) and ``kv_cost`` (tokens re-read from the
