@@ -207,7 +207,7 @@ class Compiler:
         if shown is None:
             shown = sum(count(m) for m in history)
         total = fixed + shown
-        allowed = budget.input_tokens + int(selection.stats.get("grace_tokens", 0))
+        allowed = budget.input_tokens + selection.grace_tokens
         if total > min(allowed, max_tokens):
             raise ContextManagerError(
                 f"{name}.select returned {shown} tokens of history where "

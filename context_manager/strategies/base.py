@@ -168,6 +168,16 @@ class Selection:
     tokens: int | None = None
     """Tokens of the entries by the context's counter, when the strategy priced them
     (the manager counts them itself otherwise)."""
+    grace_tokens: int = 0
+    """Tokens over the input budget the entries may take: the strategy's grace, which
+    it decides (the autobiographical strategy: ``over_budget_grace_ratio``, applied when
+    its plan is read), and the manager holds the request to the input budget plus this.
+    When 0, a ``grace_tokens`` in :attr:`stats` is read instead (how grace was stated
+    before this field)."""
+
+    def __post_init__(self) -> None:
+        if not self.grace_tokens and self.stats.get("grace_tokens"):
+            self.grace_tokens = int(self.stats["grace_tokens"])
 
 
 @dataclass

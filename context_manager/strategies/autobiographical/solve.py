@@ -150,7 +150,8 @@ def select(
         head = {s.id for s in stored[snap.head_start : snap.head_end]}
         marks = _cache_breakpoints(st, entries, head)
     history = plan.layout.total - budget.fixed_tokens
-    return Selection(entries, stats, marks, tokens=history)
+    grace = int(plan.stats.get("grace_tokens", 0))  # the allowance read_plan applied
+    return Selection(entries, stats, marks, tokens=history, grace_tokens=grace)
 
 
 def _composition(st: State, ctx: StrategyContext, stats: Mapping[str, Any]) -> dict[str, Any]:
