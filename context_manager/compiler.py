@@ -26,6 +26,7 @@ from .errors import (
 from .messages import MAX_CACHE_BREAKPOINTS, ContentBlock, Message
 from .pairing import tool_pair_problems
 from .record_cache import RecordCache, SavedCounts
+from .render_stats import RenderStats, RequestParts
 from .request import (
     INJECTION_PREFIX,
     CompileResult,
@@ -129,15 +130,15 @@ class Compiler:
 
     def run(
         self,
-        budget_tokens: tuple[int, int],
+        budget: RequestBudget,
         injections: Sequence[Injection],
         overhead: Overhead,
         dry_run: bool,
         thinking: ThinkingArgs | None,
     ) -> CompileResult:
-        """One compile at ``budget_tokens`` (``max_tokens``, ``reserve_for_response``):
-        the request, or :class:`OverBudgetError` when the fixed part or the history
-        cannot fit; a dry run stores nothing.
+        """One compile within ``budget`` (its ``fixed_tokens`` are priced here, from the
+        overhead and injections): the request, or :class:`OverBudgetError` when the
+        fixed part or the history cannot fit; a dry run stores nothing.
 
         Raises
         ------
@@ -148,7 +149,6 @@ class Compiler:
             When the strategy returned a selection that breaks its contract (tool
             pairs split, over the budget); ``ValueError`` for breakpoints outside it.
         """
-        max_tokens, reserve_for_response = budget_tokens
         compile_id = secrets.token_hex(8)
         system: list[ContentBlock] = []
         before: list[Message] = []
@@ -163,7 +163,7 @@ class Compiler:
         parts = overhead.price(self.saved_counts, system)
         injected = sum(count(m) for m in before + after)
         fixed = parts["total"] + injected
-        budget = RequestBudget(max_tokens, reserve_for_response, fixed)
+        budget = budget.with_fixed(fixed)
         if fixed > budget.input_tokens:
             raise OverBudgetError(
                 "request overhead",
@@ -207,8 +207,7 @@ class Compiler:
         if shown is None:
             shown = sum(count(m) for m in history)
         total = fixed + shown
-        allowed = budget.input_tokens + selection.grace_tokens
-        if total > min(allowed, max_tokens):
+        if not budget.admits(total, selection.grace_tokens):
             raise ContextManagerError(
                 f"{name}.select returned {shown} tokens of history where "
                 f"{budget.history_tokens} were left after {fixed} of overhead and injections"
@@ -248,23 +247,23 @@ class Compiler:
             # the request this compile built is the branch's last sent, until a note
             # extends it or the next committing compile with a binding replaces it
             self.store.set(self.thinking_slot, record.model_dump(mode="json"))
-        stats = {
-            **selection.stats,
+        request: RequestParts = {
+            "system": parts["system"],
+            "tools": parts["tools"],
+            "other": parts["other"],
+            "injections": injected,
+            "messages": shown,
+            "total": total,
+        }
+        own: RenderStats = {
             "tokens": total,
-            "request": {
-                "system": parts["system"],
-                "tools": parts["tools"],
-                "other": parts["other"],
-                "injections": injected,
-                "messages": shown,
-                "total": total,
-            },
+            "request": request,
             "kv_cost": self.reread(overhead, system, messages, total, commit=not dry_run),
         }
         return CompileResult(
             messages,
             system,
-            stats,
+            {**selection.stats, **own},
             sorted(marks),
             system_prompt=overhead.system,
             tools=[dict(t) for t in overhead.tools],

@@ -30,6 +30,7 @@ __all__ = [
     "Bucket",
     "CappedResults",
     "CatchUp",
+    "Composition",
     "LevelBucket",
     "Pending",
     "RenderStats",
@@ -94,6 +95,17 @@ class CappedResults(TypedDict):
     results: int
     cap_tokens: int | None
     tokens_saved: int
+
+
+@with_config(_CLOSED)
+class Composition(TypedDict):
+    """The autobiographical strategy's summary of a rendered plan: its memories by
+    level, the work queued and the totals (a memory counts as two messages)."""
+
+    summaries: dict[str, LevelBucket]
+    summary_levels: dict[str, LevelBucket]
+    pending: Pending
+    total: Bucket
 
 
 @with_config(_CLOSED)

@@ -41,6 +41,7 @@ from ..request import (
     Preview,
 )
 from ..store import StoreFullError
+from ..strategies.base import RequestBudget
 from ..strategies.default import DEFAULT_WINDOW
 from ..thinking import (
     NotedRow,
@@ -200,21 +201,15 @@ class CompileFront:
         wanted = _injections(injections)
         _check_overhead(overhead)
         self._check_open()
-        max_tokens, reserve_for_response = self._budget(max_tokens, reserve_for_response)
+        budget = self._budget(max_tokens, reserve_for_response)
         try:
             if limit is None or dry_run:
-                return self._compile_op(
-                    max_tokens, reserve_for_response, wanted, overhead, dry_run, thinking
-                )
-            return self._catch_up(
-                max_tokens, reserve_for_response, wanted, overhead, limit, thinking
-            )
+                return self._compile_op(budget, wanted, overhead, dry_run, thinking)
+            return self._catch_up(budget, wanted, overhead, limit, thinking)
         except StoreFullError as full:
             if dry_run:
                 raise
-            return self._unstored(
-                full, max_tokens, reserve_for_response, wanted, overhead, thinking
-            )
+            return self._unstored(full, budget, wanted, overhead, thinking)
         finally:
             if self._ticker is not None and not dry_run:
                 self._ticker.wake(compiled=True)  # a compile may have asked for memories
@@ -223,8 +218,7 @@ class CompileFront:
     def _unstored(
         self: ContextManager,
         full: StoreFullError,
-        max_tokens: int,
-        reserve_for_response: int,
+        budget: RequestBudget,
         injections: Sequence[Injection],
         overhead: Overhead | None,
         thinking: ThinkingArgs | None,
@@ -234,9 +228,7 @@ class CompileFront:
         render stats and with a :class:`StoreFullWarning`; ``full`` again when even that
         needs what could not be stored (memories to fit)."""
         self._resync()  # what the failed write changed in memory goes back to the store's
-        result = self._compile(
-            max_tokens, reserve_for_response, injections, overhead, True, thinking
-        )
+        result = self._compile(budget, injections, overhead, True, thinking)
         if not result.messages and result.render_stats.get("fits") is False:
             raise full
         note = {"stored": False, "reason": str(full)}
@@ -253,22 +245,18 @@ class CompileFront:
     @operation()
     def _compile_op(
         self: ContextManager,
-        max_tokens: int,
-        reserve_for_response: int,
+        budget: RequestBudget,
         injections: Sequence[Injection],
         overhead: Overhead | None,
         dry_run: bool,
         thinking: ThinkingArgs | None = None,
     ) -> CompileResult:
         """One compile attempt, as one operation."""
-        return self._compile(
-            max_tokens, reserve_for_response, injections, overhead, dry_run, thinking
-        )
+        return self._compile(budget, injections, overhead, dry_run, thinking)
 
-    def _budget(
-        self: ContextManager, max_tokens: int | None, reserve: int | None
-    ) -> tuple[int, int]:
-        """The window and reserve of a compile: as given (checked), else what the
+    def _budget(self: ContextManager, max_tokens: int | None, reserve: int | None) -> RequestBudget:
+        """The budget of a compile, the one object every later step reads: the window
+        and reserve as given (checked), else what the
         strategy's config was sized for (its reserve only with its window), else
         :data:`DEFAULT_WINDOW` and a quarter of the window, at most
         :data:`DEFAULT_RESERVE`.
@@ -295,12 +283,11 @@ class CompileFront:
             if sized is None or max_tokens != profile.window_tokens:
                 sized = None  # a reserve sized for another window does not apply
             reserve = sized if sized is not None else min(DEFAULT_RESERVE, max_tokens // 4)
-        return max_tokens, reserve
+        return RequestBudget(max_tokens, reserve)
 
     def _catch_up(
         self: ContextManager,
-        max_tokens: int,
-        reserve_for_response: int,
+        budget: RequestBudget,
         wanted: Sequence[Injection],
         overhead: Overhead | None,
         limit: float,
@@ -315,9 +302,7 @@ class CompileFront:
 
         Between attempts it runs batches of ticks (:func:`~.compiler.catch_up`)."""
         result, ticks = catch_up(
-            lambda: self._compile_op(
-                max_tokens, reserve_for_response, wanted, overhead, False, thinking
-            ),
+            lambda: self._compile_op(budget, wanted, overhead, False, thinking),
             self.tick,
             lambda: self._store.sequence,
             self._clock,
@@ -332,8 +317,7 @@ class CompileFront:
 
     def _compile(
         self: ContextManager,
-        max_tokens: int,
-        reserve_for_response: int,
+        budget: RequestBudget,
         injections: Sequence[Injection],
         overhead: Overhead | None,
         dry_run: bool,
@@ -342,18 +326,16 @@ class CompileFront:
         expire_holds: bool = True,
     ) -> CompileResult:
         self._check_open()
-        if max_tokens - reserve_for_response <= 0:
+        if budget.input_tokens <= 0:
             raise ConfigError(
-                f"max_tokens={max_tokens} leaves no input after "
-                f"reserve_for_response={reserve_for_response}"
+                f"max_tokens={budget.max_tokens} leaves no input after "
+                f"reserve_for_response={budget.reserve_for_response}"
             )
         if expire_holds:
             self._expire_holds()
         if overhead is None:
             overhead = Overhead(system=self._system_prompt, tools=tuple(self._tools or ()))
-        result = self._compiler.run(
-            (max_tokens, reserve_for_response), injections, overhead, dry_run, thinking
-        )
+        result = self._compiler.run(budget, injections, overhead, dry_run, thinking)
         if not dry_run:
             self._render_stats = plain_copy(result.render_stats)  # the caller's is theirs
         return result
@@ -458,15 +440,12 @@ class CompileFront:
         _check_overhead(overhead)
         if overrides is not None:
             check_mapping(overrides, "overrides", "a mapping of the strategy's options, or None")
-        max_tokens, reserve = self._budget(max_tokens, reserve_for_response)
-        budget = max_tokens - reserve
+        budget = self._budget(max_tokens, reserve_for_response)
         own = self._strategy
         if overrides:
             self._strategy = self._caps.require_reconfigurable().with_options(**overrides)
         try:
-            result = self._compile(
-                max_tokens, reserve, wanted, overhead, True, thinking, expire_holds=False
-            )
+            result = self._compile(budget, wanted, overhead, True, thinking, expire_holds=False)
         except OverBudgetError as exc:
             refused: dict[str, Any] = {"diagnostics": dict(exc.diagnostics)}
             return Preview(False, exc.budget, exc.actual, 0, (), exc.stage, refused, None)
@@ -476,9 +455,9 @@ class CompileFront:
         if stats.get("fits") is False:
             tokens = stats.get("tokens")
             stage = "solver" if "solver" in stats else "select"
-            return Preview(False, budget, tokens, 0, (), stage, stats, None)
+            return Preview(False, budget.input_tokens, tokens, 0, (), stage, stats, None)
         position = {s.id: k for k, s in enumerate(self._presented.view())}
-        return preview_of(result, budget, position, self.get_summary)
+        return preview_of(result, budget.input_tokens, position, self.get_summary)
 
     @operation()
     def get_render_stats(self: ContextManager) -> dict[str, Any] | None:

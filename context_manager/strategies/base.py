@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import abc
+import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..messages import ContentBlock, Message
@@ -135,6 +136,57 @@ class RequestBudget:
     def history_tokens(self) -> int:
         """Tokens the selected history may use: the input less the fixed part."""
         return self.input_tokens - self.fixed_tokens
+
+    def with_fixed(self, fixed_tokens: int) -> RequestBudget:
+        """The same budget with ``fixed_tokens`` spent on what every request carries
+        (the manager prices the overhead and injections once, then hands this on).
+
+        Examples
+        --------
+        >>> RequestBudget(1000, 100).with_fixed(50).history_tokens
+        850
+        """
+        return replace(self, fixed_tokens=fixed_tokens)
+
+    def target_tokens(self, slack_ratio: float) -> int:
+        """The soft target of a fold at ``slack_ratio``: the fixed part plus that share
+        less of the history's room (only history can fold, so the band is a share of
+        what the overhead leaves).
+
+        Examples
+        --------
+        >>> RequestBudget(1000, 100, fixed_tokens=100).target_tokens(0.25)
+        700
+        """
+        return self.fixed_tokens + math.floor(max(0, self.history_tokens) * (1 - slack_ratio))
+
+    def allowance_tokens(self, grace_ratio: float) -> int:
+        """The most a request may use when a strategy grants ``grace_ratio`` over the
+        input budget to a floor that cannot fit it: never past ``max_tokens``.
+
+        Examples
+        --------
+        >>> RequestBudget(1000, 100).allowance_tokens(0.05)
+        945
+        >>> RequestBudget(1000, 10).allowance_tokens(0.05)
+        1000
+        """
+        return min(self.max_tokens, math.floor(self.input_tokens * (1 + grace_ratio)))
+
+    def admits(self, tokens: int, grace_tokens: int = 0) -> bool:
+        """Whether a request of ``tokens`` may be sent: within the input budget plus the
+        ``grace_tokens`` its strategy declared (:attr:`Selection.grace_tokens`), and
+        never past ``max_tokens``.
+
+        Examples
+        --------
+        >>> budget = RequestBudget(1000, 100)
+        >>> budget.admits(900), budget.admits(901), budget.admits(901, grace_tokens=5)
+        (True, False, True)
+        >>> budget.admits(1001, grace_tokens=500)
+        False
+        """
+        return tokens <= min(self.input_tokens + grace_tokens, self.max_tokens)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ committed only after a live compile fully succeeded.
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from operator import is_
@@ -31,6 +30,7 @@ from ...adapter import (
 )
 from ...errors import OverBudgetError, UncoveredDropError
 from ...pairing import SendForm
+from ...render_stats import Composition, LevelBucket
 from ...store import damaged
 from ..base import Entry, RequestBudget, Selection, StoredMessage, StrategyContext
 from ..capping import MAX_CAP_ROUNDS, Capped, cap_forms, cap_message
@@ -154,13 +154,13 @@ def select(
     return Selection(entries, stats, marks, tokens=history, grace_tokens=grace)
 
 
-def _composition(st: State, ctx: StrategyContext, stats: Mapping[str, Any]) -> dict[str, Any]:
+def _composition(st: State, ctx: StrategyContext, stats: Mapping[str, Any]) -> Composition:
     """A rendered plan's memories in the reference's buckets, its totals and the work
     queued: ``summaries`` ``l1`` / ``l2`` / ``l3`` (level 3 and above; a level none is
     shown at is left out), ``summary_levels`` (every level, ``L1`` ... ``Lk``),
     ``pending`` ``{chunks, merges}`` and ``total`` (a memory counts as two messages)."""
-    levels: dict[str, dict[str, int]] = stats.get("summaries", {})
-    buckets: dict[str, dict[str, int]] = {}
+    levels: dict[str, LevelBucket] = stats.get("summaries", {})
+    buckets: dict[str, LevelBucket] = {}
     for name, shown in levels.items():
         bucket = buckets.setdefault(f"l{min(3, int(name[1:]))}", {"count": 0, "tokens": 0})
         bucket["count"] += shown["count"]
@@ -395,8 +395,6 @@ def snapshot(
     previous: _Levels | None = None
     if carried is not None:
         previous = _Levels(carried, outside, [leaf.first for blk in found for leaf in blk.leaves])
-    total = budget.input_tokens
-    allowance = min(budget.max_tokens, math.floor(total * (1 + cfg.over_budget_grace_ratio)))
     return Snapshot(
         ids=_Ids(stored),
         tokens=win.tokens,
@@ -404,10 +402,8 @@ def snapshot(
         head_end=win.head_end,
         head_start=win.head_start,
         tail_start=win.tail_start,
-        budget=total,
-        # the band is a share of what the overhead leaves: only history can fold
-        target=budget.fixed_tokens
-        + math.floor(max(0, budget.history_tokens) * (1 - cfg.compression_slack_ratio)),
+        budget=budget.input_tokens,
+        target=budget.target_tokens(cfg.compression_slack_ratio),
         fixed_tokens=budget.fixed_tokens,
         chunks=_chunks_in(st, ctx, stored, position, outside),
         summaries=specs,
@@ -415,7 +411,7 @@ def snapshot(
         locks=locks,
         held_from=win.held_from,
         previous=previous,
-        allowance=allowance,
+        allowance=budget.allowance_tokens(cfg.over_budget_grace_ratio),
         blocks=found,
         window=list(window),
     )
