@@ -5,7 +5,6 @@ a :class:`~.model.Finding`.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections import Counter
 from collections.abc import Sequence
@@ -15,65 +14,10 @@ from typing import Any
 from ..strategies.autobiographical.records import ChunkRecord, SummaryEntry
 from .model import Finding, Kind, StoredRecords
 
+
 # ------------------------------------------------------------------- the tree
-_SUMMARY_FIELDS = frozenset(f.name for f in dataclasses.fields(SummaryEntry)) - {"item"}
-_SUMMARY_REQUIRED = ("id", "level", "content", "tokens", "source_ids", "first", "last")
-_CHUNK_FIELDS = frozenset(f.name for f in dataclasses.fields(ChunkRecord)) - {"item"}
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _id_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(x, str) for x in value)
-
-
-def _summary_problem(body: Any) -> str | None:
-    """Why ``body`` cannot be read as a memory (None when it can)."""
-    if not isinstance(body, dict):
-        return "its body is not an object"
-    missing = [k for k in _SUMMARY_REQUIRED if k not in body]
-    if missing:
-        return f"it lacks {', '.join(missing)}"
-    unknown = sorted(set(body) - _SUMMARY_FIELDS)
-    if unknown:
-        return f"it has unknown fields {', '.join(unknown)}"
-    if not isinstance(body["id"], str) or not body["id"]:
-        return "its id is not a string"
-    if not _is_int(body["level"]) or body["level"] < 1:
-        return f"its level {body['level']!r} is not a whole number from 1"
-    if not isinstance(body["content"], str):
-        return "its content is not text"
-    if not _is_int(body["tokens"]):
-        return "its tokens are not a whole number"
-    if not _id_list(body["source_ids"]):
-        return "its source_ids are not a list of ids"
-    if not isinstance(body["first"], str) or not isinstance(body["last"], str):
-        return "its first and last are not message ids"
-    if body.get("parent_id") is not None and not isinstance(body["parent_id"], str):
-        return "its parent_id is not an id"
-    return None
-
-
-def _chunk_problem(body: Any) -> str | None:
-    """Why ``body`` cannot be read as a chunk record (None when it can)."""
-    if not isinstance(body, dict):
-        return "its body is not an object"
-    if "id" not in body or "source_ids" not in body:
-        return "it lacks " + ", ".join(k for k in ("id", "source_ids") if k not in body)
-    unknown = sorted(set(body) - _CHUNK_FIELDS)
-    if unknown:
-        return f"it has unknown fields {', '.join(unknown)}"
-    if not isinstance(body["id"], str) or not body["id"]:
-        return "its id is not a string"
-    if not _id_list(body["source_ids"]):
-        return "its source_ids are not a list of message ids"
-    if not isinstance(body.get("compressed", False), bool):
-        return "its compressed flag is not true or false"
-    if body.get("summary_id") is not None and not isinstance(body["summary_id"], str):
-        return "its summary_id is not an id"
-    return None
 
 
 @dataclass
@@ -123,7 +67,7 @@ def parse(records: StoredRecords, findings: list[Finding] | None = None) -> Tree
             )
             invalid.setdefault(name, "is empty")
             continue
-        problem = _summary_problem(body)
+        problem = SummaryEntry.problem_of(body)
         if problem is not None:
             out.append(
                 Finding(
@@ -160,7 +104,7 @@ def parse(records: StoredRecords, findings: list[Finding] | None = None) -> Tree
         invalid.pop(name, None)
     chunks: list[ChunkRecord] = []
     for raw in records.chunks:
-        problem = _chunk_problem(raw.body)
+        problem = ChunkRecord.problem_of(raw.body)
         if problem is not None:
             body = raw.body
             name = body.get("id") if isinstance(body, dict) else None

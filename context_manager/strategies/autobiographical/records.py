@@ -9,6 +9,7 @@ Tools such as ``ctxfold inspect`` read the records through it too.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -43,15 +44,93 @@ __all__ = [
 ]
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _is_ids(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(x, str) for x in value)
+
+
+def _is_optional_id(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _rule(check: Callable[[Any], bool], says: str) -> dict[str, Any]:
+    """A stored field's rule, kept in the field's metadata: what a readable body holds
+    there, and what to say when it does not (``{value!r}`` names what it held)."""
+    return {"check": check, "says": says}
+
+
+_NOT_STORED = {"stored": False}
+
+
+def _problem(record: type[Any], body: Any) -> str | None:
+    """Why ``body`` cannot be read as a ``record`` (None when it can), by the rules of
+    its dataclass fields: a field without a default is required, a body field no
+    stored field names is unknown, and each rule checks its field when present."""
+    if not isinstance(body, dict):
+        return "its body is not an object"
+    stored = [f for f in dataclasses.fields(record) if f.metadata.get("stored", True)]
+    required = [
+        f.name
+        for f in stored
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [name for name in required if name not in body]
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    unknown = sorted(set(body) - {f.name for f in stored})
+    if unknown:
+        return f"it has unknown fields {', '.join(unknown)}"
+    for f in stored:
+        check = f.metadata.get("check")
+        if check is not None and f.name in body and not check(body[f.name]):
+            return str(f.metadata["says"]).format(value=body[f.name])
+    return None
+
+
 @dataclass
 class ChunkRecord:
-    """A closed run of messages that becomes one L1 memory."""
+    """A closed run of messages that becomes one L1 memory.
 
-    item: str
-    id: str
-    source_ids: list[str]
-    compressed: bool = False
-    summary_id: str | None = None
+    The fields after ``item`` (the store's item id) are the stored record's, each with
+    its rule: :meth:`problem_of` reads a stored body by them, and the audit
+    (:mod:`context_manager.topology`) validates against them, so the schema is stated
+    here only.
+    """
+
+    item: str = field(metadata=_NOT_STORED)
+    id: str = field(metadata=_rule(_is_id, "its id is not a string"))
+    source_ids: list[str] = field(
+        metadata=_rule(_is_ids, "its source_ids are not a list of message ids")
+    )
+    compressed: bool = field(
+        default=False,
+        metadata=_rule(lambda v: isinstance(v, bool), "its compressed flag is not true or false"),
+    )
+    summary_id: str | None = field(
+        default=None, metadata=_rule(_is_optional_id, "its summary_id is not an id")
+    )
+
+    @classmethod
+    def problem_of(cls, body: Any) -> str | None:
+        """Why a stored ``body`` cannot be read as a chunk record, or None.
+
+        Examples
+        --------
+        >>> ChunkRecord.problem_of({"id": "c-0", "source_ids": ["m1"]}) is None
+        True
+        >>> ChunkRecord.problem_of({"id": "c-0", "source_ids": []})
+        'its source_ids are not a list of message ids'
+        >>> ChunkRecord.problem_of({"source_ids": ["m1"], "colour": 1})
+        'it lacks id'
+        """
+        return _problem(cls, body)
 
     def body(self) -> dict[str, Any]:
         return {
@@ -62,19 +141,32 @@ class ChunkRecord:
         }
 
 
+_FIRST_LAST = "its first and last are not message ids"
+
+
 @dataclass
 class SummaryEntry:
-    """A memory: L1 over a chunk's messages, L_k over L_{k-1} memories."""
+    """A memory: L1 over a chunk's messages, L_k over L_{k-1} memories.
 
-    item: str
-    id: str
-    level: int
-    content: str
-    tokens: int
-    source_ids: list[str]
-    first: str
-    last: str
-    parent_id: str | None = None
+    As for :class:`ChunkRecord`, the fields after ``item`` are the stored record's and
+    carry its rules (:meth:`problem_of`).
+    """
+
+    item: str = field(metadata=_NOT_STORED)
+    id: str = field(metadata=_rule(_is_id, "its id is not a string"))
+    level: int = field(
+        metadata=_rule(
+            lambda v: _is_int(v) and v >= 1, "its level {value!r} is not a whole number from 1"
+        )
+    )
+    content: str = field(metadata=_rule(lambda v: isinstance(v, str), "its content is not text"))
+    tokens: int = field(metadata=_rule(_is_int, "its tokens are not a whole number"))
+    source_ids: list[str] = field(metadata=_rule(_is_ids, "its source_ids are not a list of ids"))
+    first: str = field(metadata=_rule(lambda v: isinstance(v, str), _FIRST_LAST))
+    last: str = field(metadata=_rule(lambda v: isinstance(v, str), _FIRST_LAST))
+    parent_id: str | None = field(
+        default=None, metadata=_rule(_is_optional_id, "its parent_id is not an id")
+    )
     created: float = field(default_factory=time.time)
     stub: bool = False
     stitched: bool = False
@@ -89,6 +181,21 @@ class SummaryEntry:
         # a list as read back from the store; anything but text is no value
         values = self.values if isinstance(self.values, list | tuple) else ()
         self.values = tuple(v for v in values if isinstance(v, str))
+
+    @classmethod
+    def problem_of(cls, body: Any) -> str | None:
+        """Why a stored ``body`` cannot be read as a memory, or None.
+
+        Examples
+        --------
+        >>> body = {"id": "L1-0", "level": 1, "content": "x", "tokens": 1,
+        ...         "source_ids": ["m1"], "first": "m1", "last": "m1"}
+        >>> SummaryEntry.problem_of(body) is None
+        True
+        >>> SummaryEntry.problem_of({**body, "level": 0})
+        'its level 0 is not a whole number from 1'
+        """
+        return _problem(cls, body)
 
     @property
     def shown(self) -> str:
