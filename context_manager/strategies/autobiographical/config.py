@@ -334,7 +334,12 @@ class AutobiographicalConfig(BaseModel):
         description="True: a solver (``solver``) picks the fold depth per region "
         "under the budget. False: the threshold pyramid (newest history at L1, older at L2, "
         "oldest coarser, within ``l1_budget_tokens`` / ``l2_budget_tokens`` / "
-        "``l3_budget_tokens``).",
+        "``l3_budget_tokens``). This is the reference's pyramid *mode*, not only its solver: "
+        "it also asks each memory's recall question by ``recall_header_template`` (id, "
+        "level and span) where the adaptive path uses ``summary_context_label``. So "
+        "``solver='threshold-pyramid'`` with this on (the pyramid solver under the adaptive "
+        "recall question and ``solver_options``) sends other requests than this off, and "
+        "neither spelling is an alias of the other.",
     )
     solver: str = Field(
         default="kv-stable",
