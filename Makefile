@@ -39,7 +39,7 @@ notebooks: $(STAMP)
 soak: $(STAMP)
 	$(BIN)/python tests/soak.py $(SOAK_COMPILES)
 	$(BIN)/python tests/soak_threads.py $(SOAK_APPENDS)
-	FUZZ_TRIALS=$(SOAK_FUZZ) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_damaged_store.py
+	FUZZ_TRIALS=$(SOAK_FUZZ) $(BIN)/python -m pytest -q -p no:cacheprovider tests/context_manager/store/test_damaged_store.py
 
 schema: $(STAMP)
 	$(BIN)/python -c 'from folding.schema import write_schema; print(write_schema())'

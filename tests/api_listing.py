@@ -18,6 +18,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import sys
 import warnings
 from pathlib import Path
 
@@ -71,4 +72,8 @@ def listing() -> list[str]:
 
 
 if __name__ == "__main__":
+    # a script's folder comes first on the path, and the test folders here are named like
+    # the packages: it is left out, so the packages are read from the import path
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     print("\n".join(listing()))

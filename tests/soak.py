@@ -18,10 +18,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the repository root, ahead of this folder: its test folders are named like the packages
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from request_machine import TALLY, RequestMachine
-from test_incremental import LongHistory
+from tests.context_manager.strategies.test_incremental import LongHistory
+from tests.support.request_machine import TALLY, RequestMachine
 
 
 def main(goal: int) -> int:

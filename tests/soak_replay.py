@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the repository root, ahead of this folder: its test folders are named like the packages
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from request_machine import RequestMachine
-from test_incremental import LongHistory
+from tests.context_manager.strategies.test_incremental import LongHistory
+from tests.support.request_machine import RequestMachine
 
 
 class _Draws:

@@ -12,9 +12,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the repository root, ahead of this folder: its test folders are named like the packages
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from test_nothing_lost import threaded_run
+from tests.context_manager.manager.test_nothing_lost import threaded_run
 
 
 def main(goal: int) -> int:

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: fixtures, small agents, the request machine, fakes."""
