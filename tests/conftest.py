@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+# the shared helpers assert too: their failures are explained as a test module's are
+pytest.register_assert_rewrite("tests.support")
 
 settings.register_profile(
     "dev",

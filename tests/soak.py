@@ -1,9 +1,9 @@
 """Soak the request machine: ``python tests/soak.py [compiles] [--no-shrink]`` (``make soak``).
 
-Runs :class:`request_machine.RequestMachine` with fresh random seeds until at least
+Runs :class:`tests.support.request_machine.RequestMachine` with fresh random seeds until at least
 the given number of compiles (default 100,000) were driven through it, across every
 solver and the passthrough strategy (every third round from a long past, where
-compiles are windowed: :class:`test_incremental.LongHistory`), then prints the tally.
+compiles are windowed: :class:`tests.support.long_history.LongHistory`), then prints the tally.
 Any failure stops it with hypothesis's shrunk reproduction (``--no-shrink``: the
 failing run as found, at once).
 """
@@ -21,7 +21,7 @@ from hypothesis.stateful import run_state_machine_as_test
 # the repository root, ahead of this folder: its test folders are named like the packages
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.context_manager.strategies.test_incremental import LongHistory
+from tests.support.long_history import LongHistory
 from tests.support.request_machine import TALLY, RequestMachine
 
 

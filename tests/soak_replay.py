@@ -8,76 +8,14 @@ where the soak did. A drawn memory (``SummaryEntry(...)``) is looked up by its i
 
 from __future__ import annotations
 
-import ast
 import logging
-import re
 import sys
 from pathlib import Path
-from typing import Any
 
 # the repository root, ahead of this folder: its test folders are named like the packages
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.context_manager.strategies.test_incremental import LongHistory
-from tests.support.request_machine import RequestMachine
-
-
-class _Draws:
-    """Stands in for hypothesis's ``data``: hands out the recorded draws in order."""
-
-    def __init__(self, machine: RequestMachine, pending: list[tuple[str, Any]]) -> None:
-        self.machine, self.pending = machine, pending
-
-    def draw(self, _strategy: object) -> Any:
-        kind, value = self.pending.pop(0)
-        if kind == "memory":
-            return next(s for s in self.machine.memories() if s.id == value)
-        return value
-
-
-def replay(text: str) -> int:
-    """Run the case in ``text``; returns the steps taken (raises where it fails)."""
-    lines = text.splitlines()
-    machine: RequestMachine | None = None
-    pending: list[tuple[str, Any]] = []
-    steps, i = 0, 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("Draw"):
-            value = line.split(": ", 1)[1]
-            if value.startswith("SummaryEntry("):
-                while value.count("(") != value.count(")"):
-                    i += 1
-                    value += lines[i]
-                found = re.search(r"\bid='([^']+)'", value)
-                assert found is not None, value
-                pending.append(("memory", found.group(1)))
-            else:
-                pending.append(("value", ast.literal_eval(value)))
-        elif line.startswith("state.") and not line.startswith("state.teardown"):
-            matched = re.match(r"state\.(\w+)\((.*)\)$", line)
-            assert matched is not None, line
-            name, args = matched.groups()
-            kwargs = ast.literal_eval(
-                "{"
-                + re.sub(r"(\w+)=", r"'\1': ", args.replace("data=data(...)", "data=None"))
-                + "}"
-            )
-            if machine is None:  # the first rule opens the machine the case ran
-                machine = LongHistory() if "LongHistory" in text else RequestMachine()
-            if "data" in kwargs:
-                kwargs["data"] = _Draws(machine, pending)
-            getattr(machine, name)(**kwargs)
-            steps += 1
-            if machine.cm is not None:
-                machine.records_agree_with_messages()
-                machine.the_store_keeps_thinking()
-                machine.the_window_is_what_was_presented()
-        i += 1
-    if machine is not None:
-        machine.teardown()
-    return steps
-
+from tests.support.replay import replay
 
 if __name__ == "__main__":
     logging.disable(logging.WARNING)

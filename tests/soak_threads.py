@@ -15,7 +15,7 @@ from pathlib import Path
 # the repository root, ahead of this folder: its test folders are named like the packages
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.context_manager.manager.test_nothing_lost import threaded_run
+from tests.support.extractive_agent import threaded_run
 
 
 def main(goal: int) -> int:

@@ -26,8 +26,8 @@ from context_manager import (
 )
 from context_manager.manager import CompileResult, Injection
 from context_manager.messages import from_anthropic, from_openai, to_anthropic, to_openai
-from tests.integrations.test_providers import anthropic_ok, openai_ok
 from tests.support.loopback import LoopbackServer, Reply
+from tests.support.provider_replies import anthropic_ok, openai_ok
 
 KEY = "test-key-not-real"
 TOOLS = [

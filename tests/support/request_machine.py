@@ -86,7 +86,9 @@ TALLY: Counter[str] = Counter()
 """Outcomes over every run of the machine in this process (read by the soak)."""
 
 
-def _strategy(method: str, head: int = 0) -> AutobiographicalStrategy | PassthroughStrategy:
+def machine_strategy(method: str, head: int = 0) -> AutobiographicalStrategy | PassthroughStrategy:
+    """The strategy the machine runs for ``method`` (a solver, ``threshold-pyramid`` or
+    ``passthrough``), with a raw head window of ``head`` tokens."""
     if method == "passthrough":
         return PassthroughStrategy()
     options: dict[str, Any] = {
@@ -258,7 +260,7 @@ class RequestMachine(RuleBasedStateMachine):
     def _open(self, *, first: bool = False) -> None:
         """Open the manager on the store; the first time, give it the agent's tools (the
         store keeps them, with the system prompt, for every later open)."""
-        self.strategy = _strategy(self.method, self.head)
+        self.strategy = machine_strategy(self.method, self.head)
         self.cm = ContextManager.open(
             path=self.path,
             strategy=self.strategy,
@@ -754,7 +756,7 @@ class RequestMachine(RuleBasedStateMachine):
             return
         cm = self.manager
         live = cm._strategy
-        fresh = _strategy(self.method, self.head)
+        fresh = machine_strategy(self.method, self.head)
         with cm._lock:
             fresh.initialize(cm._ctx)
             cm._strategy = fresh
@@ -1017,7 +1019,7 @@ class RequestMachine(RuleBasedStateMachine):
         child = self.manager.derive(self.dir / f"derived-{self.n}.db")
         derived = ContextManager.open(
             path=child,
-            strategy=_strategy(self.method, self.head),
+            strategy=machine_strategy(self.method, self.head),
             summarizer=self.summarizer,
             counter=COUNTER,
             clock=self.clock,

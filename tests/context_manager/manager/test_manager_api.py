@@ -42,8 +42,7 @@ from context_manager.strategies.base import (
     StrategyContext,
 )
 from context_manager.summarizer import Completion, CompletionRequest
-from tests.context_manager.manager.test_manager_stateful import strategy
-from tests.context_manager.manager.test_nothing_lost import records_agree_with_messages
+from tests.support.extractive_agent import records_agree_with_messages, strategy
 
 COUNTER = CharsCounter()
 

@@ -22,23 +22,10 @@ from context_manager import (
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from foldbench import dataset
 from foldbench.loaders import load_swe_agent
+from tests.support.extractive_agent import records_agree_with_messages, strategy
 
 DATA = dataset("swe-agent")  # MIT, LICENSE beside them
 COUNTER = CharsCounter()
-
-
-def strategy(**extra: object) -> AutobiographicalStrategy:
-    options: dict[str, object] = {
-        "compression_model": "extractive",
-        "target_chunk_tokens": 120,
-        "recent_window_tokens": 300,
-        "merge_threshold": 3,
-        "summary_target_tokens": 30,
-        "l1_holdback_chunks": 0,
-        "min_chunk_chars_for_llm": 0,
-    }
-    options.update(extra)
-    return AutobiographicalStrategy(**options)  # type: ignore[arg-type]
 
 
 def open_manager(path: Path) -> tuple[ContextManager, AutobiographicalStrategy]:
@@ -128,8 +115,6 @@ CRASHER = textwrap.dedent(
 
 @pytest.mark.slow
 def test_killed_manager_reopens_intact(tmp_path: Path) -> None:
-    from tests.context_manager.manager.test_nothing_lost import records_agree_with_messages
-
     path = tmp_path / "crash.db"
     acknowledged = -1
     for trial in range(50):

@@ -12,7 +12,6 @@ from context_manager import (
     ConfigError,
     ContextManager,
     ExtractiveSummarizer,
-    OverBudgetError,
     PassthroughStrategy,
     StoreFullError,
 )
@@ -20,18 +19,14 @@ from context_manager.deadline import MAX_ABANDONED
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.base import StoredMessage, StrategyContext
 from context_manager.summarizer import Completion, CompletionRequest
-from tests.context_manager.manager.test_manager_stateful import strategy
+from tests.support.extractive_agent import (
+    open_extractive,
+    records_agree_with_messages,
+    strategy,
+    threaded_run,
+)
 
 COUNTER = CharsCounter()
-
-
-def _open(path: Path | str, s: object | None = None) -> ContextManager:
-    return ContextManager.open(
-        path=path,
-        strategy=s if s is not None else strategy(recent_window_tokens=100),  # type: ignore[arg-type]
-        summarizer=ExtractiveSummarizer(target_tokens=30),
-        counter=COUNTER,
-    )
 
 
 def _talk(cm: ContextManager, n: int, tag: str = "m") -> list[str]:
@@ -41,29 +36,6 @@ def _talk(cm: ContextManager, n: int, tag: str = "m") -> list[str]:
         )
         for i in range(n)
     ]
-
-
-def records_agree_with_messages(cm: ContextManager) -> None:
-    """Every chunk record and every memory names a contiguous run of live messages, and
-    every compressed chunk's memory exists and covers exactly the chunk."""
-    s = cm.strategy
-    assert isinstance(s, AutobiographicalStrategy)
-    position = {m.id: i for i, m in enumerate(cm.get_messages())}
-
-    def contiguous(ids: list[str]) -> bool:
-        return all(i in position for i in ids) and [position[i] for i in ids] == list(
-            range(position[ids[0]], position[ids[0]] + len(ids))
-        )
-
-    for chunk in s.chunks:
-        assert chunk.source_ids and contiguous(chunk.source_ids), chunk
-        if chunk.compressed:
-            assert chunk.summary_id in s.summaries
-            assert s.leaves_of(s.summaries[chunk.summary_id]) == chunk.source_ids
-    for memory in s.summaries.values():
-        assert contiguous(s.leaves_of(memory)), memory.id
-        if memory.parent_id is not None:
-            assert memory.parent_id in s.summaries
 
 
 def compression_is_done(cm: ContextManager) -> None:
@@ -78,7 +50,7 @@ def compression_is_done(cm: ContextManager) -> None:
 # ------------------------------------------------------------------ removals
 def test_removing_most_of_the_first_chunks_keeps_compression_moving(tmp_path: Path) -> None:
     path = tmp_path / "cm.db"
-    cm = _open(path)
+    cm = open_extractive(path)
     _talk(cm, 40)
     cm.drain()
     s = cm.strategy
@@ -95,7 +67,7 @@ def test_removing_most_of_the_first_chunks_keeps_compression_moving(tmp_path: Pa
     compression_is_done(cm)
     assert cm.compile(max_tokens=2000, reserve_for_response=0).render_stats["tokens"] <= 2000
     cm.close()
-    cm = _open(path)  # and after reopening
+    cm = open_extractive(path)  # and after reopening
     records_agree_with_messages(cm)
     _talk(cm, 20, tag="r")
     cm.drain()
@@ -105,7 +77,7 @@ def test_removing_most_of_the_first_chunks_keeps_compression_moving(tmp_path: Pa
 
 
 def test_a_memory_over_a_removed_message_is_dropped_and_its_chunk_remembered_again() -> None:
-    cm = _open(":memory:", strategy(recent_window_tokens=100, merge_threshold=2))
+    cm = open_extractive(":memory:", strategy(recent_window_tokens=100, merge_threshold=2))
     _talk(cm, 40)
     cm.drain()
     s = cm.strategy
@@ -126,7 +98,7 @@ def test_a_memory_over_a_removed_message_is_dropped_and_its_chunk_remembered_aga
 
 
 def test_removing_a_whole_chunk_retires_it_and_chunk_ids_are_not_reused() -> None:
-    cm = _open(":memory:")
+    cm = open_extractive(":memory:")
     _talk(cm, 30)
     cm.drain()
     s = cm.strategy
@@ -144,7 +116,7 @@ def test_removing_a_whole_chunk_retires_it_and_chunk_ids_are_not_reused() -> Non
 
 # --------------------------------------------------------- all-or-nothing
 def test_an_invalid_hold_is_refused_before_anything_is_written() -> None:
-    cm = _open(":memory:")
+    cm = open_extractive(":memory:")
     _talk(cm, 3)
     for hold in (-1.0, 0, float("nan"), float("inf"), "soon"):
         with pytest.raises(ConfigError, match="hold"):
@@ -167,7 +139,7 @@ def test_a_failed_add_message_stores_nothing(tmp_path: Path) -> None:
     s = _FailsOnTheNthMessage(**strategy(recent_window_tokens=100).config.model_dump())
     s.fail_at = 25
     path = tmp_path / "cm.db"
-    cm = _open(path, s)
+    cm = open_extractive(path, s)
     ids = _talk(cm, 24)
     chunks = [c.id for c in s.chunks]
     with pytest.raises(OSError):
@@ -177,7 +149,7 @@ def test_a_failed_add_message_stores_nothing(tmp_path: Path) -> None:
     s.fail_at = 0
     cm.add_message("User", "after")
     cm.close()
-    cm = _open(path)
+    cm = open_extractive(path)
     assert [m.id for m in cm.get_messages()][:-1] == ids
     records_agree_with_messages(cm)
     cm.close()
@@ -199,7 +171,7 @@ def _beside(a: ContextManager) -> ContextManager:
 
 
 def test_a_second_manager_on_the_same_store_sees_the_first_ones_messages() -> None:
-    a = _open(":memory:", PassthroughStrategy())
+    a = open_extractive(":memory:", PassthroughStrategy())
     b = _beside(a)
     a.add_message("User", "one")
     assert [m.message.text for m in b.get_messages()] == ["one"]
@@ -212,50 +184,6 @@ def test_a_second_manager_on_the_same_store_sees_the_first_ones_messages() -> No
         "two",
         "three",
     ]
-
-
-def threaded_run(path: Path, threads: int, per_thread: int) -> tuple[int, int]:
-    """``threads`` threads sharing one manager append ``per_thread`` messages each, with
-    ticks and compiles between; after reopening, every acknowledged message must be
-    there with its text and nothing else. Returns (acknowledged, found)."""
-    cm = _open(path)
-    acknowledged: list[list[tuple[str, str]]] = [[] for _ in range(threads)]
-    errors: list[BaseException] = []
-    start = threading.Barrier(threads)
-
-    def work(t: int) -> None:
-        try:
-            start.wait()
-            for i in range(per_thread):
-                text = f"t{t}m{i} " + " ".join(f"w{j}" for j in range(20))
-                acknowledged[t].append((cm.add_message("User", text), text))
-                if i % 10 == t % 10:
-                    cm.tick()
-                if i % 25 == t:
-                    try:
-                        sent = cm.compile(max_tokens=3000, reserve_for_response=0)
-                        assert sent.render_stats["tokens"] <= 3000
-                    except OverBudgetError as exc:  # compression behind: a refusal, typed
-                        assert exc.actual > exc.budget
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert errors == []
-    records_agree_with_messages(cm)
-    cm.close()
-    cm = _open(path)
-    stored = {m.id: m.message.text for m in cm.get_messages()}
-    expected = {i: text for acks in acknowledged for i, text in acks}
-    assert len(expected) == per_thread * threads
-    assert stored == expected
-    records_agree_with_messages(cm)
-    cm.close()
-    return len(expected), len(stored)
 
 
 def test_threads_sharing_a_manager_lose_nothing(tmp_path: Path) -> None:
@@ -395,7 +323,7 @@ def test_work_given_up_on_can_be_retried() -> None:
 def test_a_merge_whose_write_fails_leaves_memory_and_store_agreeing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    cm = _open(":memory:", strategy(recent_window_tokens=100, merge_threshold=2))
+    cm = open_extractive(":memory:", strategy(recent_window_tokens=100, merge_threshold=2))
     _talk(cm, 12)
     s = cm.strategy
     assert isinstance(s, AutobiographicalStrategy)
@@ -429,7 +357,7 @@ def test_a_merge_whose_write_fails_leaves_memory_and_store_agreeing(
 
 
 def test_a_removal_through_another_manager_is_followed() -> None:
-    a = _open(":memory:")
+    a = open_extractive(":memory:")
     _talk(a, 30)
     a.drain()
     s = a.strategy

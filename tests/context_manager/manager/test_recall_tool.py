@@ -13,7 +13,7 @@ import pytest
 
 from context_manager import CharsCounter, ConfigError, ContextManager
 from context_manager.recall import RecallInputError, RecallTool
-from tests.context_manager.strategies.test_memory_values import (
+from tests.support.memory_values import (
     PROSE,
     RESERVATION,
     open_cm,

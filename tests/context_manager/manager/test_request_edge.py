@@ -38,7 +38,7 @@ from context_manager import (  # noqa: E402
 )
 from context_manager.pairing import PLACEHOLDER  # noqa: E402
 from context_manager.strategies.autobiographical import AutobiographicalStrategy  # noqa: E402
-from tests.context_manager.manager.test_manager_stateful import strategy  # noqa: E402
+from tests.support.extractive_agent import strategy  # noqa: E402
 from tests.support.request_machine import recount  # noqa: E402
 
 COUNTER = CharsCounter()

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.soak_replay import replay
 from tests.support.paths import TESTS
+from tests.support.replay import replay
 
 FINDINGS = sorted((TESTS / "soak_findings").glob("*.txt"))
 

@@ -4,7 +4,6 @@ search, the adaptive compile through the solver adapter, and budgets (spec §7).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,52 +26,7 @@ from context_manager import (
 )
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.summarizer import MEMORY_MARKER, ExtractiveSummarizer, Usage
-
-
-class ScriptedSummarizer:
-    """A provider stand-in: records every request, answers from a script."""
-
-    def __init__(self, answer: Callable[[CompletionRequest, int], Completion] | None = None):
-        self.requests: list[CompletionRequest] = []
-        self.answer = answer
-
-    def complete(self, request: CompletionRequest) -> Completion:
-        self.requests.append(request)
-        if self.answer is not None:
-            return self.answer(request, len(self.requests))
-        n = len(self.requests)
-        return Completion(
-            text=f"I remember part {n}.", stop_reason="end_turn", usage=Usage(output_tokens=6)
-        )
-
-
-def open_cm(
-    tmp_path: Path | None, summarizer: Any = None, name: str = "cm.db", **options: Any
-) -> tuple[ContextManager, AutobiographicalStrategy]:
-    """A manager on ``tmp_path / name`` (in memory when ``tmp_path`` is None) whose memory
-    requests carry the context before their chunk (the head, the recall ladder and the
-    middle), which most tests here are about."""
-    config = {
-        "compression_model": "test-model",
-        "compression_source_only": False,
-        "target_chunk_tokens": 100,
-        "recent_window_tokens": 0,
-        "l1_holdback_chunks": 0,
-        "min_chunk_chars_for_llm": 0,
-        **options,
-    }
-    strategy = AutobiographicalStrategy(**config)
-    cm = ContextManager.open(
-        path=":memory:" if tmp_path is None else tmp_path / name,
-        strategy=strategy,
-        summarizer=summarizer,
-        counter=CharsCounter(),
-    )
-    return cm, strategy
-
-
-def words(n: int, tag: str) -> str:
-    return " ".join(f"{tag}w{i}" for i in range(n))
+from tests.support.scripted_summarizer import ScriptedSummarizer, open_cm, two_l2_ladder, words
 
 
 def converse(cm: ContextManager, n: int, *, turns: bool = False) -> None:
@@ -684,31 +638,6 @@ def test_pyramid_template_is_checked(tmp_path: Path) -> None:
         AutobiographicalStrategy(compression_model="m", recall_header_template="{nope}")
 
 
-def _two_l2_ladder(
-    tmp_path: Path, answer: Callable[[CompletionRequest, int], Completion], **options: Any
-) -> Any:
-    """Six L1s merged three by three into two L2s, then a seventh chunk's request pending
-    (``options``: more strategy options)."""
-    refusing = {"on": False}
-
-    def script(request: CompletionRequest, n: int) -> Completion:
-        if refusing["on"]:
-            return answer(request, n)
-        return Completion(text=f"I remember part {n}.", stop_reason="end_turn")
-
-    s = ScriptedSummarizer(script)
-    cm, strategy = open_cm(tmp_path, s, merge_threshold=3, **options)
-    for i in range(25):  # six chunks of four, and the newest message, always in the tail
-        cm.add_message("User", words(20, f"m{i}"))
-    cm.drain()
-    assert sorted(x.level for x in strategy.frontier_summaries()) == [2, 2]
-    refusing["on"] = True
-    for i in range(25, 29):
-        cm.add_message("User", words(20, f"m{i}"))
-    s.requests.clear()
-    return cm, strategy, s
-
-
 def _texts(request: CompletionRequest) -> list[str]:
     return [m.text for m in request.messages]
 
@@ -719,7 +648,7 @@ def test_a_refusal_tries_variants_that_open_one_merged_memory(tmp_path: Path) ->
             return Completion(text="I can't.", stop_reason="refusal")
         return Completion(text="I remember the seventh part.", stop_reason="end_turn")
 
-    cm, strategy, s = _two_l2_ladder(tmp_path, answer)
+    cm, strategy, s = two_l2_ladder(tmp_path, answer)
     before = len(strategy.summaries)
     cm.drain()
     assert len(s.requests) == 3
@@ -747,7 +676,7 @@ def test_refused_in_every_variant_is_never_sent_again(tmp_path: Path) -> None:
     def refuse(request: CompletionRequest, n: int) -> Completion:
         return Completion(text="No.", stop_reason="refusal")
 
-    cm, strategy, s = _two_l2_ladder(tmp_path, refuse)
+    cm, strategy, s = two_l2_ladder(tmp_path, refuse)
     cm.drain()
     assert len(s.requests) == 3  # canonical + both variants
     assert not strategy.chunks[6].compressed and cm.is_ready()

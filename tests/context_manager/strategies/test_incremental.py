@@ -8,15 +8,21 @@ read the store compiles, and that without the window the whole history is stated
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import shutil
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+import solvers
 from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer, OverBudgetError
-from tests.context_manager.manager.test_manager_stateful import strategy
+from tests.support.extractive_agent import strategy
+from tests.support.long_history import LongHistory, long_past_store
+from tests.support.request_machine import COUNTER as MACHINE_COUNTER
+from tests.support.request_machine import TALLY, FaultySummarizer, machine_strategy
 
 COUNTER = CharsCounter()
 BUDGET = 1500
@@ -119,56 +125,6 @@ def test_a_window_never_hides_a_pinned_or_locked_message(tmp_path: Path) -> None
 
 
 # ------------------------------------------------- the differential machine
-import contextlib  # noqa: E402
-import shutil  # noqa: E402
-import tempfile  # noqa: E402
-
-from hypothesis import strategies as st  # noqa: E402
-from hypothesis.stateful import initialize  # noqa: E402
-
-import solvers  # noqa: E402
-from tests.support.request_machine import COUNTER as MACHINE_COUNTER  # noqa: E402
-from tests.support.request_machine import TALLY, FaultySummarizer, RequestMachine, _strategy  # noqa: E402
-
-WINDOWED = [m for m in solvers.names() if solvers.capabilities(m).windowed]
-_TEMPLATES: dict[str, Path] = {}
-
-
-def _template(method: str) -> Path:
-    """A store of an agent with a long past (900 messages, every memory written, a
-    frontier committed every 40 messages), built once per solver and copied per run."""
-    if method not in _TEMPLATES:
-        path = Path(tempfile.mkdtemp()) / "long.db"
-        cm = ContextManager.open(
-            path=path,
-            strategy=_strategy(method),
-            summarizer=FaultySummarizer(),
-            counter=MACHINE_COUNTER,
-        )
-        cm.set_tool_definitions([{"name": "bash"}])
-        for i in range(900):
-            cm.add_message("User" if i % 2 == 0 else "Claude", f"turn {i} " + "word " * (i % 17))
-            if (i + 1) % 40 == 0:
-                cm.drain()
-                with contextlib.suppress(OverBudgetError):
-                    cm.compile(max_tokens=1200, reserve_for_response=0)
-        cm.close()
-        _TEMPLATES[method] = path
-    return _TEMPLATES[method]
-
-
-class LongHistory(RequestMachine):
-    """The request machine on an agent with a long past, where compiles are windowed:
-    every live compile is checked against a strategy that just read the store (the
-    machine's ``_check_from_scratch``), besides every invariant of the request edge."""
-
-    @initialize(method=st.sampled_from(WINDOWED))
-    def open(self, method: str) -> None:  # type: ignore[override]
-        self.method = method
-        shutil.copyfile(_template(method), self.path)
-        self._open(first=True)
-
-
 LongHistory.TestCase.settings = settings(
     max_examples=12, stateful_step_count=25, derandomize=True, database=None, deadline=None
 )
@@ -212,10 +168,10 @@ def test_a_window_that_comes_back_answers_as_following_it_to_the_last_round_does
     monkeypatch.setattr(solving, "_solve", both)
     monkeypatch.setattr(solving, "_repeated", counted)
     path = tmp_path / "s.db"
-    shutil.copyfile(_template("kv-stable"), path)
+    shutil.copyfile(long_past_store("kv-stable"), path)
     cm = ContextManager.open(
         path=path,
-        strategy=_strategy("kv-stable"),
+        strategy=machine_strategy("kv-stable"),
         summarizer=FaultySummarizer(),
         counter=MACHINE_COUNTER,
     )
@@ -230,7 +186,8 @@ def test_a_window_that_comes_back_answers_as_following_it_to_the_last_round_does
 
 
 def test_the_long_machine_compiles_windowed() -> None:
-    """The differential machine above is not vacuous: its compiles state blocks."""
+    """The differential machine (``TestLongHistory``) is not vacuous: its compiles state
+    blocks."""
     before = TALLY["windowed"]
     machine = LongHistory()
     try:

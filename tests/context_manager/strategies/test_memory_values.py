@@ -11,31 +11,16 @@ from typing import Any
 
 import pytest
 
-from context_manager import (
-    CharsCounter,
-    ContextManager,
-    ExtractiveSummarizer,
-    OverBudgetError,
-    ToolResultBlock,
-    ToolUseBlock,
+from context_manager import ContextManager, OverBudgetError
+from tests.support.memory_values import (
+    COUNTER,
+    PROSE,
+    TICKETS,
+    open_cm,
+    reservation_talk,
+    ticket_manager,
 )
-from context_manager.strategies.autobiographical import AutobiographicalStrategy
 
-COUNTER = CharsCounter()
-
-# tau-bench airline, a get_reservation_details result (verbatim)
-RESERVATION = (
-    '{"reservation_id": "JG7FMM", "user_id": "omar_davis_3817", "origin": "MCO", '
-    '"destination": "CLT", "flight_type": "one_way", "cabin": "business", "flights": '
-    '[{"origin": "MCO", "destination": "BOS", "flight_number": "HAT028", "date": '
-    '"2024-05-21", "price": 1859}, {"origin": "BOS", "destination": "CLT", '
-    '"flight_number": "HAT277", "date": "2024-05-21", "price": 1679}], "passengers": '
-    '[{"first_name": "Omar", "last_name": "Davis", "dob": "1982-10-19"}, {"first_name": '
-    '"Fatima", "last_name": "Patel", "dob": "1950-05-04"}], "payment_history": '
-    '[{"payment_id": "credit_card_2929732", "amount": 7136}], "created_at": '
-    '"2024-05-11T08:28:51", "total_baggages": 3, "nonfree_baggages": 0, "insurance": "yes"}'
-)
-PROSE = "Hi, I would like to look at my reservation JG7FMM please."
 VALUES = (
     "credit_card_2929732",
     "omar_davis_3817",
@@ -48,43 +33,6 @@ VALUES = (
 """The chunk's values ranked (JG7FMM is in the prose), as many as 30 tokens hold: their
 line is 111 characters (28 tokens), and 1950-05-04 would make it 123 (31)."""
 LINE = "Exact values: " + "; ".join(VALUES)
-
-
-def open_cm(path: Path | str, **options: Any) -> ContextManager:
-    config: dict[str, Any] = {
-        "compression_model": "extractive",
-        "target_chunk_tokens": 200,
-        "min_chunk_messages": 2,
-        "summary_target_tokens": 20,
-        "memory_values_tokens": 30,
-        "recent_window_tokens": 40,
-        "l1_holdback_chunks": 0,
-        **options,
-    }
-    return ContextManager.open(
-        path=path,
-        strategy=AutobiographicalStrategy(**config),
-        summarizer=ExtractiveSummarizer(),
-        counter=COUNTER,
-    )
-
-
-def reservation_talk(cm: ContextManager) -> list[str]:
-    """Seven messages; the first three (203 tokens) close one chunk."""
-    call = ToolUseBlock(
-        id="call_1", name="get_reservation_details", input={"reservation_id": "JG7FMM"}
-    )
-    return [
-        cm.add_message("User", PROSE),
-        cm.add_message("Claude", [call]),
-        cm.add_message("User", [ToolResultBlock(tool_use_id="call_1", content=RESERVATION)]),
-        cm.add_message(
-            "Claude", "Your reservation has two business flights on May 21st, through Boston."
-        ),
-        cm.add_message("User", "Thanks. Now I also want to check the baggage rules for my trip."),
-        cm.add_message("Claude", "Business passengers may check two bags each at no extra cost."),
-        cm.add_message("User", "Great, that is all."),
-    ]
 
 
 def only_memory(cm: ContextManager) -> Any:
@@ -209,32 +157,6 @@ def test_the_default_allowance_is_a_quarter_of_the_memory_target(tmp_path: Path)
 
 
 # ---------------------------------------------------------------------- merges
-TICKETS = [
-    ("User", "Open ticket T-48213-C about the login page."),
-    ("Claude", "Opened it. The fix is in commit 9fceb02 on the main branch."),
-    ("User", "Now ticket T-50077-A about the search page."),
-    ("Claude", "Done. That fix is in commit 3ab61e7d on the main branch."),
-    ("User", "Thanks."),
-]
-
-
-def ticket_manager(tmp_path: Path, values_tokens: int) -> ContextManager:
-    """Two chunks of two messages (26 and 25 tokens), merged into one L2."""
-    cm = open_cm(
-        tmp_path / "t.db",
-        target_chunk_tokens=25,
-        summary_target_tokens=10,
-        memory_values_tokens=values_tokens,
-        merge_threshold=2,
-        recent_window_tokens=0,
-        min_chunk_chars_for_llm=0,
-    )
-    for who, text in TICKETS:
-        cm.add_message(who, text)
-    cm.drain()
-    return cm
-
-
 def memories(cm: ContextManager) -> dict[int, list[Any]]:
     out: dict[int, list[Any]] = {}
     for memory, _ in cm.search_summaries(include_merged=True):

@@ -18,12 +18,7 @@ from pydantic import ValidationError
 from context_manager.messages import Message, ToolResultBlock, ToolUseBlock
 from context_manager.strategies.autobiographical import ToolProseFallback
 from context_manager.summarizer import MEMORY_MARKER, Completion, CompletionRequest, Usage
-from tests.context_manager.strategies.test_autobiographical import (
-    ScriptedSummarizer,
-    _two_l2_ladder,
-    open_cm,
-    words,
-)
+from tests.support.scripted_summarizer import ScriptedSummarizer, open_cm, two_l2_ladder, words
 
 INSTRUCTION = "[CM] Write the memory of what happened"
 
@@ -76,7 +71,7 @@ def test_the_chunk_alone_is_the_last_rung_before_giving_up(tmp_path: Path) -> No
             return Completion(text="I remember it alone.", stop_reason="end_turn")
         return Completion(text="No.", stop_reason="refusal")
 
-    cm, strategy, s = _two_l2_ladder(tmp_path, answer, compression_source_only_fallback=True)
+    cm, strategy, s = two_l2_ladder(tmp_path, answer, compression_source_only_fallback=True)
     cm.drain()
     # the canonical request, its two variants, then the chunk alone
     assert [is_alone(r) for r in s.requests] == [False, False, False, True]
