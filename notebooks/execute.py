@@ -5,7 +5,7 @@
 The notebooks are kept with their outputs, so a reader sees the figures without
 running them; the small scale (``CTXFOLD_NOTEBOOK_SCALE=small``) and 60-dpi figures
 keep each file small. The test suite runs them again on every change
-(``tests/test_notebooks.py``).
+(``tests/package/test_notebooks.py``).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ whatever was folded before; until the next fold the request at call ``t`` is
 
 Both parts of the cost are within ``rho`` of the cheapest schedule's, so the
 sum is. The bound is loose: on random arrivals the lazy schedule comes within a
-few per cent of the cheapest (``tests/test_schedule.py`` checks the theorem
+few per cent of the cheapest (``tests/solvers/test_schedule.py`` checks the theorem
 against :meth:`AppendSchedule.cheapest`, an exact search, over short horizons).
 
 Why fold deep: for steady arrivals ``a`` the cost per call of folding down to a
