@@ -3,7 +3,8 @@
 The package splits it by job: :mod:`.base` (the application, its command class, exit
 statuses, consoles and plugins), :mod:`.limits` (the limits of what it reads and
 draws), :mod:`.previews` (one-line previews of stored content), :mod:`.problems` (the
-commands on fold problems) and :mod:`.stores` (the commands on stores). Importing it
+commands on fold problems), :mod:`.serve` (the context service) and :mod:`.stores` (the
+commands on stores). Importing it
 registers the commands, in that order. This module is the facade: its names are the
 public ones.
 """
@@ -37,6 +38,7 @@ from .problems import schema as schema
 from .problems import show as show
 from .problems import solve as solve
 from .problems import validation_summary as validation_summary
+from .serve import serve as serve
 from .stores import AUDIT_STATUS as AUDIT_STATUS
 from .stores import REPAIR_STATUS as REPAIR_STATUS
 from .stores import audit as audit
