@@ -309,6 +309,7 @@ def test_readme_agent_loop_folds_a_long_session(
 def _run_readme(capsys: pytest.CaptureFixture[str]) -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     blocks = [part.split("```", 1)[0] for part in text.split("```python\n")[1:]]
+    blocks = [code for code in blocks if "ContextClient(" not in code]  # needs a service
     assert len(blocks) >= 2
     for code in blocks:
         exec(compile(code, "README.md", "exec"), {})
