@@ -43,13 +43,13 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import assembly
 from ..assembly import models as wire
 from ..messages import ContentBlock, TextBlock
 from ..request import Injection
 from ..summarizer import Summarizer
-from .agents import AgentPool, CountingSummarizer, build_summarizer
+from .agents import AgentPool
 from .errors import STATUS, ErrorBody, ServiceError, answer
+from .functions import FUNCTIONS, Answered, Summarizers, call_function
 from .metrics import Metrics
 from .reload import LiveSettings
 from .schemas import (
@@ -73,19 +73,11 @@ from .schemas import (
 )
 from .settings import AGENT_ID, ApiKey, ServiceSettings
 
-__all__ = ["FUNCTIONS", "create_app"]
+__all__ = ["create_app"]
 
 log = logging.getLogger("context_manager.service")
 
 T = TypeVar("T")
-
-FUNCTIONS: dict[str, tuple[Callable[..., BaseModel], type[BaseModel], Any]] = {
-    "assemble": (assembly.assemble, wire.AssembleRequest, wire.AssembleResponse),
-    "count-tokens": (assembly.count_tokens, wire.CountTokensRequest, wire.CountTokensResponse),
-    "prune": (assembly.prune, wire.PruneRequest, wire.PruneResponse),
-    "compact": (assembly.compact, wire.CompactRequest, wire.CompactResponse),
-}
-"""Route name -> (the function, its request model, its response model)."""
 
 
 def _errors(*codes: str) -> dict[int | str, dict[str, Any]]:
@@ -205,19 +197,9 @@ def create_app(
     env = dict(os.environ if environ is None else environ)
     metrics = Metrics()
     pool = AgentPool(settings_live, metrics, environ=env, summarizer=summarizer)
-    summarizers: dict[Any, Summarizer] = {}
     settings_live.on_change(lambda old, new: metrics.count("ctxfold_config_reloads_total"))
 
-    def function_summarizer(settings: ServiceSettings) -> Summarizer | None:
-        if summarizer is not None:
-            return CountingSummarizer(summarizer, metrics)
-        key = settings.summarizer
-        if key not in summarizers:
-            try:
-                summarizers[key] = CountingSummarizer(build_summarizer(key, env), metrics)
-            except Exception:
-                return None
-        return summarizers[key]
+    summarizers = Summarizers(environ=env, override=summarizer, metrics=metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -355,17 +337,14 @@ def create_app(
                 raise ServiceError(
                     "service/malformed_json", "the request body is not valid JSON"
                 ) from None
-            if not isinstance(body, dict):
-                raise ServiceError("context/invalid_request", "the request must be a JSON object")
             settings = settings_live.current
-            summarizer = function_summarizer(settings) if name in ("assemble", "compact") else None
 
-            def call() -> BaseModel:
-                return function(body, config=settings.assembly, summarizer=summarizer)
+            def call() -> Answered:
+                return call_function(name, body, settings=settings, summarizers=summarizers)
 
-            result = await run(call)
-            content = result.model_dump_json(exclude_none=True)
-            if isinstance(result, wire.CompactBusy):
+            answered = await run(call)
+            content = answered.json
+            if answered.busy:
                 retry = max(1, settings.assembly.lease_ttl_secs)
                 return Response(
                     content,
