@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint schema bench soak scale notebooks clean
+.PHONY: demo test lint schema bench soak scale load notebooks clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
@@ -46,6 +46,17 @@ schema: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/asv machine --yes > /dev/null && $(BIN)/asv run --python=same --quick --show-stderr
+
+# ctxfold serve under load on loopback: LOAD_AGENTS agent loops of LOAD_TURNS turns with a
+# configuration reload midway (out/load.json), then LOAD_KILLS SIGKILL trials, each
+# restarted and checked: every acknowledged message found, every store audited
+# (out/load-kills.json)
+LOAD_AGENTS ?= 32
+LOAD_TURNS ?= 200
+LOAD_KILLS ?= 20
+load: $(STAMP)
+	$(BIN)/python benchmarks/load.py --agents $(LOAD_AGENTS) --turns $(LOAD_TURNS) --reload --out out/load.json
+	$(BIN)/python benchmarks/load.py --agents 8 --kill-trials $(LOAD_KILLS) --out out/load-kills.json
 
 # the agent loop's per-call cost against history length, ours and the peers:
 # out/scale.json, out/scale.md and out/scale.png (SCALE_ARGS=--million adds 1M messages)
