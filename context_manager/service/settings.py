@@ -143,7 +143,13 @@ class ServiceSettings(_Section):
     """Everything ``ctxfold serve`` reads: where it listens, who may call it, where the
     stores live, the summariser, the limits, and every option of the assembly
     functions (``assembly``, the same :class:`~context_manager.assembly.AssemblyConfig`
-    they take in process)."""
+    they take in process).
+
+    After a reload every field takes effect on the next request (``assembly`` on the
+    next function call, a ``lease_dir`` change with it; keys and limits on the next
+    request; ``store_root``, ``summarizer`` and ``manager`` at each agent's next
+    request, which reopens it), except ``host`` and ``port``: the socket is bound once,
+    at start."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)

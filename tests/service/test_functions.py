@@ -21,7 +21,7 @@ from context_manager.assembly import (
     prune,
 )
 from context_manager.client import ContextClient
-from context_manager.service import ServiceSettings, create_app
+from context_manager.service import LiveSettings, ServiceSettings, create_app
 from tests.support.assembly_fixtures import (
     BlockingSummarizer,
     FakeSummarizer,
@@ -174,3 +174,27 @@ def test_a_body_over_the_limit_is_413_before_the_function_runs(tmp_path: Path) -
         response = client.post("/v1/context/compact", content=iter([body[:900], body[900:]]))
         assert response.status_code == 413
     assert fake.requests == []
+
+
+def test_a_lease_dir_change_swaps_the_lease_store_on_the_next_call(tmp_path: Path) -> None:
+    held_dir, free_dir = tmp_path / "held", tmp_path / "free"
+    held_dir.mkdir()
+    free_dir.mkdir()
+    held = SqliteLeaseStore(held_dir.resolve() / "leases.sqlite3")
+    assert held.acquire("conv-7", now=10**13, ttl_ms=10**9) is not None
+
+    def settings(lease_dir: Path) -> ServiceSettings:
+        return ServiceSettings(
+            allow_anonymous=True,
+            store_root=tmp_path / "stores",
+            assembly=AssemblyConfig(lease_dir=lease_dir),
+        )
+
+    live = LiveSettings(initial=settings(held_dir))
+    body = {"messages": LONG, "model": SMALL, "options": {"lease_key": "conv-7"}}
+    app = create_app(live, summarizer=FakeSummarizer(reply="S"), environ={})
+    with TestClient(app) as client:
+        assert client.post("/v1/context/compact", json=body).status_code == 409
+        live.replace(settings(free_dir))
+        answered = client.post("/v1/context/compact", json=body)
+        assert (answered.status_code, answered.json()["status"]) == (200, "ok")
