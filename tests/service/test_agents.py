@@ -16,6 +16,7 @@ from context_manager.errors import ArgumentError, OverBudgetError, UnknownMessag
 from context_manager.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from context_manager.request import Injection
 from context_manager.service import ServiceSettings, create_app
+from tests.support.assembly_fixtures import BlockingSummarizer
 
 TURNS = 40
 
@@ -184,3 +185,38 @@ def test_idle_agents_are_closed_and_reopened_on_the_next_request(tmp_path: Path)
         assert pool.close_idle() == 1 and pool.open_count == 0
         assert [m.message.text for m in cm.get_messages()] == ["before"]
         assert pool.open_count == 1
+
+
+def test_a_blocked_agent_does_not_hold_up_another(tmp_path: Path) -> None:
+    blocking = BlockingSummarizer()
+    settings = ServiceSettings.model_validate(
+        {
+            "allow_anonymous": True,
+            "store_root": str(tmp_path),
+            "manager": {
+                "strategy": "autobiographical",
+                "options": {
+                    "target_chunk_tokens": 100,
+                    "min_chunk_messages": 2,
+                    "l1_holdback_chunks": 0,
+                    "recent_window_tokens": 0,
+                },
+                "auto_tick": False,
+            },
+        }
+    )
+    app = create_app(settings, summarizer=blocking, environ={})
+    with TestClient(app) as client:
+        slow = ContextClient(client=client, agent="slow")
+        for n in range(12):
+            slow.add_message("User" if n % 2 == 0 else "Claude", f"turn {n} " + "word " * 60)
+        ticking = threading.Thread(target=slow.tick)
+        ticking.start()
+        try:
+            assert blocking.entered.wait(timeout=60)  # slow's tick is in the summariser
+            fast = ContextClient(client=client, agent="fast")
+            fast.add_message("User", "not held up")
+            assert [m.message.text for m in fast.get_messages()] == ["not held up"]
+        finally:
+            blocking.release.set()
+            ticking.join()
