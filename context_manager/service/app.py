@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from fastapi import Depends, FastAPI, Request, Response
@@ -45,7 +45,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..assembly import models as wire
 from ..messages import ContentBlock, TextBlock
-from ..request import Injection
+from ..request import CompileResult, Injection
+from ..strategies.base import StoredMessage
 from ..summarizer import Summarizer
 from .agents import AgentPool
 from .errors import STATUS, ErrorBody, ServiceError, answer
@@ -72,6 +73,9 @@ from .schemas import (
     Ticked,
 )
 from .settings import AGENT_ID, ApiKey, ServiceSettings
+
+if TYPE_CHECKING:
+    from ..manager import ContextManager
 
 __all__ = ["create_app"]
 
@@ -388,35 +392,58 @@ def create_app(
     # ---------------------------------------------------------------- agents
     agent_dep = Depends(agent_key)
 
-    @app.post(
-        "/v1/agents/{agent}/messages",
-        status_code=201,
-        response_model=Added,
-        responses=_errors(*_AGENT),
-        tags=["agents"],
-    )
+    async def on_agent(agent: str, work: Callable[[ContextManager], T]) -> T:
+        """``work(manager)`` on the agent's manager, in a worker thread under the request
+        deadline, holding the agent for the whole call."""
+
+        def call() -> T:
+            with pool.use(agent) as cm:
+                return work(cm)
+
+        return await run(call)
+
+    def route(
+        method: str, path: str, model: type[BaseModel], *codes: str, status: int = 200
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register an agent route answering ``model``, with the errors every agent
+        route may answer and ``codes``."""
+        return app.api_route(
+            f"/v1/agents/{{agent}}/{path}",
+            methods=[method],
+            status_code=status,
+            response_model=model,
+            response_model_exclude_none=True,
+            responses=_errors(*_AGENT, *codes),
+            tags=["agents"],
+        )
+
+    def stored(m: StoredMessage) -> StoredMessageBody:
+        return StoredMessageBody(id=m.id, seq=m.seq, message=m.message)
+
+    def one(cm: ContextManager, message_id: str) -> StoredMessageBody:
+        for m in cm.get_messages():
+            if m.id == message_id:
+                return stored(m)
+        cm.get_message(message_id)  # raises the library's unknown-message error
+        raise ServiceError("manager/unknown_message", f"no message {message_id!r}")
+
+    @route("POST", "messages", Added, status=201)
     async def add_message(body: AddMessage, agent: str = agent_dep) -> Added:
         """Append a message to the agent's history."""
-
-        def call() -> Added:
-            with pool.use(agent) as cm:
-                mid = cm.add_message(
+        return await on_agent(
+            agent,
+            lambda cm: Added(
+                id=cm.add_message(
                     body.participant,
                     body.content,
                     metadata=body.metadata,
                     hold=body.hold,
                     timestamp=body.timestamp,
                 )
-            return Added(id=mid)
+            ),
+        )
 
-        return await run(call)
-
-    @app.get(
-        "/v1/agents/{agent}/messages",
-        response_model=MessageList,
-        responses=_errors(*_AGENT),
-        tags=["agents"],
-    )
+    @route("GET", "messages", MessageList)
     async def list_messages(
         agent: str = agent_dep, offset: int = 0, limit: int = 100
     ) -> MessageList:
@@ -425,81 +452,38 @@ def create_app(
             raise ServiceError(
                 "service/invalid_request", "offset must be >= 0 and limit in [1, 10000]"
             )
+        every = await on_agent(agent, lambda cm: cm.get_messages())
+        page = every[offset : offset + limit]
+        return MessageList(messages=[stored(m) for m in page], total=len(every))
 
-        def call() -> MessageList:
-            with pool.use(agent) as cm:
-                stored = cm.get_messages()
-            page = stored[offset : offset + limit]
-            return MessageList(
-                messages=[StoredMessageBody(id=m.id, seq=m.seq, message=m.message) for m in page],
-                total=len(stored),
-            )
-
-        return await run(call)
-
-    @app.get(
-        "/v1/agents/{agent}/messages/{message_id}",
-        response_model=StoredMessageBody,
-        responses=_errors(*_AGENT, "manager/unknown_message"),
-        tags=["agents"],
-    )
+    @route("GET", "messages/{message_id}", StoredMessageBody, "manager/unknown_message")
     async def get_message(message_id: str, agent: str = agent_dep) -> StoredMessageBody:
         """One stored message."""
+        return await on_agent(agent, lambda cm: one(cm, message_id))
 
-        def call() -> StoredMessageBody:
-            with pool.use(agent) as cm:
-                for m in cm.get_messages():
-                    if m.id == message_id:
-                        return StoredMessageBody(id=m.id, seq=m.seq, message=m.message)
-                cm.get_message(message_id)  # raises the library's unknown-message error
-            raise ServiceError("manager/unknown_message", f"no message {message_id!r}")
-
-        return await run(call)
-
-    @app.patch(
-        "/v1/agents/{agent}/messages/{message_id}",
-        response_model=StoredMessageBody,
-        responses=_errors(*_AGENT, "manager/unknown_message"),
-        tags=["agents"],
-    )
+    @route("PATCH", "messages/{message_id}", StoredMessageBody, "manager/unknown_message")
     async def edit_message(
         message_id: str, body: EditMessage, agent: str = agent_dep
     ) -> StoredMessageBody:
         """Replace a stored message's content."""
 
-        def call() -> StoredMessageBody:
-            with pool.use(agent) as cm:
-                cm.edit_message(message_id, body.content)
-                for m in cm.get_messages():
-                    if m.id == message_id:
-                        return StoredMessageBody(id=m.id, seq=m.seq, message=m.message)
-            raise ServiceError("manager/unknown_message", f"no message {message_id!r}")
+        def edit(cm: ContextManager) -> StoredMessageBody:
+            cm.edit_message(message_id, body.content)
+            return one(cm, message_id)
 
-        return await run(call)
+        return await on_agent(agent, edit)
 
-    @app.delete(
-        "/v1/agents/{agent}/messages/{message_id}",
-        response_model=Removed,
-        responses=_errors(*_AGENT, "manager/unknown_message"),
-        tags=["agents"],
-    )
+    @route("DELETE", "messages/{message_id}", Removed, "manager/unknown_message")
     async def remove_message(message_id: str, agent: str = agent_dep) -> Removed:
         """Remove a message from the record."""
 
-        def call() -> Removed:
-            with pool.use(agent) as cm:
-                cm.remove_message(message_id)
+        def remove(cm: ContextManager) -> Removed:
+            cm.remove_message(message_id)
             return Removed(removed=True)
 
-        return await run(call)
+        return await on_agent(agent, remove)
 
-    @app.post(
-        "/v1/agents/{agent}/context",
-        response_model=Compiled,
-        response_model_exclude_none=True,
-        responses=_errors(*_AGENT, "manager/over_budget", "manager/constraint_conflict"),
-        tags=["agents"],
-    )
+    @route("POST", "context", Compiled, "manager/over_budget", "manager/constraint_conflict")
     async def compile_context(body: CompileBody, agent: str = agent_dep) -> Compiled:
         """Compile the request the agent sends next: its messages and render stats, and the
         provider form asked for by ``format``."""
@@ -517,126 +501,83 @@ def create_app(
             # never wait for memories past the request's own deadline
             catch_up = max(0.001, settings.deadline_seconds() * 0.9)
 
-        def call() -> Compiled:
-            with pool.use(agent) as cm:
-                try:
-                    result = cm.compile(
-                        max_tokens=body.max_tokens,
-                        reserve_for_response=body.reserve_for_response,
-                        injections=injections,
-                        catch_up=catch_up,
-                        dry_run=body.dry_run,
-                    )
-                except Exception as exc:
-                    if answer(exc).code == "manager/over_budget":
-                        metrics.count("ctxfold_refusals_total")
-                    raise
-            metrics.count("ctxfold_compiles_total")
-            request: dict[str, Any] | None = None
-            params: dict[str, Any] = {"model": body.model} if body.model else {}
-            if body.format == "anthropic":
-                request = result.to_anthropic(**params)
-            elif body.format == "openai":
-                request = result.to_openai(**params)
-            return Compiled(
-                compile_id=result.compile_id,
-                messages=list(result.messages),
-                system_prompt=result.system_prompt,
-                cache_breakpoints=list(result.cache_breakpoints),
-                render_stats=_plain(result.render_stats),
-                request=_plain(request) if request is not None else None,
-            )
+        def compile_once(cm: ContextManager) -> CompileResult:
+            try:
+                return cm.compile(
+                    max_tokens=body.max_tokens,
+                    reserve_for_response=body.reserve_for_response,
+                    injections=injections,
+                    catch_up=catch_up,
+                    dry_run=body.dry_run,
+                )
+            except Exception as exc:
+                if answer(exc).code == "manager/over_budget":
+                    metrics.count("ctxfold_refusals_total")
+                raise
 
-        return await run(call)
+        result = await on_agent(agent, compile_once)
+        metrics.count("ctxfold_compiles_total")
+        request: dict[str, Any] | None = None
+        params: dict[str, Any] = {"model": body.model} if body.model else {}
+        if body.format == "anthropic":
+            request = result.to_anthropic(**params)
+        elif body.format == "openai":
+            request = result.to_openai(**params)
+        return Compiled(
+            compile_id=result.compile_id,
+            messages=list(result.messages),
+            system_prompt=result.system_prompt,
+            cache_breakpoints=list(result.cache_breakpoints),
+            render_stats=_plain(result.render_stats),
+            request=_plain(request) if request is not None else None,
+        )
 
-    @app.post(
-        "/v1/agents/{agent}/tick",
-        response_model=Ticked,
-        responses=_errors(*_AGENT),
-        tags=["agents"],
-    )
+    @route("POST", "tick", Ticked)
     async def tick(agent: str = agent_dep) -> Ticked:
         """Run at most one unit of compression work."""
 
-        def call() -> Ticked:
-            with pool.use(agent) as cm:
-                worked = cm.tick()
-                pending = cm.pending_work()
-            metrics.count("ctxfold_ticks_total")
-            return Ticked(worked=worked, pending=pending)
+        def tick_once(cm: ContextManager) -> Ticked:
+            worked = cm.tick()
+            return Ticked(worked=worked, pending=cm.pending_work())
 
-        return await run(call)
+        ticked = await on_agent(agent, tick_once)
+        metrics.count("ctxfold_ticks_total")
+        return ticked
 
-    @app.get(
-        "/v1/agents/{agent}/summaries",
-        response_model=Summaries,
-        responses=_errors(*_AGENT),
-        tags=["agents"],
-    )
+    @route("GET", "summaries", Summaries)
     async def summaries(agent: str = agent_dep, level: int | None = None) -> Summaries:
         """The agent's memories (of one ``level`` when given), oldest first."""
+        found = await on_agent(agent, lambda cm: cm.get_summaries_in_range(level=level))
+        return Summaries(summaries=[_plain(_record(x)) for x in found])
 
-        def call() -> Summaries:
-            with pool.use(agent) as cm:
-                found = cm.get_summaries_in_range(level=level)
-            return Summaries(summaries=[_plain(_record(x)) for x in found])
-
-        return await run(call)
-
-    @app.get(
-        "/v1/agents/{agent}/pins",
-        response_model=Pins,
-        responses=_errors(*_AGENT),
-        tags=["agents"],
-    )
+    @route("GET", "pins", Pins)
     async def list_pins(agent: str = agent_dep) -> Pins:
         """The pins in force."""
+        found = await on_agent(agent, lambda cm: cm.list_pins())
+        return Pins(pins=[_plain(_record(p)) for p in found])
 
-        def call() -> Pins:
-            with pool.use(agent) as cm:
-                return Pins(pins=[_plain(_record(p)) for p in cm.list_pins()])
-
-        return await run(call)
-
-    @app.post(
-        "/v1/agents/{agent}/pins",
-        status_code=201,
-        response_model=Pinned,
-        responses=_errors(*_AGENT, "manager/unknown_message"),
-        tags=["agents"],
-    )
+    @route("POST", "pins", Pinned, "manager/unknown_message", status=201)
     async def pin(body: PinBody, agent: str = agent_dep) -> Pinned:
         """Pin a range of messages."""
-
-        def call() -> Pinned:
-            with pool.use(agent) as cm:
-                pid = cm.pin_range(
+        return await on_agent(
+            agent,
+            lambda cm: Pinned(
+                id=cm.pin_range(
                     body.first_id,
                     body.last_id,
                     name=body.name,
                     level=body.level,
                     max_level=body.max_level,
                 )
-            return Pinned(id=pid)
+            ),
+        )
 
-        return await run(call)
-
-    @app.delete(
-        "/v1/agents/{agent}/pins/{pin_id}",
-        response_model=Removed,
-        responses=_errors(*_AGENT),
-        tags=["agents"],
-    )
+    @route("DELETE", "pins/{pin_id}", Removed)
     async def unpin(pin_id: str, agent: str = agent_dep) -> Removed:
         """Remove a pin (``removed`` is false when there was none)."""
+        return await on_agent(agent, lambda cm: Removed(removed=cm.unpin(pin_id)))
 
-        def call() -> Removed:
-            with pool.use(agent) as cm:
-                return Removed(removed=cm.unpin(pin_id))
-
-        return await run(call)
-
-    def _branches(cm: Any) -> Branches:
+    def branches_of(cm: ContextManager) -> Branches:
         current = cm.current_branch
         return Branches(
             current=current,
@@ -646,53 +587,30 @@ def create_app(
             ],
         )
 
-    @app.get(
-        "/v1/agents/{agent}/branches",
-        response_model=Branches,
-        responses=_errors(*_AGENT),
-        tags=["agents"],
-    )
+    @route("GET", "branches", Branches)
     async def branches(agent: str = agent_dep) -> Branches:
         """The agent's branches."""
+        return await on_agent(agent, branches_of)
 
-        def call() -> Branches:
-            with pool.use(agent) as cm:
-                return _branches(cm)
-
-        return await run(call)
-
-    @app.post(
-        "/v1/agents/{agent}/branches",
-        status_code=201,
-        response_model=Branches,
-        responses=_errors(*_AGENT),
-        tags=["agents"],
-    )
+    @route("POST", "branches", Branches, status=201)
     async def fork(body: NewBranch, agent: str = agent_dep) -> Branches:
         """Branch at the current head and switch to the new branch."""
 
-        def call() -> Branches:
-            with pool.use(agent) as cm:
-                cm.fork(body.name)
-                return _branches(cm)
+        def fork_here(cm: ContextManager) -> Branches:
+            cm.fork(body.name)
+            return branches_of(cm)
 
-        return await run(call)
+        return await on_agent(agent, fork_here)
 
-    @app.put(
-        "/v1/agents/{agent}/branches/current",
-        response_model=Branches,
-        responses=_errors(*_AGENT),
-        tags=["agents"],
-    )
+    @route("PUT", "branches/current", Branches)
     async def switch(body: SwitchBranch, agent: str = agent_dep) -> Branches:
         """Switch to another branch."""
 
-        def call() -> Branches:
-            with pool.use(agent) as cm:
-                cm.switch_branch(body.name)
-                return _branches(cm)
+        def switch_to(cm: ContextManager) -> Branches:
+            cm.switch_branch(body.name)
+            return branches_of(cm)
 
-        return await run(call)
+        return await on_agent(agent, switch_to)
 
     # ------------------------------------------------------------ operations
     @app.get("/healthz", tags=["operations"])

@@ -24,19 +24,9 @@ from context_manager.exact_values import (
     text_values,
     with_values,
 )
+from tests.support.memory_values import RESERVATION
 
-# tau-bench airline, a get_reservation_details result (verbatim)
-RESERVATION = (
-    '{"reservation_id": "JG7FMM", "user_id": "omar_davis_3817", "origin": "MCO", '
-    '"destination": "CLT", "flight_type": "one_way", "cabin": "business", "flights": '
-    '[{"origin": "MCO", "destination": "BOS", "flight_number": "HAT028", "date": '
-    '"2024-05-21", "price": 1859}, {"origin": "BOS", "destination": "CLT", '
-    '"flight_number": "HAT277", "date": "2024-05-21", "price": 1679}], "passengers": '
-    '[{"first_name": "Omar", "last_name": "Davis", "dob": "1982-10-19"}, {"first_name": '
-    '"Fatima", "last_name": "Patel", "dob": "1950-05-04"}], "payment_history": '
-    '[{"payment_id": "credit_card_2929732", "amount": 7136}], "created_at": '
-    '"2024-05-11T08:28:51", "total_baggages": 3, "nonfree_baggages": 0, "insurance": "yes"}'
-)
+# RESERVATION: a tau-bench airline get_reservation_details result (verbatim)
 
 # SWE-agent (pydicom-1458), the output of find_file (verbatim)
 FIND_FILE = (
