@@ -177,12 +177,7 @@ class ContextClient:
         if query:
             kwargs["params"] = query
         response = self._http.request(method, path, headers=self._headers, **kwargs)
-        if response.status_code >= 400:
-            try:
-                payload = response.json()
-            except ValueError:
-                payload = response.text
-            raise error_from(response.status_code, payload, response.headers.get("retry-after"))
+        _raise_for(response)
         return response.json()
 
     def _agent_path(self, tail: str) -> str:
@@ -213,12 +208,7 @@ class ContextClient:
                 return wire.CompactBusy.model_validate(response.json())
             except ValueError:
                 pass
-        if response.status_code >= 400:
-            try:
-                payload = response.json()
-            except ValueError:
-                payload = response.text
-            raise error_from(response.status_code, payload, response.headers.get("retry-after"))
+        _raise_for(response)
         from pydantic import TypeAdapter
 
         return TypeAdapter(model).validate_json(response.content)
@@ -375,6 +365,17 @@ class ContextClient:
     def switch_branch(self, name: str) -> None:
         """Switch to another branch."""
         self._call("PUT", self._agent_path("branches/current"), {"name": name})
+
+
+def _raise_for(response: Any) -> None:
+    """Raise what an error answer stands for (:func:`error_from`); nothing for success."""
+    if response.status_code < 400:
+        return
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = response.text
+    raise error_from(response.status_code, payload, response.headers.get("retry-after"))
 
 
 def _content(content: str | Sequence[ContentBlock]) -> Any:
