@@ -8,7 +8,10 @@ methods as the in-process API.
 Parts: :mod:`.settings` (the configuration model and its loading), :mod:`.reload`
 (hot reload), :mod:`.agents` (one manager per agent, opened lazily, closed when idle),
 :mod:`.errors` (error codes and their statuses), :mod:`.metrics` (Prometheus text),
-:mod:`.schemas` (the manager routes' bodies) and :mod:`.app` (the routes).
+:mod:`.schemas` (the manager routes' bodies), :mod:`.app` (the routes),
+:mod:`.functions` (the four functions as every transport answers them) and
+:mod:`.worker` (the four functions registered on an iii engine: ``ctxfold worker``, the
+``iii`` extra).
 """
 
 from __future__ import annotations
