@@ -3,9 +3,9 @@
 The package splits it by job: :mod:`.base` (the application, its command class, exit
 statuses, consoles and plugins), :mod:`.limits` (the limits of what it reads and
 draws), :mod:`.previews` (one-line previews of stored content), :mod:`.problems` (the
-commands on fold problems), :mod:`.serve` (the context service) and :mod:`.stores` (the
-commands on stores). Importing it
-registers the commands, in that order. This module is the facade: its names are the
+commands on fold problems), :mod:`.serve` (the context service over HTTP), :mod:`.stores`
+(the commands on stores) and :mod:`.worker` (the assembly functions on an iii engine).
+Importing it registers the commands, in that order. This module is the facade: its names are the
 public ones.
 """
 
@@ -44,6 +44,7 @@ from .stores import REPAIR_STATUS as REPAIR_STATUS
 from .stores import audit as audit
 from .stores import inspect as inspect
 from .stores import repair as repair
+from .worker import worker as worker
 
 # Names this module imported for its own use before it was split; reading one from here
 # warns with DeprecationWarning and gives the object from its home (next release: gone).
