@@ -59,7 +59,8 @@ def worker(
         from ..service.worker import WorkerError, run_worker
     except ImportError as exc:
         fail(
-            f"the worker needs the 'iii' extra ({exc.name} is missing): pip install 'ctxfold[iii]'",
+            f"the worker needs the 'iii' extra ({exc.name} is missing): "
+            "pip install 'context-folding[iii]'",
             USAGE_ERROR,
         )
     from ..service import LiveSettings, SettingsError
