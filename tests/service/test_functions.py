@@ -16,9 +16,7 @@ from context_manager.assembly import (
     AssemblyError,
     SqliteLeaseStore,
     assemble,
-    compact,
     count_tokens,
-    prune,
 )
 from context_manager.client import ContextClient
 from context_manager.service import LiveSettings, ServiceSettings, create_app
@@ -26,48 +24,15 @@ from tests.support.assembly_fixtures import (
     BlockingSummarizer,
     FakeSummarizer,
     assistant,
-    custom,
-    inline_model,
-    tool_turn,
     user,
 )
-
-SMALL = inline_model(10_000, 1_000)
-LONG = [m for n in range(20) for m in tool_turn(n, "data " * 300)]
-VERBOSE = [m for n in range(12) for m in tool_turn(n, "line of output\n" * 400)]
-
-SCENARIOS: list[tuple[str, dict[str, Any]]] = [
-    ("count-tokens", {"messages": [user("hello", ts=1001)], "model": {"id": "any"}}),
-    ("count-tokens", {"messages": LONG, "model": SMALL, "system_prompt": "Be brief."}),
-    ("prune", {"messages": VERBOSE, "options": {"protect_recent_tokens": 100}}),
-    ("prune", {"messages": LONG}),
-    ("compact", {"messages": LONG, "model": SMALL, "options": {"tail_turns": 2}}),
-    ("compact", {"messages": [user("hi", ts=1)], "model": SMALL}),
-    ("assemble", {"messages": [*tool_turn(0, "hello"), custom("note")], "model": SMALL}),
-    (
-        "assemble",
-        {
-            "messages": LONG,
-            "model": SMALL,
-            "system_prompt": "You are a coder.",
-            "options": {"previous_summary": "OLD", "lease_key": "conv-1"},
-        },
-    ),
-    ("assemble", {"messages": LONG, "model": SMALL, "options": {"preview_only": True}}),
-    ("assemble", {"messages": VERBOSE, "model": SMALL, "options": {"allow_compaction": False}}),
-]
-IN_PROCESS = {
-    "count-tokens": count_tokens,
-    "prune": prune,
-    "compact": compact,
-    "assemble": assemble,
-}
+from tests.support.assembly_scenarios import IN_PROCESS, LONG, REPLY, SCENARIOS, SMALL
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[TestClient]:
     settings = ServiceSettings(allow_anonymous=True, store_root=tmp_path / "stores")
-    app = create_app(settings, summarizer=FakeSummarizer(reply="SUMMARY TEXT"), environ={})
+    app = create_app(settings, summarizer=FakeSummarizer(reply=REPLY), environ={})
     with TestClient(app) as client:
         yield client
 
@@ -76,7 +41,7 @@ def service(tmp_path: Path) -> Iterator[TestClient]:
 def test_each_function_answers_the_in_process_bytes(
     service: TestClient, name: str, request_body: dict[str, Any]
 ) -> None:
-    here = IN_PROCESS[name](request_body, summarizer=FakeSummarizer(reply="SUMMARY TEXT"))
+    here = IN_PROCESS[name](request_body, summarizer=FakeSummarizer(reply=REPLY))
     response = service.post(f"/v1/context/{name}", json=request_body)
     assert response.status_code == 200, response.text
     assert response.content == here.model_dump_json(exclude_none=True).encode()
@@ -86,7 +51,7 @@ def test_each_function_answers_the_in_process_bytes(
 def test_the_client_returns_the_in_process_result(
     service: TestClient, name: str, request_body: dict[str, Any]
 ) -> None:
-    here = IN_PROCESS[name](request_body, summarizer=FakeSummarizer(reply="SUMMARY TEXT"))
+    here = IN_PROCESS[name](request_body, summarizer=FakeSummarizer(reply=REPLY))
     remote = ContextClient(client=service)
     method = {"count-tokens": remote.count_tokens, "prune": remote.prune}.get(name)
     method = method or {"compact": remote.compact, "assemble": remote.assemble}[name]
@@ -108,7 +73,7 @@ def test_an_invalid_request_is_422_with_the_in_process_message(service: TestClie
 def test_overflow_is_422_context_overflow(service: TestClient) -> None:
     body = {"messages": [assistant("a", ts=1), user("q" * 40_000, ts=2)], "model": SMALL}
     with pytest.raises(AssemblyError) as here:
-        assemble(body, summarizer=FakeSummarizer(reply="SUMMARY TEXT"))
+        assemble(body, summarizer=FakeSummarizer(reply=REPLY))
     response = service.post("/v1/context/assemble", json=body)
     assert (response.status_code, response.json()["code"]) == (422, "context/overflow")
     assert response.json()["message"] == here.value.message
