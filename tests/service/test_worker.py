@@ -260,7 +260,7 @@ def test_ctxfold_worker_serves_reloads_on_sighup_and_stops_on_sigterm(
         body = {"messages": [user("hi", ts=1)], "model": SMALL}
         try:
             err.wait_for("registered context::assemble")
-            assert set(engine.functions) == IDS
+            assert engine.wait_for_functions(IDS, WAIT) == IDS
             count = engine.invoke("context::count-tokens", body, WAIT)
             assert count == _in_process("count-tokens", body, _settings(tmp_path))
             compact = {"messages": LONG, "model": SMALL}
