@@ -43,7 +43,7 @@ def serve(
     except ImportError as exc:
         fail(
             f"the service needs the 'service' extra ({exc.name} is missing): "
-            "pip install 'ctxfold[service]'",
+            "pip install 'context-folding[service]'",
             USAGE_ERROR,
         )
     from ..service import LiveSettings, SettingsError
