@@ -47,6 +47,7 @@ from typing import Any
 import httpx
 
 from context_manager import ContextManager, ExtractiveSummarizer
+from context_manager.client import KEEPALIVE_SECONDS
 from context_manager.service import hash_key
 
 KEY, SPARE = "load-key-0001", "load-key-0002"
@@ -187,7 +188,7 @@ async def run_load(
 ) -> tuple[Tally, float]:
     tally = Tally()
     stop = asyncio.Event()
-    limits = httpx.Limits(max_connections=agents + 4)
+    limits = httpx.Limits(max_connections=agents + 4, keepalive_expiry=KEEPALIVE_SECONDS)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         start = time.perf_counter()
         tasks = [

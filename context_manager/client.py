@@ -39,7 +39,12 @@ from .messages import ContentBlock, Message
 from .request import CompileResult, Injection
 from .store import StoreCorruptError, StoreFullError, StoreLockedError
 
-__all__ = ["ContextClient", "ServiceCallError"]
+__all__ = ["KEEPALIVE_SECONDS", "ContextClient", "ServiceCallError"]
+
+KEEPALIVE_SECONDS = 10.0
+"""An idle connection is dropped after this long: before the service's own keep-alive
+(``limits.keep_alive_seconds``, 30 s by default) closes it, so no request is sent on a
+connection the service is closing."""
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -164,7 +169,10 @@ class ContextClient:
 
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         if client is None:
-            client = httpx.Client(base_url=base_url, timeout=timeout, transport=transport)
+            limits = httpx.Limits(keepalive_expiry=KEEPALIVE_SECONDS)
+            client = httpx.Client(
+                base_url=base_url, timeout=timeout, transport=transport, limits=limits
+            )
         self._http = client
         self.agent = agent
 

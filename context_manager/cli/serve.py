@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Annotated
@@ -68,4 +69,5 @@ def serve(
         port=settings.port if port is None else port,
         log_level=log_level,
         timeout_graceful_shutdown=int(settings.deadline_seconds()) + 1,
+        timeout_keep_alive=math.ceil(settings.limits.keep_alive_seconds),
     )

@@ -108,6 +108,11 @@ class Limits(_Section):
     """An agent's store is closed after this long without a request."""
     max_open_agents: int = Field(default=256, gt=0)
     """Open stores kept at most; the longest idle is closed to open another."""
+    keep_alive_seconds: float = Field(default=30.0, gt=0)
+    """How long an idle connection is kept open (read at start). A client must drop an
+    idle connection before this, or a request sent just as the server closes it is
+    lost in flight: :class:`~context_manager.client.ContextClient` drops its own after
+    :data:`~context_manager.client.KEEPALIVE_SECONDS`."""
 
 
 class SummarizerSettings(_Section):
