@@ -622,7 +622,7 @@ def create_app(
         "/readyz",
         tags=["operations"],
         responses={
-            503: {"description": "not ready: the reasons", "model": ErrorBody},
+            503: {"description": "service/not_ready: the reasons", "model": ErrorBody},
             **_errors("service/unauthorized"),
         },
     )
@@ -643,7 +643,7 @@ def create_app(
         if why is not None:
             problems.append(why)
         if problems:
-            raise ServiceError("service/shutting_down", "; ".join(problems))
+            raise ServiceError("service/not_ready", "; ".join(problems))
         return {"status": "ready"}
 
     @app.get(

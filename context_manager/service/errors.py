@@ -60,6 +60,7 @@ STATUS: Final[dict[str, int]] = {
     "service/invalid_request": 422,
     "service/deadline": 504,
     "service/shutting_down": 503,
+    "service/not_ready": 503,
 }
 """Every error code the service answers with, and its HTTP status.
 
