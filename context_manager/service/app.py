@@ -49,7 +49,7 @@ from ..request import CompileResult, Injection
 from ..strategies.base import StoredMessage
 from ..summarizer import Summarizer
 from .agents import AgentPool
-from .errors import STATUS, ErrorBody, ServiceError, answer
+from .errors import STATUS, ErrorBody, ServiceError, answer, jsonable
 from .functions import FUNCTIONS, Answered, Summarizers, call_function
 from .metrics import Metrics
 from .reload import LiveSettings
@@ -528,8 +528,8 @@ def create_app(
             messages=list(result.messages),
             system_prompt=result.system_prompt,
             cache_breakpoints=list(result.cache_breakpoints),
-            render_stats=_plain(result.render_stats),
-            request=_plain(request) if request is not None else None,
+            render_stats=jsonable(result.render_stats),
+            request=jsonable(request) if request is not None else None,
         )
 
     @route("POST", "tick", Ticked)
@@ -548,13 +548,13 @@ def create_app(
     async def summaries(agent: str = agent_dep, level: int | None = None) -> Summaries:
         """The agent's memories (of one ``level`` when given), oldest first."""
         found = await on_agent(agent, lambda cm: cm.get_summaries_in_range(level=level))
-        return Summaries(summaries=[_plain(_record(x)) for x in found])
+        return Summaries(summaries=[jsonable(_record(x)) for x in found])
 
     @route("GET", "pins", Pins)
     async def list_pins(agent: str = agent_dep) -> Pins:
         """The pins in force."""
         found = await on_agent(agent, lambda cm: cm.list_pins())
-        return Pins(pins=[_plain(_record(p)) for p in found])
+        return Pins(pins=[jsonable(_record(p)) for p in found])
 
     @route("POST", "pins", Pinned, "manager/unknown_message", status=201)
     async def pin(body: PinBody, agent: str = agent_dep) -> Pinned:
@@ -582,7 +582,7 @@ def create_app(
         return Branches(
             current=current,
             branches=[
-                BranchInfo(name=b.name, current=b.name == current, details=_plain(asdict(b)))
+                BranchInfo(name=b.name, current=b.name == current, details=jsonable(asdict(b)))
                 for b in cm.list_branches()
             ],
         )
@@ -688,19 +688,6 @@ def _record(value: Any) -> dict[str, Any]:
         out: dict[str, Any] = body()
         return out
     return asdict(value)
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as JSON values (tuples as lists, models dumped)."""
-    return json.loads(json.dumps(value, default=_default))
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    return str(value)
 
 
 async def _reap(pool: AgentPool) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "ErrorBody",
     "ServiceError",
     "answer",
+    "jsonable",
 ]
 
 STATUS: Final[dict[str, int]] = {
@@ -126,12 +127,12 @@ def answer(exc: BaseException) -> ServiceError:
             "actual": exc.actual,
             "diagnostics": exc.diagnostics,
         }
-        return ServiceError("manager/over_budget", str(exc), _jsonable(details))
+        return ServiceError("manager/over_budget", str(exc), jsonable(details))
     if isinstance(exc, ConstraintConflictError):
         return ServiceError(
             "manager/constraint_conflict",
             str(exc),
-            _jsonable({"conflicts": exc.conflicts, "diagnostics": exc.diagnostics}),
+            jsonable({"conflicts": exc.conflicts, "diagnostics": exc.diagnostics}),
         )
     if isinstance(exc, UnknownMessageError):
         return ServiceError(
@@ -155,12 +156,21 @@ def answer(exc: BaseException) -> ServiceError:
     return ServiceError("manager/error", f"internal error ({type(exc).__name__})")
 
 
-def _jsonable(value: Any) -> Any:
-    """``value`` with anything JSON cannot carry written as text."""
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON values: models dumped, tuples and sets as lists, keys as text,
+    anything else JSON cannot carry written as text.
+
+    Examples
+    --------
+    >>> jsonable({1: ("a", {2}), "x": None})
+    {'1': ['a', [2]], 'x': None}
+    """
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
