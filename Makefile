@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench,nb,langchain,openai-agents,service,iii]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench,nb,langchain,openai-agents,service,iii,postgres,dask]'
 	$(BIN)/python -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23'
 	@touch $(STAMP)
 
