@@ -7,7 +7,6 @@ nothing.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -61,7 +60,7 @@ class BranchStore(StoreConnection):
                     "INSERT INTO branches (name, parent, fork_seq, created) VALUES (?, ?, ?, ?)",
                     (name, self._branch_id, seq, time.time()),
                 )
-        except sqlite3.IntegrityError:
+        except self._sql.integrity_errors:
             raise StoreError(f"a branch named {name!r} already exists") from None
         return name
 
@@ -87,7 +86,7 @@ class BranchStore(StoreConnection):
         if row is None:
             known = ", ".join(b.name for b in self.list_branches())
             raise StoreError(f"unknown branch {name!r}; branches: {known}")
-        self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('current_branch', ?)", (name,))
+        self._conn.execute(self._sql.upsert_meta, ("current_branch", name))
         self._branch_id, self._branch_name = int(row[0]), name
         self._lineage = self._compute_lineage(self._branch_id)
         self._head = self._compute_head()

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from .bodies import MEDIA_BLOB_MIN_CHARS, Item, dump_stored, externalise
-from .errors import FULL_CODES, StoreError, damaged, sqlite_code, translate
+from .dialect import SQLITE, Dialect
+from .errors import StoreError, damaged
 from .files import WriterLock
 
 # cache, head, branch id, branch name, lineage
@@ -36,15 +36,16 @@ _S = TypeVar("_S", bound="StoreConnection")
 def guarded(
     action: str,
 ) -> Callable[[Callable[Concatenate[_S, _P], _R]], Callable[Concatenate[_S, _P], _R]]:
-    """Run a public method under the store's lock, turning SQLite errors into StoreError."""
+    """Run a public method under the store's lock, turning driver errors into StoreError."""
 
     def decorate(fn: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
         @functools.wraps(fn)
         def wrapper(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
             with self._mutex:
+                self._ready()
                 try:
                     return fn(self, *args, **kwargs)
-                except sqlite3.Error as exc:
+                except self._sql.errors as exc:
                     raise self._failure(exc, action) from exc
 
         return wrapper
@@ -56,10 +57,14 @@ class StoreConnection:
     """The connection of an open store and its state, transactions and blobs.
 
     Built by :meth:`~.opening.Store.open`, which hands over the connection, the path it
-    was opened by and the writer lock; a failed open never builds one.
+    was opened by and the writer lock; a failed open never builds one. ``_sql`` is the
+    engine's :class:`~.dialect.Dialect`; ``conn`` is a DB-API connection taking its
+    statements (a :class:`sqlite3.Connection` for :data:`~.dialect.SQLITE`).
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str, lock: WriterLock | None) -> None:
+    _sql: Dialect = SQLITE
+
+    def __init__(self, conn: Any, path: str, lock: WriterLock | None) -> None:
         self._conn = conn
         self._path = path
         self._lock = lock
@@ -72,9 +77,19 @@ class StoreConnection:
         self._cache: dict[str, Any] = {}
         self._undo: list[_Undo] = []  # in-place cache changes of the open transaction
         self._scopes: dict[str, int] = {}
+        self._load_view()
+
+    def _load_view(self) -> None:
+        """Read the current branch, its lineage and head; forget every cached value."""
+        self._cache = {}
+        self._scopes = {}
         self._branch_id, self._branch_name = self._load_current()
         self._lineage = self._compute_lineage(self._branch_id)
         self._head = self._compute_head()
+
+    def _ready(self) -> None:
+        """Make the connection usable before an operation (an engine whose connection
+        can be lost reconnects here); the embedded engine's always is."""
 
     def close(self) -> None:
         """Close the database and release the lock (idempotent).
@@ -143,9 +158,10 @@ class StoreConnection:
                 finally:
                     self._depth -= 1
                 return
+            self._ready()
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
+                self._conn.execute(self._sql.begin)
+            except self._sql.errors as exc:
                 raise self._failure(exc, "starting a transaction") from exc
             self._depth = 1
             self._aborted = False
@@ -164,7 +180,7 @@ class StoreConnection:
                     )
                 try:
                     self._conn.execute("COMMIT")
-                except sqlite3.Error as exc:
+                except self._sql.errors as exc:
                     self._rollback()
                     raise self._failure(exc, "committing the transaction") from exc
             finally:
@@ -204,31 +220,30 @@ class StoreConnection:
         self._lineage = list(lineage)
 
     def _rollback(self) -> None:
-        """Roll back the open transaction (if SQLite has not) and restore the memory view."""
+        """Roll back the open transaction (if the engine has not) and restore the memory view."""
         try:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-        except sqlite3.Error as exc:
-            raise translate(self._path, exc, "rolling back the transaction") from exc
+            self._sql.rollback(self._conn)
+        except self._sql.errors as exc:
+            raise self._sql.translate(self._path, exc, "rolling back the transaction") from exc
         finally:
             self._restore()
 
-    def _failure(self, exc: sqlite3.Error, action: str) -> StoreError:
-        """Translate ``exc``; a full disk, or SQLite abandoning it, ends the open transaction.
+    def _failure(self, exc: BaseException, action: str) -> StoreError:
+        """Translate ``exc``; a full disk, or the engine abandoning it, ends the open
+        transaction.
 
-        The transaction is then rolled back whole, whatever SQLite undid on its own,
-        and the rest of its block cannot write.
+        The transaction is then rolled back whole, whatever the engine undid on its
+        own, and the rest of its block cannot write.
         """
         if self._closed:
             return StoreError(f"{self._path}: the store is closed")
-        full = sqlite_code(exc) in FULL_CODES
+        full = self._sql.is_full(exc)
         if self._depth and not self._aborted and (full or not self._conn.in_transaction):
             self._aborted = True
-            with suppress(sqlite3.Error):  # the exit rolls back again if need be
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+            with suppress(*self._sql.errors):  # the exit rolls back again if need be
+                self._sql.rollback(self._conn)
             self._restore()
-        return translate(self._path, exc, action)
+        return self._sql.translate(self._path, exc, action)
 
     def _write(
         self, slot: str, op: str, item: str | None, body: Any, rowid: int | None = None
@@ -248,15 +263,22 @@ class StoreConnection:
             ):  # large media goes to the blob table, once
                 text = dump_stored(externalise(body, self.put_blob))
             seq = self._head + 1
-            cur = self._conn.execute(
-                "INSERT INTO records (id, branch, seq, slot, op, item, body) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (rowid, self._branch_id, seq, slot, op, item, text),
-            )
+            if rowid is None:
+                rowid = self._sql.insert_id(
+                    self._conn,
+                    "INSERT INTO records (branch, seq, slot, op, item, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (self._branch_id, seq, slot, op, item, text),
+                )
+            else:
+                self._conn.execute(
+                    "INSERT INTO records (id, branch, seq, slot, op, item, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (rowid, self._branch_id, seq, slot, op, item, text),
+                )
             self._head = seq
             self._cache.pop(slot, None)
-            assert cur.lastrowid is not None
-            return cur.lastrowid, seq, text
+            return rowid, seq, text
 
     def _changed(self, items: list[Item], op: str, at: int, old: Any = None) -> None:
         """Note an in-place change of a cached list, to undo if the transaction rolls back."""
@@ -283,7 +305,7 @@ class StoreConnection:
         digest = hashlib.sha256(data).hexdigest()
         self._check_open()
         self._check_not_aborted()
-        self._conn.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (digest, data))
+        self._conn.execute(self._sql.insert_blob, (digest, data))
         return digest
 
     @guarded("reading a blob")

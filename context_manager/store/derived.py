@@ -66,7 +66,7 @@ class DerivedStore(StoreConnection):
         StoreFullError
             When the disk is full; nothing is saved.
         """
-        self._save_rows(scope, "derived_items", 8, rows)
+        self._save_rows(scope, "derived_items", rows)
 
     @guarded("dropping derived values")
     def drop_derived(self, scope: str, items: Iterable[int]) -> None:
@@ -100,7 +100,7 @@ class DerivedStore(StoreConnection):
         self._check_open()
         self._check_not_aborted()
         with self.transaction():
-            self._conn.execute("INSERT OR REPLACE INTO derived_blobs VALUES (?, ?)", (key, data))
+            self._conn.execute(self._sql.upsert["derived_blobs"], (key, data))
 
     @guarded("reading saved counts")
     def derived_counts(self, scope: str) -> dict[bytes, int]:
@@ -125,19 +125,15 @@ class DerivedStore(StoreConnection):
         StoreFullError
             When the disk is full; nothing is saved.
         """
-        self._save_rows(scope, "derived_counts", 3, rows)
+        self._save_rows(scope, "derived_counts", rows)
 
-    def _save_rows(self, scope: str, table: str, width: int, rows: Iterable[Any]) -> None:
+    def _save_rows(self, scope: str, table: str, rows: Iterable[Any]) -> None:
         """Insert ``rows`` (each a tuple, the scope column first added) into ``table``."""
         self._check_open()
         self._check_not_aborted()
-        marks = ", ".join("?" * width)
         with self.transaction():
             scope_id = self._scope_id(scope, create=True)
-            self._conn.executemany(
-                f"INSERT OR REPLACE INTO {table} VALUES ({marks})",
-                ((scope_id, *row) for row in rows),
-            )
+            self._conn.executemany(self._sql.upsert[table], ((scope_id, *row) for row in rows))
 
     def _scope_id(self, scope: str, *, create: bool) -> int | None:
         known = self._scopes.get(scope)
@@ -149,9 +145,9 @@ class DerivedStore(StoreConnection):
         if row is None:
             if not create:
                 return None
-            cur = self._conn.execute("INSERT INTO derived_scopes (name) VALUES (?)", (scope,))
-            assert cur.lastrowid is not None
-            scope_id = int(cur.lastrowid)
+            scope_id = self._sql.insert_id(
+                self._conn, "INSERT INTO derived_scopes (name) VALUES (?)", (scope,)
+            )
             # a scope created in a transaction that rolls back is not remembered
             return scope_id
         self._scopes[scope] = int(row[0])

@@ -10,7 +10,6 @@ from typing import Any
 from .bodies import Item, load_stored
 from .connection import StoreConnection, guarded
 from .errors import StoreError
-from .schema import NEXT_RECORD_ID
 
 
 class SlotStore(StoreConnection):
@@ -32,7 +31,8 @@ class SlotStore(StoreConnection):
         self._check_open()
         cached = self._cache.get(slot)
         with self.transaction():
-            rowid = max(int(self._conn.execute(NEXT_RECORD_ID).fetchone()[0]), self._next_id)
+            claimed = self._conn.execute(self._sql.claim_record_id).fetchone()[0]
+            rowid = max(int(claimed), self._next_id)
             item_id = str(rowid)
             _, seq, text = self._write(slot, "append", item_id, body, rowid)
             self._next_id = rowid + 1
