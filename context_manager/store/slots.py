@@ -213,11 +213,12 @@ class SlotStore(StoreConnection):
         params: list[Any] = [slot]
         for branch_id, limit in self._lineage:
             params += [branch_id, limit]
-        return self._conn.execute(
+        rows: list[tuple[str, str, int, str | None, int]] = self._conn.execute(
             f"SELECT op, item, seq, body, id FROM records WHERE slot = ? AND ({clauses}) "
             "ORDER BY seq",
             params,
         ).fetchall()
+        return rows
 
     @guarded("reading records")
     def records_after(self, slot: str, seq: int) -> list[tuple[str, str, int, int]]:
@@ -227,10 +228,11 @@ class SlotStore(StoreConnection):
         params: list[Any] = [slot]
         for branch_id, limit in self._lineage:
             params += [branch_id, limit, seq]
-        return self._conn.execute(
+        rows: list[tuple[str, str, int, int]] = self._conn.execute(
             f"SELECT op, item, seq, id FROM records WHERE slot = ? AND ({clauses}) ORDER BY seq",
             params,
         ).fetchall()
+        return rows
 
     @guarded("reading a body")
     def body_at(self, rev: int) -> Any:
