@@ -55,6 +55,9 @@ class Dialect:
     """Runs an insert into a table with an ``id`` column; returns the new row's id."""
     rollback: Callable[[Any], None]
     """Ends the connection's open (or failed) transaction, if any."""
+    set_counters: Callable[[Any, int], None]
+    """After rows were copied in with their ids: the next record id is at least the
+    given one, and new branch and scope ids follow the highest copied."""
 
 
 def _sqlite_insert_id(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> int:
@@ -66,6 +69,12 @@ def _sqlite_insert_id(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...
 def _sqlite_rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         conn.execute("ROLLBACK")
+
+
+def _sqlite_set_counters(conn: sqlite3.Connection, top: int) -> None:
+    # branches and scopes take rowids (the highest plus one); records keep AUTOINCREMENT's
+    conn.execute("DELETE FROM sqlite_sequence WHERE name = 'records'")
+    conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('records', ?)", (top - 1,))
 
 
 def _sqlite_translate(path: str, exc: BaseException, action: str) -> StoreError:
@@ -95,5 +104,6 @@ SQLITE = Dialect(
     translate=_sqlite_translate,
     insert_id=_sqlite_insert_id,
     rollback=_sqlite_rollback,
+    set_counters=_sqlite_set_counters,
 )
 """The embedded engine: one SQLite file per store."""

@@ -25,6 +25,14 @@ class StoreLockedError(StoreError):
     """Another writer (another process, or another :class:`Store`) holds the store."""
 
 
+class StoreConnectionError(StoreError):
+    """The connection to the store's database server was lost or refused.
+
+    A transaction it interrupted stored nothing (a transaction is all or nothing);
+    one interrupted at its commit may have been stored, and the store reads it back
+    as it is. The next operation reconnects (and takes the writer lock again)."""
+
+
 class StoreFullError(StoreError):
     """The disk (or the database's size limit) is full; the failed write stored nothing."""
 

@@ -15,7 +15,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from .bodies import BLOB_KEY, blob_digests, sqlite_text
 from .branches import BranchStore
 from .connection import guarded
 from .derived import DerivedStore
+from .dialect import Dialect
 from .errors import StoreError, translate
 from .files import (
     STORE_MODE,
@@ -35,7 +36,7 @@ from .files import (
     refuse_another_name_s_log,
     warn_other_names,
 )
-from .schema import NEXT_RECORD_ID, SCHEMA, check_store_tables, store_tables
+from .schema import SCHEMA, check_store_tables, store_tables
 from .scratch_folders import scratch, sweep_scratch
 from .slots import SlotStore
 
@@ -70,7 +71,9 @@ class Store(SlotStore, BranchStore, DerivedStore):
 
     # ---------------------------------------------------------------- opening
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, branch: str | None = None) -> Store:
+    def open(
+        cls, path: str | os.PathLike[str], *, branch: str | None = None, agent: str | None = None
+    ) -> Store:
         """Open or create the store at ``path``.
 
         Parameters
@@ -78,10 +81,16 @@ class Store(SlotStore, BranchStore, DerivedStore):
         path : str or os.PathLike
             The store file (created with its directory when missing, readable and
             writable by its owner only, ``0600`` whatever the umask: it holds whole
-            transcripts; an existing file keeps its mode), or ``":memory:"`` for a
-            store that lives in memory.
+            transcripts; an existing file keeps its mode), ``":memory:"`` for a
+            store that lives in memory, or a PostgreSQL URL
+            (``postgresql://HOST/DB``): the store of one agent in that database, a
+            :class:`~context_manager.store.postgres.PostgresStore` (the ``postgres``
+            extra).
         branch : str, optional
             Switch to this branch after opening.
+        agent : str, optional
+            With a URL: whose store (else the URL's ``agent`` parameter, else
+            ``"main"``). Refused with a file.
 
         Returns
         -------
@@ -116,6 +125,14 @@ class Store(SlotStore, BranchStore, DerivedStore):
             failed open releases everything it took.
         """
         shown = os.fspath(path)
+        if _is_url(shown):
+            opened: Store = _postgres().PostgresStore.open_url(shown, agent=agent, branch=branch)
+            return opened
+        if agent is not None:
+            raise StoreError(
+                f"agent={agent!r} names an agent in a PostgreSQL database; {shown!r} is a "
+                "store file, one agent's already (give a postgresql:// URL, or no agent)"
+            )
         if shown in (":memory:", ""):
             return cls._connect(shown, shown, None, branch)
         real = checked_path(shown)
@@ -187,11 +204,12 @@ class Store(SlotStore, BranchStore, DerivedStore):
             warn_other_names(real, shown, lock.fd, recorded)
         return store
 
-    def _sweep(self, real: str) -> None:
+    def _sweep(self, real: str | None) -> None:
         """Remove what a derive, repair or audit of this store killed mid-way left: the
-        scratch folders beside it, and those its derives named beside their targets."""
-        gone = sweep_scratch(os.path.dirname(real), os.path.basename(real))
-        with suppress(sqlite3.Error):
+        scratch folders beside its file (``real``, None for a store in a database
+        server), and those its derives named beside their targets."""
+        gone = [] if real is None else sweep_scratch(os.path.dirname(real), os.path.basename(real))
+        with suppress(*self._sql.errors):
             rows = self._conn.execute(
                 "SELECT key, value FROM meta WHERE key LIKE ?", (_SCRATCH_META + "%",)
             ).fetchall()
@@ -237,6 +255,9 @@ class Store(SlotStore, BranchStore, DerivedStore):
             )
         if not 0 <= seq <= self._head:
             raise StoreError(f"cannot derive at sequence {seq}: the branch head is {self._head}")
+        if _is_url(shown):
+            self._into_new_agent(shown, lambda conn, sql: self._copy_branch(conn, sql, seq))
+            return
         target = Path(os.path.realpath(shown))
         if shown in (":memory:", "") or target.exists():
             raise StoreError(
@@ -259,15 +280,15 @@ class Store(SlotStore, BranchStore, DerivedStore):
         key = f"{_SCRATCH_META}{target}"
         where = json.dumps([str(target.parent), target.name])
         try:
-            self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, where))
-        except sqlite3.Error as exc:
+            self._conn.execute(self._sql.upsert_meta, (key, where))
+        except self._sql.errors as exc:
             raise self._failure(exc, "noting where a derive writes") from exc
         mode = stat.S_IMODE(os.fstat(self._lock.fd).st_mode) if self._lock else STORE_MODE
         try:
             with scratch(target.parent, target.name, "deriving") as work:
                 self._derive_into(work / target.name, target, shown, seq, mode)
         finally:
-            with suppress(sqlite3.Error):
+            with suppress(*self._sql.errors):
                 self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
     def _derive_into(self, temporary: Path, target: Path, shown: str, seq: int, mode: int) -> None:
@@ -279,36 +300,7 @@ class Store(SlotStore, BranchStore, DerivedStore):
             os.close(create_private(temporary, STORE_MODE))
             child = Store.open(temporary)
             with child.transaction():
-                (main,) = child._conn.execute("SELECT id FROM branches").fetchone()
-                digests: set[str] = set()
-
-                def rows_of(branch_id: int, limit: int) -> Iterator[tuple[Any, ...]]:
-                    for row in self._conn.execute(
-                        "SELECT id, seq, slot, op, item, body FROM records "
-                        "WHERE branch = ? AND seq <= ? ORDER BY seq",
-                        (branch_id, limit),
-                    ):
-                        if row[5] and BLOB_KEY in row[5]:
-                            digests.update(blob_digests(json.loads(row[5])))
-                        yield (row[0], main, *row[1:])
-
-                for branch_id, limit in self._lineage:
-                    child._conn.executemany(
-                        "INSERT INTO records (id, branch, seq, slot, op, item, body) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        rows_of(branch_id, min(limit, seq)),
-                    )
-                (top,) = self._conn.execute(NEXT_RECORD_ID).fetchone()
-                child._conn.execute("DELETE FROM sqlite_sequence WHERE name = 'records'")
-                child._conn.execute(
-                    "INSERT INTO sqlite_sequence (name, seq) VALUES ('records', ?)", (top - 1,)
-                )
-                for digest in sorted(digests):
-                    child._conn.execute(
-                        "INSERT INTO blobs VALUES (?, ?)", (digest, self.get_blob(digest))
-                    )
-                for (scope,) in self._conn.execute("SELECT name FROM derived_scopes").fetchall():
-                    child.save_counts(scope, self.derived_counts(scope).items())
+                self._copy_branch(child._conn, child._sql, seq)
             child._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             child.close()
             os.chmod(temporary, mode)
@@ -331,6 +323,116 @@ class Store(SlotStore, BranchStore, DerivedStore):
                 ) from exc
             raise
 
+    def _copy_branch(self, conn: Any, sql: Dialect, seq: int) -> None:
+        """Copy this branch up to ``seq`` into the new store behind ``conn`` (an engine
+        speaking ``sql``, inside its open transaction) as its ``main`` branch: every
+        record with its id and sequence, the blobs they name, the saved counts; the
+        new store's record ids continue after this one's."""
+        (main,) = conn.execute("SELECT id FROM branches").fetchone()
+        digests: set[str] = set()
+
+        def rows_of(branch_id: int, limit: int) -> Iterator[tuple[Any, ...]]:
+            for row in self._conn.execute(
+                "SELECT id, seq, slot, op, item, body FROM records "
+                "WHERE branch = ? AND seq <= ? ORDER BY seq",
+                (branch_id, limit),
+            ).fetchall():
+                if row[5] and BLOB_KEY in row[5]:
+                    digests.update(blob_digests(json.loads(row[5])))
+                yield (row[0], main, *row[1:])
+
+        for branch_id, limit in self._lineage:
+            conn.executemany(
+                "INSERT INTO records (id, branch, seq, slot, op, item, body) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows_of(branch_id, min(limit, seq)),
+            )
+        (top,) = self._conn.execute(self._sql.next_record_id).fetchone()
+        sql.set_counters(conn, int(top))
+        for digest in sorted(digests):
+            conn.execute("INSERT INTO blobs VALUES (?, ?)", (digest, self.get_blob(digest)))
+        for (scope,) in self._conn.execute("SELECT name FROM derived_scopes").fetchall():
+            scope_id = sql.insert_id(conn, "INSERT INTO derived_scopes (name) VALUES (?)", (scope,))
+            counts = self.derived_counts(scope).items()
+            conn.executemany(sql.upsert["derived_counts"], ((scope_id, d, n) for d, n in counts))
+
+    def _copy_whole(self, conn: Any, sql: Dialect) -> None:
+        """Copy every row of this store (every branch, the current one, blobs, derived
+        values and counts) into the new store behind ``conn`` (inside its open
+        transaction), ids kept; a file store's notes of its writer and scratch folders
+        are its own and stay."""
+        conn.execute("DELETE FROM meta")
+        conn.execute("DELETE FROM branches")
+        for table, columns in COPIED_COLUMNS.items():
+            rows = self._conn.execute(
+                f"SELECT {', '.join(columns)} FROM {table} ORDER BY {columns[0]}"
+            ).fetchall()
+            if table == "meta":
+                rows = [r for r in rows if not _file_note(r[0])]
+            marks = ", ".join("?" * len(columns))
+            conn.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})",
+                [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in rows],
+            )
+        (top,) = self._conn.execute(self._sql.next_record_id).fetchone()
+        sql.set_counters(conn, int(top))
+
+    def _into_new_agent(self, url: str, copy: Callable[[Any, Dialect], None]) -> None:
+        """Write a new agent's store in the database at ``url`` by ``copy``, in one
+        transaction: it appears whole or not at all."""
+        postgres = _postgres()
+        raw, conn, _ = postgres.new_agent_connection(url)
+        try:
+            copy(conn, postgres.POSTGRES)
+            raw.execute("COMMIT")
+        finally:
+            raw.close()  # an uncommitted transaction is rolled back
+
+    @guarded("copying the store")
+    def copy_to(self, path: str | os.PathLike[str]) -> None:
+        """Write a copy of this whole store at ``path`` (a new file) or a PostgreSQL URL
+        (a new agent): every branch with its records and ids, the current branch, the
+        blobs, the derived values and saved counts, so the copy compiles the same
+        requests. What ``ctxfold migrate`` runs. The copy appears whole or not at all.
+
+        Raises
+        ------
+        StoreError
+            When a transaction is open, or ``path`` already exists (a file, a link or
+            an agent).
+        """
+        self._check_open()
+        self._check_not_aborted()
+        shown = os.fspath(path)
+        if self._depth:
+            raise StoreError(f"cannot copy into {shown!r} inside a transaction; copy after it ends")
+        if _is_url(shown):
+            self._into_new_agent(shown, self._copy_whole)
+            return
+        target = Path(os.path.realpath(shown))
+        if shown in (":memory:", "") or os.path.lexists(shown) or target.exists():
+            raise StoreError(f"cannot copy into {shown!r}: it must name a new file")
+        if not target.parent.is_dir():
+            raise StoreError(
+                f"cannot copy into {shown!r}: the folder {target.parent} does not exist"
+            )
+        with scratch(target.parent, target.name, "copying") as work:
+            temporary = work / target.name
+            os.close(create_private(temporary, STORE_MODE))
+            child = Store.open(temporary)
+            try:
+                with child.transaction():
+                    self._copy_whole(child._conn, child._sql)
+                child._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                child.close()
+            try:
+                os.link(temporary, target)
+            except FileExistsError:
+                raise StoreError(
+                    f"cannot copy into {shown!r}: the file appeared meanwhile"
+                ) from None
+
     @guarded("checking integrity")
     def integrity_check(self) -> list[str]:
         """SQLite's integrity check plus the log's own rules; empty when healthy."""
@@ -345,3 +447,37 @@ class Store(SlotStore, BranchStore, DerivedStore):
         if orphans:
             problems.append(f"{orphans} appended records have no item id")
         return problems
+
+
+COPIED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "branches": ("id", "name", "parent", "fork_seq", "created"),
+    "records": ("id", "branch", "seq", "slot", "op", "item", "body"),
+    "blobs": ("sha256", "data"),
+    "meta": ("key", "value"),
+    "derived_scopes": ("id", "name"),
+    "derived_items": ("scope", "item", "rev", "prev", "next", "a", "b", "c"),
+    "derived_blobs": ("key", "data"),
+    "derived_counts": ("scope", "digest", "tokens"),
+}
+"""Every table of a store and its columns, in an order a copy can insert them in."""
+
+
+def _file_note(key: str) -> bool:
+    """A meta row only a store file has: its writer's name, a derive's scratch folder."""
+    return key == "writer" or key.startswith(_SCRATCH_META)
+
+
+def _is_url(path: str) -> bool:
+    return path.startswith(("postgresql://", "postgres://"))
+
+
+def _postgres() -> Any:
+    """The PostgreSQL engine's module, imported when a URL is first opened."""
+    try:
+        from . import postgres
+    except ImportError as exc:
+        raise StoreError(
+            "a postgresql:// store needs psycopg 3: pip install 'context-folding[postgres]' "
+            f"({exc})"
+        ) from exc
+    return postgres
