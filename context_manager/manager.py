@@ -297,6 +297,8 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         cls,
         *,
         path: str | Path | None = None,
+        url: str | None = None,
+        agent: str | None = None,
         store: Store | None = None,
         strategy: Strategy | None = None,
         summarizer: Summarizer | None = None,
@@ -309,7 +311,9 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         window_tokens: int | None = None,
         memory_model: str | None = None,
     ) -> ContextManager:
-        """Open a manager on a store file (``path``) or an app-owned :class:`Store`.
+        """Open a manager on a store file (``path``), an agent's store in a PostgreSQL
+        database (``url="postgresql://HOST/DB"`` and ``agent=``, the ``postgres`` extra:
+        :mod:`context_manager.store.postgres`), or an app-owned :class:`Store`.
 
         Without a ``strategy``, a manager given a ``summarizer`` folds: it uses the
         autobiographical strategy sized for the window
@@ -352,7 +356,8 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         Raises
         ------
         ConfigError
-            Unless exactly one of ``path`` and ``store`` is given, when ``isolate``
+            Unless exactly one of ``path``, ``url`` and ``store`` is given, when
+            ``agent`` is given without ``url``, when ``isolate``
             is set without a ``namespace``, when ``window_tokens`` or ``memory_model``
             is given with a ``strategy`` (size the strategy itself), or when the
             default strategy has a summariser but no model to name in its requests.
@@ -379,13 +384,33 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
                 "by its own config (AutobiographicalConfig.for_window(window, "
                 "compression_model=...))"
             )
-        if (path is None) == (store is None):
-            raise ConfigError("give exactly one of path= (a store file) or store= (a Store)")
+        if url is not None:
+            check_text(url, "url", empty=False)
+            if not url.startswith(("postgresql://", "postgres://")):
+                raise ArgumentError("url", url, "a PostgreSQL URL: postgresql://HOST/DB")
+        if agent is not None:
+            check_text(agent, "agent", empty=False)
+            if url is None:
+                raise ConfigError(
+                    "agent= names whose store to open in a PostgreSQL database: give url= "
+                    "with it (a store file is one agent's already)"
+                )
+        if sum(given is not None for given in (path, url, store)) != 1:
+            raise ConfigError(
+                "give exactly one of path= (a store file), url= (a PostgreSQL database, "
+                "with agent=) or store= (a Store)"
+            )
         if isolate and not namespace:
             raise ConfigError("isolate=True needs a namespace= to isolate the messages under")
         _auxiliary_slots(auxiliary_views, f"{namespace}/messages" if isolate else "messages")
         owns = store is None
-        opened = Store.open(path) if store is None else store  # type: ignore[arg-type]
+        if store is not None:
+            opened = store
+        elif url is not None:
+            opened = Store.open(url, agent=agent)
+        else:
+            assert path is not None
+            opened = Store.open(path)
         try:
             return cls(
                 opened,

@@ -418,9 +418,13 @@ class WindowsFront:
     @operation()
     def derive(
         self: ContextManager, path: str | os.PathLike[str], *, at_sequence: int | None = None
-    ) -> Path:
+    ) -> Path | str:
         """Write a new store at ``path`` holding this branch's history up to
         ``at_sequence`` (default: now) as its ``main`` branch; returns its path.
+
+        ``path`` is a new file, or a PostgreSQL URL naming a new agent
+        (``postgresql://HOST/DB?agent=NAME``, returned as given), from a store of
+        either engine.
 
         The derived store carries the whole record as it stood there: every message
         slot, every namespace's strategy records (memories, pins, locks, frontiers) and
@@ -477,6 +481,10 @@ class WindowsFront:
                 hint="give a sequence read from current_sequence() or branch_sequence_of()",
             )
         shown = check_path(path)
+        if shown.startswith(("postgresql://", "postgres://")):
+            self._records.saved_counts.save()
+            self._store.derive(shown, at)
+            return shown
         try:
             taken = shown in (":memory:", "") or Path(shown).exists()
             folder = Path(shown).resolve().parent

@@ -108,20 +108,20 @@ def start() -> Server:
     if user:
         shutil.chown(folder, user)
     try:
-        _run(
-            [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8"],
-            user,
-        )
+        initdb = [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"]
+        _run([*initdb, "-E", "UTF8"], user)
         options = f"-c listen_addresses='' -k {folder} -c fsync=off -c max_connections=200"
-        _run(
-            [str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log")]
-            + ["-w", "-t", "60", "start"],
-            user,
-        )
+        pg_ctl = [str(bindir / "pg_ctl"), "-D", str(data), "-o", options]
+        _run([*pg_ctl, "-l", str(folder / "log"), "-w", "-t", "60", "start"], user)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return Server(f"postgresql://postgres@/postgres?host={folder}", folder, bindir, user)
+
+
+def with_agent(url: str, agent: str) -> str:
+    """``url`` naming the store of ``agent`` (its ``agent`` parameter)."""
+    return f"{url}{'&' if '?' in url else '?'}agent={agent}"
 
 
 def stop(server: Server) -> None:
@@ -129,11 +129,8 @@ def stop(server: Server) -> None:
     if server.bindir is None:
         return
     try:
-        _run(
-            [str(server.bindir / "pg_ctl"), "-D", str(server.folder / "data"), "-m", "immediate"]
-            + ["-w", "stop"],
-            server.user,
-        )
+        pg_ctl = [str(server.bindir / "pg_ctl"), "-D", str(server.folder / "data")]
+        _run([*pg_ctl, "-m", "immediate", "-w", "stop"], server.user)
     finally:
         shutil.rmtree(server.folder, ignore_errors=True)
 

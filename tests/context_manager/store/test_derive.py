@@ -9,7 +9,6 @@ frontier and the window to compile what its parent compiled.
 from __future__ import annotations
 
 import base64
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from context_manager import (
     TextBlock,
 )
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
+from tests.support.store_places import Place, query
 
 COUNTER = CharsCounter()
 BUDGET = 2_000
@@ -43,7 +43,7 @@ def _strategy() -> AutobiographicalStrategy:
     )
 
 
-def _open(where: Path | Store, namespace: str | None = None) -> ContextManager:
+def _open(where: str | Path | Store, namespace: str | None = None) -> ContextManager:
     """A manager on the store file ``where``, or on an open store, isolated by name."""
     place: dict[str, object] = (
         {"store": where, "isolate": True} if isinstance(where, Store) else {"path": where}
@@ -68,14 +68,14 @@ def _request(cm: ContextManager) -> list[object]:
     return list(cm.compile(max_tokens=BUDGET, reserve_for_response=0).messages)
 
 
-def test_a_derived_store_compiles_what_its_parent_compiled(tmp_path: Path) -> None:
-    with _open(tmp_path / "parent.db") as cm:
+def test_a_derived_store_compiles_what_its_parent_compiled(place: Place) -> None:
+    with _open(place("parent")) as cm:
         _talk(cm, 30)
         cm.drain()
         parent = _request(cm)
         memories = sorted(cm.strategy.summaries)  # type: ignore[attr-defined]
         ids = [m.id for m in cm.get_messages()]
-        child = cm.derive(tmp_path / "child.db")
+        child = cm.derive(place("child"))
     assert memories, "the talk has memories to carry"
     with _open(child) as derived:
         assert [m.id for m in derived.get_messages()] == ids
@@ -84,8 +84,8 @@ def test_a_derived_store_compiles_what_its_parent_compiled(tmp_path: Path) -> No
         assert derived.strategy.summaries  # type: ignore[attr-defined]
 
 
-def test_a_derived_store_holds_the_history_up_to_the_sequence_only(tmp_path: Path) -> None:
-    with _open(tmp_path / "parent.db") as cm:
+def test_a_derived_store_holds_the_history_up_to_the_sequence_only(place: Place) -> None:
+    with _open(place("parent")) as cm:
         early = _talk(cm, 12)
         cm.drain()
         at = cm.current_sequence()
@@ -93,7 +93,7 @@ def test_a_derived_store_holds_the_history_up_to_the_sequence_only(tmp_path: Pat
         cm.compile(max_tokens=BUDGET, reserve_for_response=0)  # commits nothing new
         _talk(cm, 10, start=12)
         cm.drain()
-        child = cm.derive(tmp_path / "child.db", at_sequence=at)
+        child = cm.derive(place("child"), at_sequence=at)
         after = [m.id for m in cm.get_messages()]
     with _open(child) as derived:
         assert [m.id for m in derived.get_messages()] == early
@@ -101,36 +101,36 @@ def test_a_derived_store_holds_the_history_up_to_the_sequence_only(tmp_path: Pat
         assert _request(derived) == expected
         # the child goes its own way; the parent does not see its writes
         derived.add_message("User", "only in the child")
-    with _open(tmp_path / "parent.db") as cm:
+    with _open(place("parent")) as cm:
         assert [m.id for m in cm.get_messages()] == after
         assert "only in the child" not in [m.message.text for m in cm.get_messages()]
 
 
-def test_a_derived_store_carries_the_current_branch_and_its_lineage(tmp_path: Path) -> None:
-    with _open(tmp_path / "parent.db") as cm:
+def test_a_derived_store_carries_the_current_branch_and_its_lineage(place: Place) -> None:
+    with _open(place("parent")) as cm:
         shared = _talk(cm, 6)
         cm.fork("side")
         side = _talk(cm, 4, start=100)
         cm.switch_branch("main")
         _talk(cm, 3, start=200)
         cm.switch_branch("side")
-        child = cm.derive(tmp_path / "child.db")
+        child = cm.derive(place("child"))
     with _open(child) as derived:
         assert derived.current_branch == "main"
         assert [b.name for b in derived.list_branches()] == ["main"]
         assert [m.id for m in derived.get_messages()] == shared + side
 
 
-def test_the_window_is_carried_and_cut_at_a_presentation_boundary(tmp_path: Path) -> None:
-    with _open(tmp_path / "parent.db", namespace="agent") as cm:
+def test_the_window_is_carried_and_cut_at_a_presentation_boundary(place: Place) -> None:
+    with _open(place("parent"), namespace="agent") as cm:
         cm.present_rows([])
         first = _talk(cm, 4)
         cm.present_rows(first[:3])
         boundary = cm.current_sequence()
         cm.present_rows(first[3:])
         late = _talk(cm, 2, start=4)
-        child = cm.derive(tmp_path / "child.db", at_sequence=boundary)
-        whole = cm.derive(tmp_path / "whole.db")
+        child = cm.derive(place("child"), at_sequence=boundary)
+        whole = cm.derive(place("whole"))
     with _open(child, namespace="agent") as derived:
         assert [m.id for m in derived.get_window_messages()] == first[:3]
         assert [m.id for m in derived.get_unpresented_messages()] == first[3:]
@@ -140,9 +140,9 @@ def test_the_window_is_carried_and_cut_at_a_presentation_boundary(tmp_path: Path
         assert [m.id for m in derived.get_unpresented_messages()] == late
 
 
-def test_images_and_every_namespace_are_carried(tmp_path: Path) -> None:
+def test_images_and_every_namespace_are_carried(place: Place) -> None:
     data = base64.b64encode(bytes(range(256)) * 8).decode()
-    store = Store.open(tmp_path / "parent.db")
+    store = Store.open(place("parent"))
     a = _open(store, "alpha")
     b = _open(store, "beta")
     picture = a.add_message(
@@ -153,7 +153,7 @@ def test_images_and_every_namespace_are_carried(tmp_path: Path) -> None:
     a.drain()
     b.drain()
     want = {name: _request(m) for name, m in (("alpha", a), ("beta", b))}
-    child = a.derive(tmp_path / "child.db")
+    child = a.derive(place("child"))
     a.close()
     b.close()
     store.close()
@@ -216,10 +216,10 @@ def test_a_failed_write_leaves_no_file_behind(
         assert derived.get_messages()[-1].message.text == "still here"
 
 
-def test_a_derived_store_never_gives_a_carried_id_again(tmp_path: Path) -> None:
+def test_a_derived_store_never_gives_a_carried_id_again(place: Place) -> None:
     """Ids on a branch skip the ones its parent gave after the cut: the child must
     not hand those out again over a message it carries."""
-    with _open(tmp_path / "parent.db") as cm:
+    with _open(place("parent")) as cm:
         _talk(cm, 2)
         cm.fork("side")
         cm.switch_branch("main")
@@ -227,7 +227,7 @@ def test_a_derived_store_never_gives_a_carried_id_again(tmp_path: Path) -> None:
         cm.switch_branch("side")
         _talk(cm, 3, start=20)
         carried = [(m.id, m.message.text) for m in cm.get_messages()]
-        child = cm.derive(tmp_path / "child.db")
+        child = cm.derive(place("child"))
     with _open(child) as derived:
         new = derived.add_message("User", "new in the child")
         assert new not in [i for i, _ in carried]
@@ -237,31 +237,30 @@ def test_a_derived_store_never_gives_a_carried_id_again(tmp_path: Path) -> None:
         ]
 
 
-def test_a_derive_inside_a_transaction_is_refused(tmp_path: Path) -> None:
-    store = Store.open(tmp_path / "parent.db")
+def test_a_derive_inside_a_transaction_is_refused(place: Place) -> None:
+    store = Store.open(place("parent"))
     try:
         cm = ContextManager.open(store=store, counter=COUNTER)
         cm.add_message("User", "committed")
         with pytest.raises(StoreError, match="inside a transaction"), store.transaction():
             cm.add_message("User", "not stored yet")
-            cm.derive(tmp_path / "child.db")
-        assert not (tmp_path / "child.db").exists()
+            cm.derive(place("child"))
+        cm.derive(place("child"))  # nothing was left there: the derive after it succeeds
         cm.close()
     finally:
         store.close()
 
 
-def test_only_the_media_the_cut_history_names_is_carried(tmp_path: Path) -> None:
+def test_only_the_media_the_cut_history_names_is_carried(place: Place) -> None:
     data = base64.b64encode(bytes(range(256)) * 8).decode()
-    with _open(tmp_path / "parent.db") as cm:
+    with _open(place("parent")) as cm:
         cm.add_message("User", "before the picture")
         at = cm.current_sequence()
         cm.add_message("User", [ImageBlock(media_type="image/png", data=data)])
-        early = cm.derive(tmp_path / "early.db", at_sequence=at)
-        late = cm.derive(tmp_path / "late.db")
+        early = cm.derive(place("early"), at_sequence=at)
+        late = cm.derive(place("late"))
     for child, blobs in ((early, 0), (late, 1)):
-        with sqlite3.connect(child) as db:
-            assert db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] == blobs
+        assert query(child, "SELECT COUNT(*) FROM blobs") == [(blobs,)]
 
 
 def test_a_folder_that_does_not_exist_is_named(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The SQLite record store: slots, edits, branches, locking, crash safety."""
+"""The record store on every engine: slots, edits, branches, locking, crash safety."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from context_manager.store import Store, StoreError, StoreLockedError
+from tests.support.store_places import Place
 
 
-def test_append_edit_redact_and_snapshots(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.db") as store:
+def test_append_edit_redact_and_snapshots(place: Place) -> None:
+    with Store.open(place("s")) as store:
         a = store.append("messages", {"text": "a"})
         b = store.append("messages", {"text": "b"})
         store.edit("messages", a.id, {"text": "A"})
@@ -27,13 +27,13 @@ def test_append_edit_redact_and_snapshots(tmp_path: Path) -> None:
         with pytest.raises(StoreError, match="not a live item"):
             store.edit("messages", b.id, {"text": "x"})
         seq = store.sequence
-    with Store.open(tmp_path / "s.db") as store:  # everything persisted
+    with Store.open(place("s")) as store:  # everything persisted
         assert [i.body for i in store.items("messages")] == [{"text": "A"}]
         assert store.get("pins") == {"counter": 2} and store.sequence == seq
 
 
-def test_transaction_is_all_or_nothing(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.db") as store:
+def test_transaction_is_all_or_nothing(place: Place) -> None:
+    with Store.open(place("s")) as store:
         store.append("messages", {"n": 0})
         with pytest.raises(RuntimeError), store.transaction():
             store.append("messages", {"n": 1})
@@ -43,8 +43,8 @@ def test_transaction_is_all_or_nothing(tmp_path: Path) -> None:
         assert store.get("state") is None
 
 
-def test_branches_copy_on_write(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.db") as store:
+def test_branches_copy_on_write(place: Place) -> None:
+    with Store.open(place("s")) as store:
         first = store.append("messages", {"n": 1})
         store.append("messages", {"n": 2})
         cut = first.seq
@@ -65,23 +65,24 @@ def test_branches_copy_on_write(tmp_path: Path) -> None:
             store.branch_at(0, "alt")
         with pytest.raises(StoreError, match="unknown branch 'nope'; branches: main, alt"):
             store.switch_branch("nope")
-    with Store.open(tmp_path / "s.db") as store:
+    with Store.open(place("s")) as store:
         assert store.branch == "main"
 
 
-def test_second_writer_gets_a_clear_error(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
+def test_second_writer_gets_a_clear_error(place: Place) -> None:
+    path = place("s")
     with Store.open(path):
         code = f"from context_manager.store import Store; Store.open({str(path)!r})"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert out.returncode != 0 and "StoreLockedError" in out.stderr
-        with pytest.raises(StoreLockedError, match="open in another process"):
-            # flock is per open file description: a second open in-process also conflicts
+        # a second open in-process conflicts too (a file's flock is per open file
+        # description; an agent's advisory lock is per connection)
+        with pytest.raises(StoreLockedError, match=r"open in another process|open by the server"):
             Store.open(path)
 
 
-def test_blobs_are_deduplicated(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.db") as store:
+def test_blobs_are_deduplicated(place: Place) -> None:
+    with Store.open(place("s")) as store:
         d1 = store.put_blob(b"x" * 100)
         d2 = store.put_blob(b"x" * 100)
         assert d1 == d2 and store.get_blob(d1) == b"x" * 100
@@ -106,8 +107,8 @@ WRITER = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_killed_writer_loses_nothing_committed(tmp_path: Path) -> None:
-    path = str(tmp_path / "crash.db")
+def test_killed_writer_loses_nothing_committed(place: Place) -> None:
+    path = place("crash")
     committed = -1
     for trial in range(50):
         proc = subprocess.Popen(
