@@ -197,7 +197,8 @@ def audit_store(
     Parameters
     ----------
     path : str or os.PathLike
-        The store file (a stopped agent's).
+        The store file (a stopped agent's), or a PostgreSQL URL naming a stopped
+        agent's store (``postgresql://HOST/DB?agent=NAME``), read in place.
     namespace : str
         The strategy namespace.
     branch : str, optional
@@ -214,6 +215,20 @@ def audit_store(
     NotAStoreError
         When the path is not a readable store, or lacks the namespace or branch.
     """
+    if os.fspath(path).startswith(("postgresql://", "postgres://")):
+        # an agent's store in a database server: read in place under its writer lock
+        # (refused while its agent runs), nothing written
+        with Store.open(os.fspath(path)) as store:
+            current = store.branch
+            if branch is not None and branch != current:
+                store.switch_branch(branch)
+            try:
+                records = read_stored(store, namespace)
+                found = StoreAudit(store.path, namespace, store.branch, records, audit(records), [])
+            finally:
+                if store.branch != current:
+                    store.switch_branch(current)  # the agent's current branch stays its own
+            return found
     real, shown = _real(path)
     with audit_scratch(real) as tmp:
         copy = Path(tmp) / "store.db"
