@@ -1,6 +1,7 @@
 """The commands on stores: ``inspect`` (describe one, or a snapshot of one a running
 agent holds), ``audit`` and ``repair`` (of the memory tree, through
-:mod:`context_manager.topology`).
+:mod:`context_manager.topology`), and ``migrate`` (a whole store copied between
+engines).
 """
 
 from __future__ import annotations
@@ -232,7 +233,12 @@ def _print_findings(findings: Sequence[Any]) -> None:
 
 @app.command(cls=Command, epilog=AUDIT_STATUS)
 def audit(
-    store: Annotated[Path, typer.Argument(help="A context manager store (SQLite file).")],
+    store: Annotated[
+        str,
+        typer.Argument(
+            help="A context manager store: a SQLite file, or postgresql://HOST/DB?agent=NAME."
+        ),
+    ],
     namespace: _NamespaceOption = "default",
     branch: _BranchOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
@@ -403,3 +409,74 @@ def repair(
         _print_repair(store, result, apply)
     if (result.findings or result.damaged) and not result.applied:
         raise typer.Exit(RUNTIME_ERROR)
+
+
+MIGRATE_CHECK_TOKENS = 1_000_000
+"""The budget of the request ``ctxfold migrate`` compiles on both stores to check a copy."""
+
+
+@app.command(cls=Command)
+def migrate(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="The store to copy: a SQLite file, or postgresql://HOST/DB?agent=NAME."
+        ),
+    ],
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A new store: a SQLite file that does not exist, or a PostgreSQL URL naming "
+            "an agent that has no store."
+        ),
+    ],
+) -> None:
+    """Copy a whole store into a new one, between SQLite and PostgreSQL either way.
+
+    Every branch with its records at their ids and sequences, the current branch, the
+    media, the memories, windows and saved token counts: the copy compiles the same
+    requests. It appears whole or not at all. Checked before it reports success: every
+    table's rows hash equal on both, and the request of every namespace's messages,
+    compiled on both, is the same bytes. Refuses a store a running agent holds (its
+    writer lock): stop the agent first.
+    """
+    from ..store import Store, StoreError
+
+    try:
+        with Store.open(source) as original:
+            original.copy_to(target)
+            with Store.open(target) as copy:
+                before, after = original.content_digest(), copy.content_digest()
+                differ = sorted(t for t in before if before[t] != after[t])
+                if differ:
+                    raise StoreError(f"the copy differs from the store in {', '.join(differ)}")
+                same = _same_request(original, copy)
+            shown = (original.path, copy.path)
+    except (StoreError, OSError) as exc:
+        _store_failure(exc)
+    console.print(
+        f"{shown[0]} -> {shown[1]}: copied; every table's rows hash equal and the request "
+        f"compiles to the same {same:,} bytes on both",
+        markup=False,
+        highlight=False,
+    )
+
+
+def _same_request(original: Any, copy: Any) -> int:
+    """Compile the messages of both stores (the raw record, no strategy state needed)
+    and return the request's size in bytes; raise when they differ."""
+    from ..manager import ContextManager
+    from ..store import StoreError
+    from ..tokens import CharsCounter
+
+    sent = []
+    for store in (original, copy):
+        manager = ContextManager.open(store=store, counter=CharsCounter())
+        try:
+            result = manager.compile(max_tokens=MIGRATE_CHECK_TOKENS, reserve_for_response=0)
+            sent.append(json.dumps(result.to_anthropic(), sort_keys=True).encode())
+        finally:
+            manager.close()
+    if sent[0] != sent[1]:
+        raise StoreError("the copy compiles another request than the store")
+    return len(sent[0])

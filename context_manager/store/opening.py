@@ -9,6 +9,7 @@ new store of this branch up to a sequence. The rest of the store is its parts:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -255,25 +256,31 @@ class Store(SlotStore, BranchStore, DerivedStore):
             )
         if not 0 <= seq <= self._head:
             raise StoreError(f"cannot derive at sequence {seq}: the branch head is {self._head}")
+        self._into_new_store(shown, lambda conn, sql: self._copy_branch(conn, sql, seq))
+
+    def _into_new_store(self, shown: str, copy: Callable[[Any, Dialect], None]) -> None:
+        """Write a new store at ``shown`` (a new file, or a URL naming a new agent) by
+        ``copy`` (given the new store's connection, inside its one transaction, and its
+        engine's dialect); it appears whole or not at all."""
         if _is_url(shown):
-            self._into_new_agent(shown, lambda conn, sql: self._copy_branch(conn, sql, seq))
+            self._into_new_agent(shown, copy)
             return
         target = Path(os.path.realpath(shown))
         if shown in (":memory:", "") or target.exists():
             raise StoreError(
-                f"cannot derive into {shown!r}: it must name a new file "
-                "(a derived store never overwrites one)"
+                f"cannot write a new store at {shown!r}: it must name a new file "
+                "(a derived or copied store never overwrites one)"
             )
         if os.path.islink(shown) or os.path.lexists(target):
             raise StoreError(
-                f"cannot derive into {shown!r}: a symbolic link is there (to "
+                f"cannot write a new store at {shown!r}: a symbolic link is there (to "
                 f"{os.readlink(shown) if os.path.islink(shown) else target}); a derived "
-                "store is written to a new file, never through a link"
+                "or copied store is written to a new file, never through a link"
             )
         if not target.parent.is_dir():
             raise StoreError(
-                f"cannot derive into {shown!r}: the folder {target.parent} does not exist; "
-                "create it first"
+                f"cannot write a new store at {shown!r}: the folder {target.parent} does not "
+                "exist; create it first"
             )
         # where the derive writes is named in this store before anything is written
         # there, and until it is gone: the next open removes what a kill left
@@ -286,21 +293,28 @@ class Store(SlotStore, BranchStore, DerivedStore):
         mode = stat.S_IMODE(os.fstat(self._lock.fd).st_mode) if self._lock else STORE_MODE
         try:
             with scratch(target.parent, target.name, "deriving") as work:
-                self._derive_into(work / target.name, target, shown, seq, mode)
+                self._write_file(work / target.name, target, shown, mode, copy)
         finally:
             with suppress(*self._sql.errors):
                 self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
-    def _derive_into(self, temporary: Path, target: Path, shown: str, seq: int, mode: int) -> None:
-        """:meth:`derive`, writing the new store at ``temporary`` (created exclusively in
-        a private scratch folder beside ``target``), then giving it ``mode`` (this
-        store's permissions) and linking it into place."""
+    def _write_file(
+        self,
+        temporary: Path,
+        target: Path,
+        shown: str,
+        mode: int,
+        copy: Callable[[Any, Dialect], None],
+    ) -> None:
+        """Write the new store at ``temporary`` (created exclusively in a private
+        scratch folder beside ``target``) by ``copy``, then give it ``mode`` (this
+        store's permissions) and link it into place."""
         child: Store | None = None
         try:
             os.close(create_private(temporary, STORE_MODE))
             child = Store.open(temporary)
             with child.transaction():
-                self._copy_branch(child._conn, child._sql, seq)
+                copy(child._conn, child._sql)
             child._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             child.close()
             os.chmod(temporary, mode)
@@ -313,13 +327,12 @@ class Store(SlotStore, BranchStore, DerivedStore):
                     leftover.unlink()
             if isinstance(exc, FileExistsError):
                 raise StoreError(
-                    f"cannot derive into {shown!r}: the file appeared while it was being "
-                    "written (a derived store never overwrites one)"
+                    f"cannot write a new store at {shown!r}: the file appeared while it was "
+                    "being written (a derived or copied store never overwrites one)"
                 ) from exc
             if isinstance(exc, OSError):
                 raise StoreError(
-                    f"{shown}: cannot write the derived store ({exc.strerror}); "
-                    "nothing was left behind"
+                    f"{shown}: cannot write the new store ({exc.strerror}); nothing was left behind"
                 ) from exc
             raise
 
@@ -406,32 +419,23 @@ class Store(SlotStore, BranchStore, DerivedStore):
         shown = os.fspath(path)
         if self._depth:
             raise StoreError(f"cannot copy into {shown!r} inside a transaction; copy after it ends")
-        if _is_url(shown):
-            self._into_new_agent(shown, self._copy_whole)
-            return
-        target = Path(os.path.realpath(shown))
-        if shown in (":memory:", "") or os.path.lexists(shown) or target.exists():
-            raise StoreError(f"cannot copy into {shown!r}: it must name a new file")
-        if not target.parent.is_dir():
-            raise StoreError(
-                f"cannot copy into {shown!r}: the folder {target.parent} does not exist"
-            )
-        with scratch(target.parent, target.name, "copying") as work:
-            temporary = work / target.name
-            os.close(create_private(temporary, STORE_MODE))
-            child = Store.open(temporary)
-            try:
-                with child.transaction():
-                    self._copy_whole(child._conn, child._sql)
-                child._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                child.close()
-            try:
-                os.link(temporary, target)
-            except FileExistsError:
-                raise StoreError(
-                    f"cannot copy into {shown!r}: the file appeared meanwhile"
-                ) from None
+        self._into_new_store(shown, self._copy_whole)
+
+    @guarded("digesting the store")
+    def content_digest(self) -> dict[str, str]:
+        """A sha256 of each table's rows, in key order (a file's notes of its writer and
+        scratch folders aside): two stores, of either engine, with equal digests hold
+        the same record. What ``ctxfold migrate`` checks a copy by."""
+        out: dict[str, str] = {}
+        for table, columns in COPIED_COLUMNS.items():
+            rows = [
+                [bytes(v).hex() if isinstance(v, bytes | memoryview) else v for v in row]
+                for row in self._conn.execute(f"SELECT {', '.join(columns)} FROM {table}")
+                if not (table == "meta" and _file_note(row[0]))
+            ]
+            rows.sort(key=lambda r: r[:2])  # in Python: the engines' text orders differ
+            out[table] = hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+        return out
 
     @guarded("checking integrity")
     def integrity_check(self) -> list[str]:

@@ -231,7 +231,9 @@ def _translate(path: str, exc: BaseException, action: str) -> StoreError:
             f"stored nothing ({exc}); free space on the server and retry: the store stays "
             "usable and earlier writes are intact"
         )
-    if isinstance(exc, psycopg.OperationalError) and not state:
+    if isinstance(exc, psycopg.OperationalError) and (not state or state[:2] in ("08", "57")):
+        # no state: the socket closed; 08: connection exceptions; 57: the server or an
+        # administrator ended the session
         when = (
             "it may or may not have been stored (the next operation reads the store as it is)"
             if "commit" in action

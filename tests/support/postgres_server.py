@@ -124,6 +124,19 @@ def with_agent(url: str, agent: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}agent={agent}"
 
 
+def fresh_database(url: str) -> str:
+    """A new, empty database on the server of ``url``; returns its URL."""
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as raw:
+        raw.execute(f"CREATE DATABASE {name}".encode())
+    head, _, query = url.partition("?")
+    return f"{head.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+
 def stop(server: Server) -> None:
     """Stop a server :func:`start` started and remove its folder (a given one is left)."""
     if server.bindir is None:
