@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint schema bench soak scale load notebooks clean
+.PHONY: demo test lint schema bench soak scale load notebooks clean postgres-binaries
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
@@ -18,7 +18,23 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/ctxfold demo
 
-test: $(STAMP)
+# The PostgreSQL backend's tests start a throwaway server (tests/support/postgres_server.py)
+# from Debian's postgresql binaries, installed here when missing (as root, with apt-get);
+# CTXFOLD_TEST_POSTGRES=off leaves the backend out, =postgresql://... uses that server.
+postgres-binaries:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null \
+	    && [ -z "$${CTXFOLD_TEST_POSTGRES:-}" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's postgresql for the PostgreSQL backend's tests"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -q postgresql >/dev/null 2>&1 || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q postgresql >/dev/null; }; \
+	  fi; \
+	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	    echo "no PostgreSQL binaries: the PostgreSQL backend's tests will fail, saying why"; \
+	fi
+
+test: $(STAMP) postgres-binaries
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
