@@ -33,7 +33,13 @@ from .catalog import ModelBudget, ModelCatalog, ModelSpec
 from .config import AssemblyConfig
 from .errors import AssemblyError
 from .functions import DEFAULT_CATALOG, assemble, compact, count_tokens, prune
-from .leases import InMemoryLeaseStore, LeaseRecord, LeaseStore, SqliteLeaseStore
+from .leases import (
+    InMemoryLeaseStore,
+    LeaseRecord,
+    LeaseStore,
+    PostgresLeaseStore,
+    SqliteLeaseStore,
+)
 from .models import (
     AssembleRequest,
     AssembleResponse,
@@ -71,6 +77,7 @@ __all__ = [
     "ModelSpec",
     "PruneRequest",
     "PruneResponse",
+    "PostgresLeaseStore",
     "SqliteLeaseStore",
     "assemble",
     "compact",

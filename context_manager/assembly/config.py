@@ -41,6 +41,9 @@ class AssemblyConfig(BaseModel):
     lease_dir : Path or None
         Directory of a SQLite lease file shared between processes; ``None`` keeps
         leases in this process.
+    lease_url : str or None
+        A PostgreSQL database (``postgresql://...``) whose lease table is shared by
+        processes on several hosts (the ``postgres`` extra); wins over ``lease_dir``.
 
     Examples
     --------
@@ -63,3 +66,4 @@ class AssemblyConfig(BaseModel):
     allow_fallback_limits: bool = True
     summarizer_timeout_ms: int = Field(default=320_000, ge=0)
     lease_dir: Path | None = None
+    lease_url: str | None = Field(default=None, pattern=r"^postgres(ql)?://")

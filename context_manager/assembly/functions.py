@@ -25,7 +25,13 @@ from .config import AssemblyConfig
 from .emergency import emergency_reduce
 from .errors import INVALID_REQUEST, OVERFLOW, AssemblyError, from_validation_errors
 from .estimate import Estimator, function_tokens, text_tokens
-from .leases import InMemoryLeaseStore, LeaseStore, SqliteLeaseStore, default_lease_key
+from .leases import (
+    InMemoryLeaseStore,
+    LeaseStore,
+    PostgresLeaseStore,
+    SqliteLeaseStore,
+    default_lease_key,
+)
 from .media import normalise_media
 from .models import (
     Applied,
@@ -83,9 +89,16 @@ def _sqlite_leases(path: Path) -> SqliteLeaseStore:
     return SqliteLeaseStore(path)
 
 
+@lru_cache(maxsize=16)
+def _postgres_leases(url: str) -> PostgresLeaseStore:
+    return PostgresLeaseStore(url)
+
+
 def _lease_store(leases: LeaseStore | None, config: AssemblyConfig) -> LeaseStore:
     if leases is not None:
         return leases
+    if config.lease_url is not None:
+        return _postgres_leases(config.lease_url)
     if config.lease_dir is not None:
         return _sqlite_leases(Path(config.lease_dir).expanduser().resolve() / "leases.sqlite3")
     return _PROCESS_LEASES
@@ -222,7 +235,8 @@ def count_tokens(
     catalog : ModelCatalog, optional
         Model limits by provider and id; None means no catalog (inline or fallback limits).
     leases : LeaseStore, optional
-        Where compaction leases live (this process's by default, or ``config.lease_dir``).
+        Where compaction leases live (this process's by default, or ``config.lease_url``
+        or ``config.lease_dir``).
     clock : callable
         Milliseconds now, for leases and deadlines.
 
@@ -287,7 +301,8 @@ def prune(
     catalog : ModelCatalog, optional
         Model limits by provider and id; None means no catalog (inline or fallback limits).
     leases : LeaseStore, optional
-        Where compaction leases live (this process's by default, or ``config.lease_dir``).
+        Where compaction leases live (this process's by default, or ``config.lease_url``
+        or ``config.lease_dir``).
     clock : callable
         Milliseconds now, for leases and deadlines.
 
@@ -356,7 +371,8 @@ def compact(
     catalog : ModelCatalog, optional
         Model limits by provider and id; None means no catalog (inline or fallback limits).
     leases : LeaseStore, optional
-        Where compaction leases live (this process's by default, or ``config.lease_dir``).
+        Where compaction leases live (this process's by default, or ``config.lease_url``
+        or ``config.lease_dir``).
     clock : callable
         Milliseconds now, for leases and deadlines.
 
@@ -456,7 +472,8 @@ def assemble(
     catalog : ModelCatalog, optional
         Model limits by provider and id; None means no catalog (inline or fallback limits).
     leases : LeaseStore, optional
-        Where compaction leases live (this process's by default, or ``config.lease_dir``).
+        Where compaction leases live (this process's by default, or ``config.lease_url``
+        or ``config.lease_dir``).
     clock : callable
         Milliseconds now, for leases and deadlines.
     counter : TokenCounter, optional

@@ -32,6 +32,7 @@ __all__ = [
     "InMemoryLeaseStore",
     "LeaseRecord",
     "LeaseStore",
+    "PostgresLeaseStore",
     "SqliteLeaseStore",
     "default_lease_key",
 ]
@@ -200,6 +201,82 @@ class SqliteLeaseStore(LeaseStore):
                 return False
             self._put(db, key, record)
         return True
+
+
+class PostgresLeaseStore(LeaseStore):
+    """Leases in a PostgreSQL database (its ``ctxfold.leases`` table), shared by every
+    process and host using it: several service processes behind one load balancer
+    take turns compacting a conversation.
+
+    Taking a lease is one statement (an insert, or an update of an expired holder's
+    row, under the row's lock), so two processes never both take it. Connections come
+    from a small pool.
+
+    Parameters
+    ----------
+    url : str
+        ``postgresql://...``; the database's store catalog is migrated when needed
+        (:func:`context_manager.store.postgres.migrate`).
+    max_connections : int
+        The pool's size.
+
+    Raises
+    ------
+    AssemblyError
+        ``context/state`` when the database cannot be reached or psycopg is missing.
+    """
+
+    def __init__(self, url: str, *, max_connections: int = 4) -> None:
+        try:
+            from psycopg_pool import ConnectionPool
+
+            from ..store.postgres import address, connect, migrate
+        except ImportError as exc:
+            raise AssemblyError(
+                STATE,
+                f"lease_url needs psycopg 3: pip install 'context-folding[postgres]' ({exc})",
+            ) from exc
+        where = address(url)
+        self.shown = where.shown.rsplit("agent=", 1)[0].rstrip("?&")
+        try:
+            with connect(where.conninfo, where.shown) as raw:
+                migrate(raw)
+        except Exception as exc:
+            raise AssemblyError(
+                STATE, f"cannot open the lease store {self.shown}: {exc}; check lease_url"
+            ) from exc
+        self._pool = ConnectionPool(
+            where.conninfo,
+            min_size=1,
+            max_size=max_connections,
+            kwargs={"autocommit": True},
+            open=True,
+            name="ctxfold-leases",
+        )
+
+    def close(self) -> None:
+        """Close the pool's connections."""
+        self._pool.close()
+
+    def read(self, key: str) -> LeaseRecord | None:
+        with self._pool.connection() as db:
+            row = db.execute("SELECT nonce, ts FROM ctxfold.leases WHERE key = %s", (key,))
+            found = row.fetchone()
+        return LeaseRecord(found[0], int(found[1])) if found else None
+
+    def clear_if(self, key: str, nonce: str) -> None:
+        with self._pool.connection() as db:
+            db.execute("DELETE FROM ctxfold.leases WHERE key = %s AND nonce = %s", (key, nonce))
+
+    def put_if_idle(self, key: str, record: LeaseRecord, ttl_ms: int) -> bool:
+        with self._pool.connection() as db:
+            taken = db.execute(
+                "INSERT INTO ctxfold.leases AS held (key, nonce, ts) VALUES (%s, %s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET nonce = EXCLUDED.nonce, ts = EXCLUDED.ts "
+                "WHERE EXCLUDED.ts - held.ts >= %s RETURNING nonce",
+                (key, record.nonce, record.ts, ttl_ms),
+            ).fetchone()
+        return taken is not None
 
 
 def default_lease_key(messages: Iterable[AnyMessage]) -> str:

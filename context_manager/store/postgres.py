@@ -7,7 +7,9 @@ branches, blobs and derived tables as a SQLite store, and the same guarantees.
 Layout
     A catalog schema ``ctxfold`` holds the migrations applied (``migrations``), the
     agents (``agents``: id, name) and the compaction leases shared by service
-    processes (``leases``). Each agent's tables live in a schema of their own,
+    processes (``leases``: key, holder's nonce, taken at ``ts`` in milliseconds; see
+    :class:`~context_manager.assembly.leases.PostgresLeaseStore`). Each agent's tables
+    live in a schema of their own,
     ``ctxfold_agent_<id>``, with the columns of the SQLite store's tables
     (:data:`~context_manager.store.schema.SCHEMA`), so the store's statements are the
     same on both engines (:class:`~context_manager.store.dialect.Dialect` names the
@@ -112,7 +114,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE TABLE {CATALOG}.leases (
             key text PRIMARY KEY,
             nonce text NOT NULL,
-            expires_at double precision NOT NULL
+            ts bigint NOT NULL
         );
         """,
     ),
