@@ -1,6 +1,6 @@
 """The agents a service holds open: one :class:`~context_manager.ContextManager` per
-agent, on its own store ``<store_root>/<agent>.db``, opened at its first request and
-closed when idle.
+agent, on its own store ``<store_root>/<agent>.db`` (or in the database ``store_url``),
+opened at its first request and closed when idle.
 
 Requests to one agent run one at a time (each holds the agent's lock for its whole
 call); requests to different agents run in parallel. A configuration change to the
@@ -154,9 +154,14 @@ class AgentPool:
             if chosen.window_tokens is not None:
                 options.setdefault("window_tokens", chosen.window_tokens)
             strategy = AutobiographicalStrategy(AutobiographicalConfig(**options))
-        settings.store_root.mkdir(parents=True, exist_ok=True)
+        where: dict[str, Any]
+        if settings.store_url is not None:
+            where = {"url": settings.store_url, "agent": agent}
+        else:
+            settings.store_root.mkdir(parents=True, exist_ok=True)
+            where = {"path": settings.store_root / f"{agent}.db"}
         return ContextManager.open(
-            path=settings.store_root / f"{agent}.db",
+            **where,
             strategy=strategy,
             summarizer=summarizer,
             window_tokens=chosen.window_tokens if strategy is None else None,
@@ -283,8 +288,9 @@ class AgentPool:
             return len(self._agents)
 
     def _changed(self, old: ServiceSettings, new: ServiceSettings) -> None:
-        if (old.store_root, old.summarizer, old.manager) == (
+        if (old.store_root, old.store_url, old.summarizer, old.manager) == (
             new.store_root,
+            new.store_url,
             new.summarizer,
             new.manager,
         ):

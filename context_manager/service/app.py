@@ -627,18 +627,24 @@ def create_app(
         },
     )
     async def readyz(request: Request) -> dict[str, str]:
-        """Readiness: the store root is writable and the summariser can be built."""
+        """Readiness: the store root is writable (or the store database answers) and
+        the summariser can be built."""
         _key(request)
         settings = settings_live.current
         problems = []
         root = settings.store_root
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            probe = root / ".ready-probe"
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as exc:
-            problems.append(f"the store root {root} is not writable ({exc.strerror})")
+        if settings.store_url is not None:
+            why = await asyncio.to_thread(_database_problem, settings.store_url)
+            if why is not None:
+                problems.append(why)
+        else:
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+                probe = root / ".ready-probe"
+                probe.write_bytes(b"")
+                probe.unlink()
+            except OSError as exc:
+                problems.append(f"the store root {root} is not writable ({exc.strerror})")
         why = pool.check_summarizer()
         if why is not None:
             problems.append(why)
@@ -749,3 +755,16 @@ def _document(app: FastAPI) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _database_problem(url: str) -> str | None:
+    """Why the store database at ``url`` cannot serve agents, or None."""
+    try:
+        from ..store.postgres import address, connect, migrate
+
+        where = address(url)
+        with connect(where.conninfo, where.shown) as raw:
+            migrate(raw)
+    except Exception as exc:  # any reason is the answer: not ready, saying why
+        return f"the store database does not answer ({exc})"
+    return None

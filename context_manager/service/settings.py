@@ -163,6 +163,11 @@ class ServiceSettings(_Section):
     """Serve without keys (only where the network is the boundary, e.g. loopback)."""
     store_root: Path = Path("stores")
     """One SQLite store per agent: ``<store_root>/<agent>.db``."""
+    store_url: str | None = Field(default=None, pattern=r"^postgres(ql)?://")
+    """Instead, each agent's store in this PostgreSQL database (the ``postgres`` extra),
+    under the agent's id: service processes on several hosts share the stores, one
+    writer per agent at a time (another process's requests for an agent it holds are
+    ``manager/store_busy``, 409 with Retry-After, until it closes the agent idle)."""
     assembly: AssemblyConfig = Field(default_factory=AssemblyConfig)
     summarizer: SummarizerSettings = Field(default_factory=SummarizerSettings)
     manager: ManagerSettings = Field(default_factory=ManagerSettings)
