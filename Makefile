@@ -42,8 +42,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy folding solvers context_manager foldbench
 
-# the request machine, long: at least SOAK_COMPILES compiles across every solver
+# the request machine, long: at least SOAK_COMPILES compiles across every solver (and
+# SOAK_PG_COMPILES with every store an agent's in PostgreSQL)
 SOAK_COMPILES ?= 100000
+SOAK_PG_COMPILES ?= 10000
 # and threads sharing one manager: at least SOAK_APPENDS appends, all found after reopening
 SOAK_APPENDS ?= 10000
 # and damaged stores: SOAK_FUZZ seeded trials of flipped bytes, each answered by a typed error
@@ -52,8 +54,9 @@ SOAK_FUZZ ?= 200
 notebooks: $(STAMP)
 	$(BIN)/python notebooks/execute.py
 
-soak: $(STAMP)
+soak: $(STAMP) postgres-binaries
 	$(BIN)/python tests/soak.py $(SOAK_COMPILES)
+	$(BIN)/python tests/soak.py $(SOAK_PG_COMPILES) --postgres
 	$(BIN)/python tests/soak_threads.py $(SOAK_APPENDS)
 	FUZZ_TRIALS=$(SOAK_FUZZ) $(BIN)/python -m pytest -q -p no:cacheprovider tests/context_manager/store/test_damaged_store.py
 

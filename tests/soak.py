@@ -1,11 +1,14 @@
-"""Soak the request machine: ``python tests/soak.py [compiles] [--no-shrink]`` (``make soak``).
+"""Soak the request machine: ``python tests/soak.py [compiles] [--no-shrink] [--postgres]``
+(``make soak``).
 
 Runs :class:`tests.support.request_machine.RequestMachine` with fresh random seeds until at least
 the given number of compiles (default 100,000) were driven through it, across every
 solver and the passthrough strategy (every third round from a long past, where
 compiles are windowed: :class:`tests.support.long_history.LongHistory`), then prints the tally.
 Any failure stops it with hypothesis's shrunk reproduction (``--no-shrink``: the
-failing run as found, at once).
+failing run as found, at once). ``--postgres`` runs
+:class:`tests.support.request_machine.PostgresRequestMachine` instead, every store an
+agent's in a PostgreSQL server started for the run (or ``CTXFOLD_TEST_POSTGRES``'s).
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from hypothesis.stateful import run_state_machine_as_test
 # the repository root, ahead of this folder: its test folders are named like the packages
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.support import postgres_server
 from tests.support.long_history import LongHistory
-from tests.support.request_machine import TALLY, RequestMachine
+from tests.support.request_machine import TALLY, PostgresRequestMachine, RequestMachine
 
 
 def main(goal: int) -> int:
@@ -37,10 +41,20 @@ def main(goal: int) -> int:
         suppress_health_check=list(HealthCheck),
         phases=[Phase.generate] if "--no-shrink" in sys.argv else list(Phase),
     )
+    server = postgres_server.start() if "--postgres" in sys.argv else None
+    if server is not None:
+        PostgresRequestMachine.url = server.url
     while TALLY["compiles"] < goal:
         # every third round starts from a long past, where compiles are windowed
         machine = LongHistory if rounds % 3 == 2 else RequestMachine
-        run_state_machine_as_test(machine, settings=config)
+        if server is not None:
+            machine = PostgresRequestMachine
+        try:
+            run_state_machine_as_test(machine, settings=config)
+        except BaseException:
+            if server is not None:
+                postgres_server.stop(server)
+            raise
         rounds += 1
         print(
             f"round {rounds}: {TALLY['compiles']:,} compiles, {TALLY['sent']:,} sent, "
@@ -50,8 +64,11 @@ def main(goal: int) -> int:
             f"({time.monotonic() - start:.0f} s)",
             flush=True,
         )
+    if server is not None:
+        postgres_server.stop(server)
     print(
-        f"soak: {TALLY['compiles']:,} compiles in {time.monotonic() - start:.0f} s: "
+        f"soak{' on PostgreSQL' if server else ''}: {TALLY['compiles']:,} compiles in "
+        f"{time.monotonic() - start:.0f} s: "
         f"{TALLY['sent']:,} requests sent, each recounted within its budget, its stats equal "
         f"to the recount, its tool pairs whole; {TALLY['over_budget']:,} refusals over budget "
         f"(each with actual > budget), {TALLY['conflicts']:,} constraint conflicts; "

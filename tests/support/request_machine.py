@@ -1099,3 +1099,33 @@ def _marker(message: Message) -> str:
         if isinstance(b, ToolResultBlock) and isinstance(b.content, str) and b.content:
             return b.content.split()[0]
     return "\x00never"
+
+
+class PostgresRequestMachine(RequestMachine):
+    """The request machine on an agent's store in PostgreSQL: every rule and invariant
+    above, the records kept by the other engine (derives write SQLite files from it).
+
+    Set :attr:`url` (a server's URL) before running it; each run is a new agent,
+    dropped at its end."""
+
+    url: str | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        import uuid
+
+        from tests.support.postgres_server import with_agent
+
+        assert self.url is not None, "set PostgresRequestMachine.url to a server's URL"
+        self.agent = f"machine-{uuid.uuid4().hex[:12]}"
+        self.path = with_agent(self.url, self.agent)  # type: ignore[assignment]
+
+    def teardown(self) -> None:
+        super().teardown()
+        import psycopg
+
+        from context_manager.store.postgres import drop_agent
+
+        assert self.url is not None
+        with psycopg.connect(self.url, autocommit=True) as raw:
+            drop_agent(raw, self.agent)
