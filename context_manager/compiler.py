@@ -35,7 +35,7 @@ from .request import (
     identity_of,
     place_injections,
 )
-from .store import Store
+from .store import RecordStore
 from .strategies.base import RequestBudget, Strategy, StrategyContext
 from .thinking import NotedRow, RequestIdentity, SentRecord, ThinkingBinding, bind
 from .tokens import TokenCounter
@@ -86,7 +86,7 @@ class Compiler:
 
     Parameters
     ----------
-    store : Store
+    store : RecordStore
     counter : TokenCounter
         Prices the history and the injections.
     saved_counts : SavedCounts
@@ -101,7 +101,7 @@ class Compiler:
 
     def __init__(
         self,
-        store: Store,
+        store: RecordStore,
         counter: TokenCounter,
         saved_counts: SavedCounts,
         thinking_slot: str,

@@ -57,7 +57,7 @@ from .request import (
     QueryResult,
     place_injections,
 )
-from .store import Store, StoreError
+from .store import RecordStore, Store, StoreError
 from .strategies.base import (
     Answers,
     Strategy,
@@ -166,7 +166,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
 
     def __init__(
         self,
-        store: Store,
+        store: RecordStore,
         *,
         owns_store: bool,
         strategy: Strategy,
@@ -264,7 +264,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
 
     # What every part of the manager reads (set in __init__); declared here so the
     # fronts (context_manager.front), typed against this class, see their types.
-    _store: Store
+    _store: RecordStore
     _owns_store: bool
     _strategy: Strategy
     _caps: Capabilities
@@ -299,7 +299,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         path: str | Path | None = None,
         url: str | None = None,
         agent: str | None = None,
-        store: Store | None = None,
+        store: RecordStore | None = None,
         strategy: Strategy | None = None,
         summarizer: Summarizer | None = None,
         counter: TokenCounter | None = None,
@@ -368,8 +368,10 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         _check_parts(strategy, summarizer, counter, clock)
         if path is not None:
             check_path(path)
-        if store is not None and not isinstance(store, Store):
-            raise ArgumentTypeError("store", store, "a Store (Store.open(path)) or None")
+        if store is not None and not isinstance(store, RecordStore):
+            raise ArgumentTypeError(
+                "store", store, "a Store (Store.open(path)), another RecordStore, or None"
+            )
         if namespace is not None:
             check_text(namespace, "namespace", empty=False)
         check_flag(isolate, "isolate")
@@ -457,7 +459,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         self.close()
 
     @property
-    def store(self) -> Store:
+    def store(self) -> RecordStore:
         """The underlying store."""
         return self._store
 

@@ -16,14 +16,14 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from .store import Store, StoreFullError
+from .store import RecordStore, StoreFullError
 
 __all__ = ["FULL_BACKOFF", "Gate", "Gated", "Tickable", "Ticker", "operation", "store_lock"]
 
 _R = TypeVar("_R")
 _log = logging.getLogger(__name__)
 
-_STORE_LOCKS: weakref.WeakKeyDictionary[Store, threading.RLock] = weakref.WeakKeyDictionary()
+_STORE_LOCKS: weakref.WeakKeyDictionary[RecordStore, threading.RLock] = weakref.WeakKeyDictionary()
 _STORE_LOCKS_GUARD = threading.Lock()
 
 FULL_BACKOFF = (1.0, 60.0)
@@ -31,7 +31,7 @@ FULL_BACKOFF = (1.0, 60.0)
 is full before it tries again (doubling in between; a compile wakes it at once)."""
 
 
-def store_lock(store: Store) -> threading.RLock:
+def store_lock(store: RecordStore) -> threading.RLock:
     """The one lock every manager on ``store`` takes for each operation.
 
     Examples
@@ -64,7 +64,7 @@ class Gate:
 
     Parameters
     ----------
-    store : Store
+    store : RecordStore
     check_open : callable
         Raises when the manager is closed.
     resync : callable
@@ -75,7 +75,7 @@ class Gate:
 
     def __init__(
         self,
-        store: Store,
+        store: RecordStore,
         *,
         check_open: Callable[[], None],
         resync: Callable[[], None],

@@ -16,7 +16,7 @@ from .arguments import check_ids, check_int
 from .errors import ConfigError, ContextManagerError
 from .pairing import SendForm
 from .record_cache import Derived, Forms, RecordCache, copy_derived
-from .store import Store
+from .store import RecordStore
 from .strategies.base import StoredMessage
 from .window import RecordKind, UnknownRowError, WindowIndex, WindowRecord, WindowStatus
 
@@ -28,7 +28,7 @@ class PresentedWindow:
 
     Parameters
     ----------
-    store : Store
+    store : RecordStore
     records : RecordCache
         The record the window's rows come from.
     slot : str
@@ -47,7 +47,7 @@ class PresentedWindow:
 
     def __init__(
         self,
-        store: Store,
+        store: RecordStore,
         records: RecordCache,
         slot: str,
         *,

@@ -22,7 +22,7 @@ from .arguments import check_int, check_number
 from .errors import ConfigError
 from .messages import Message
 from .pairing import SendForm, send_form
-from .store import Store
+from .store import RecordStore
 from .strategies.base import StoredMessage
 from .tokens import TokenCounter
 
@@ -63,12 +63,12 @@ class SavedCounts:
     ----------
     counter : TokenCounter
         The counter that counts what is not saved yet.
-    store : Store
+    store : RecordStore
     scope : str
         Where in the store the counts live.
     """
 
-    def __init__(self, counter: TokenCounter, store: Store, scope: str) -> None:
+    def __init__(self, counter: TokenCounter, store: RecordStore, scope: str) -> None:
         self.counter = counter
         self.name = counter.name
         self._store = store
@@ -292,7 +292,7 @@ class RecordCache:
 
     Parameters
     ----------
-    store : Store
+    store : RecordStore
     counter : TokenCounter
         Counts what is not saved yet.
     slot : str
@@ -306,7 +306,7 @@ class RecordCache:
     """Writes after which the view is saved again (also saved on close)."""
 
     def __init__(
-        self, store: Store, counter: TokenCounter, slot: str, aux_slots: tuple[str, ...] = ()
+        self, store: RecordStore, counter: TokenCounter, slot: str, aux_slots: tuple[str, ...] = ()
     ) -> None:
         self.store = store
         self.counter = counter

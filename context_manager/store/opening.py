@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .bodies import BLOB_KEY, blob_digests, sqlite_text
 from .branches import BranchStore
@@ -126,9 +126,9 @@ class Store(SlotStore, BranchStore, DerivedStore):
             failed open releases everything it took.
         """
         shown = os.fspath(path)
-        if _is_url(shown):
-            opened: Store = _postgres().PostgresStore.open_url(shown, agent=agent, branch=branch)
-            return opened
+        engine = url_engine(shown)
+        if engine is not None:
+            return engine.open(shown, agent=agent, branch=branch)
         if agent is not None:
             raise StoreError(
                 f"agent={agent!r} names an agent in a PostgreSQL database; {shown!r} is a "
@@ -262,8 +262,9 @@ class Store(SlotStore, BranchStore, DerivedStore):
         """Write a new store at ``shown`` (a new file, or a URL naming a new agent) by
         ``copy`` (given the new store's connection, inside its one transaction, and its
         engine's dialect); it appears whole or not at all."""
-        if _is_url(shown):
-            self._into_new_agent(shown, copy)
+        engine = url_engine(shown)
+        if engine is not None:
+            engine.write_new(shown, copy)
             return
         target = Path(os.path.realpath(shown))
         if shown in (":memory:", "") or target.exists():
@@ -390,17 +391,6 @@ class Store(SlotStore, BranchStore, DerivedStore):
         (top,) = self._conn.execute(self._sql.next_record_id).fetchone()
         sql.set_counters(conn, int(top))
 
-    def _into_new_agent(self, url: str, copy: Callable[[Any, Dialect], None]) -> None:
-        """Write a new agent's store in the database at ``url`` by ``copy``, in one
-        transaction: it appears whole or not at all."""
-        postgres = _postgres()
-        raw, conn, _ = postgres.new_agent_connection(url)
-        try:
-            copy(conn, postgres.POSTGRES)
-            raw.execute("COMMIT")
-        finally:
-            raw.close()  # an uncommitted transaction is rolled back
-
     @guarded("copying the store")
     def copy_to(self, path: str | os.PathLike[str]) -> None:
         """Write a copy of this whole store at ``path`` (a new file) or a PostgreSQL URL
@@ -471,17 +461,36 @@ def _file_note(key: str) -> bool:
     return key == "writer" or key.startswith(_SCRATCH_META)
 
 
-def _is_url(path: str) -> bool:
-    return path.startswith(("postgresql://", "postgres://"))
+class Engine(Protocol):
+    """A database server a store URL names: opens an agent's store, writes a new one."""
+
+    def open(self, url: str, *, agent: str | None, branch: str | None) -> Store:
+        """Open (creating when new) the store the URL (and ``agent``) names."""
+
+    def write_new(self, url: str, copy: Callable[[Any, Dialect], None]) -> None:
+        """Write a new store at ``url`` by ``copy`` (given its connection, inside its one
+        transaction, and its dialect): whole or not at all; refused when it exists."""
 
 
-def _postgres() -> Any:
-    """The PostgreSQL engine's module, imported when a URL is first opened."""
-    try:
-        from . import postgres
-    except ImportError as exc:
-        raise StoreError(
-            "a postgresql:// store needs psycopg 3: pip install 'context-folding[postgres]' "
-            f"({exc})"
-        ) from exc
-    return postgres
+URL_ENGINES: dict[str, Callable[[], Engine]] = {}
+"""The engines of store URLs by scheme (``postgresql``), each a loader called when a URL
+of it is first used, so an engine's driver is imported only by those who use it. The
+package registers PostgreSQL's (:mod:`context_manager.store.postgres`)."""
+
+
+def url_engine(path: str) -> Engine | None:
+    """The engine of a store URL (``scheme://...``), None for a file path.
+
+    Raises
+    ------
+    StoreError
+        When the scheme names no engine, or its driver is not installed.
+    """
+    scheme, sep, _ = path.partition("://")
+    if not sep:
+        return None
+    load = URL_ENGINES.get(scheme)
+    if load is None:
+        known = ", ".join(f"{k}://" for k in sorted(URL_ENGINES))
+        raise StoreError(f"{path!r}: no store engine for {scheme}:// (the engines: {known})")
+    return load()

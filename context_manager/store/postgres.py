@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -631,6 +631,26 @@ class PostgresStore(Store):
                 "SELECT COUNT(*) FROM records WHERE op = 'append' AND item IS NULL"
             ).fetchone()[0]
         return [f"{orphans} appended records have no item id"] if orphans else []
+
+
+class _Engine:
+    """PostgreSQL as a store URL's engine (:data:`~.opening.URL_ENGINES`)."""
+
+    def open(self, url: str, *, agent: str | None, branch: str | None) -> Store:
+        return PostgresStore.open_url(url, agent=agent, branch=branch)
+
+    def write_new(self, url: str, copy: Callable[[Any, Dialect], None]) -> None:
+        raw, conn, _ = new_agent_connection(url)
+        try:
+            copy(conn, POSTGRES)
+            raw.execute("COMMIT")
+        finally:
+            raw.close()  # an uncommitted transaction is rolled back
+
+
+ENGINE = _Engine()
+"""What :meth:`Store.open <context_manager.store.Store.open>` uses for a
+``postgresql://`` URL."""
 
 
 def open_agent_database(url: str) -> tuple[psycopg.Connection[Any], Address]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..messages import ContentBlock, Message
 from ..pairing import SendForm
-from ..store import Item, Store, damaged
+from ..store import Item, RecordStore, damaged
 
 if TYPE_CHECKING:
     from ..summarizer import Summarizer
@@ -58,7 +58,7 @@ class StoredMessage:
         seq: int,
         message: Message | None,
         rev: int = 0,
-        source: Item | Store | None = None,
+        source: Item | RecordStore | None = None,
     ) -> None:
         self.id = id
         self.seq = seq
@@ -76,7 +76,7 @@ class StoredMessage:
         return stored
 
     @classmethod
-    def from_store(cls, store: Store, id: str, seq: int, rev: int) -> StoredMessage:
+    def from_store(cls, store: RecordStore, id: str, seq: int, rev: int) -> StoredMessage:
         """A stored message whose body is read from ``store`` (the record ``rev``) and
         validated when first read."""
         stored = cls.__new__(cls)
@@ -236,7 +236,7 @@ class Selection:
 class StrategyContext:
     """The manager, as a strategy sees it."""
 
-    store: Store
+    store: RecordStore
     namespace: str
     messages: Callable[[], list[StoredMessage]]
     """The messages of the agent's window, in window order (do not mutate the list):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..store import Store, StoreError
+from ..store import RecordStore, StoreError
 from ..strategies.autobiographical.records import (
     CHUNK_COUNTER_SLOT,
     CHUNKS_SLOT,
@@ -21,7 +21,7 @@ from .model import Action, Op, Raw, StoredRecords
 
 # --------------------------------------------------------------------- reading
 def read_stored(
-    store: Store, namespace: str = "default", *, message_slot: str | None = None
+    store: RecordStore, namespace: str = "default", *, message_slot: str | None = None
 ) -> StoredRecords:
     """The branch's message ids and the strategy's raw records, as stored.
 
@@ -31,7 +31,7 @@ def read_stored(
 
     Parameters
     ----------
-    store : Store
+    store : RecordStore
         An open store, on the branch to audit.
     namespace : str
         The strategy namespace.
@@ -66,12 +66,12 @@ def read_stored(
 
 
 # ------------------------------------------------------------------- applying
-def apply_repair(store: Store, records: StoredRecords, actions: Sequence[Action]) -> None:
+def apply_repair(store: RecordStore, records: StoredRecords, actions: Sequence[Action]) -> None:
     """Write ``actions`` to ``store`` through its write API, in one transaction.
 
     Parameters
     ----------
-    store : Store
+    store : RecordStore
         The store ``records`` was read from, on the same branch (a copy, for
         :func:`repair_store`).
     records : StoredRecords

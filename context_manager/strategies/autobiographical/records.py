@@ -24,7 +24,7 @@ from ...exact_values import with_values
 from ...store import StoreCorruptError, damaged
 
 if TYPE_CHECKING:
-    from ...store import Item, Store
+    from ...store import Item, RecordStore
 
 __all__ = [
     "CHUNKS_SLOT",
@@ -305,7 +305,7 @@ whole one hold as many runs as it does."""
 
 
 def read_frontier(
-    store: Store, slot: str, chunks: dict[str, list[str]]
+    store: RecordStore, slot: str, chunks: dict[str, list[str]]
 ) -> tuple[list[tuple[str, str, int]] | None, int, int]:
     """The current frontier of ``slot`` as this branch sees it, from the newest whole
     snapshot and the deltas after it (at most :data:`FRONTIER_CHAIN` records read).
@@ -396,7 +396,7 @@ class Records:
     refolded: frozenset[str] = frozenset()
     """Memories a refold was made for (:meth:`unfold` with ``refolding``): each is
     refolded for once, so merges that leave it alone again cannot start a cycle."""
-    store: Store | None = field(default=None, repr=False, compare=False)
+    store: RecordStore | None = field(default=None, repr=False, compare=False)
     slot: Callable[[str], str] = field(default=str, repr=False, compare=False)
 
     @classmethod
@@ -404,7 +404,7 @@ class Records:
         """No records, and no store to write to (before the strategy is initialised)."""
         return cls({}, [], [], 0, set(), [], False, {}, {}, {})
 
-    def _store(self) -> Store:
+    def _store(self) -> RecordStore:
         if self.store is None:
             raise RuntimeError("the strategy is not initialised: no store to write to")
         return self.store
@@ -742,7 +742,7 @@ class Records:
         )
 
 
-def read_records(store: Store, slot: Callable[[str], str]) -> Records:
+def read_records(store: RecordStore, slot: Callable[[str], str]) -> Records:
     """Read the strategy's records; ``slot`` names a slot in its namespace
     (``lambda name: f"{namespace}/{name}"``)."""
     summaries: dict[str, SummaryEntry] = {}
@@ -820,7 +820,7 @@ def _warn_ignored(pins: Sequence[Pin], where: str) -> None:
 
 
 @contextmanager
-def _reading(store: Store, slot: str, item: Item) -> Iterator[None]:
+def _reading(store: RecordStore, slot: str, item: Item) -> Iterator[None]:
     """Read ``item`` of ``slot``: a body that makes no record is damage, named."""
     try:
         yield

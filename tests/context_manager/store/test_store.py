@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from context_manager.store import Store, StoreError, StoreLockedError
+from context_manager.store import RecordStore, Store, StoreError, StoreLockedError
 from tests.support.store_places import Place
 
 
@@ -130,3 +130,18 @@ def test_killed_writer_loses_nothing_committed(place: Place) -> None:
             assert len(ns) - 1 >= committed  # every acknowledged write survived
             last = store.get("last")
             assert last == {"n": ns[-1], "id": items[-1].id}  # both writes or neither
+
+
+def test_every_engine_keeps_the_record_store_contract(place: Place) -> None:
+    with Store.open(place("s")) as store:
+        assert isinstance(store, RecordStore)
+        for name in dir(RecordStore):
+            if not name.startswith("_"):
+                assert callable(getattr(type(store), name, None)) or isinstance(
+                    getattr(type(store), name, None), property
+                ), name
+
+    class HalfAStore:
+        def append(self, slot: str, body: object) -> None: ...
+
+    assert not isinstance(HalfAStore(), RecordStore)
