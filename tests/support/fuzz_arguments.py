@@ -160,6 +160,8 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "source": SMALL_TEXT,
     "external_id": SMALL_TEXT,
     "store": st.just(OMIT),
+    "url": st.just(OMIT),  # a database server's URL: open() is given a path (see SPECIFIC)
+    "agent": st.just(OMIT),
     "summarizer": st.builds(ExtractiveSummarizer),
     "counter": st.builds(CharsCounter),
     "namespace": st.text("abc", min_size=1, max_size=4),
