@@ -67,6 +67,7 @@ def inspect(
 
     from ..store import NotAStoreError, Store, StoreError, check_store_tables, store_tables
 
+    _file_only(store, "inspect")
     if not store.is_file():
         fail(f"{store} is not a file")
     # look before opening: opening a store writes to it. The read-only probe needs a URI;
@@ -213,6 +214,16 @@ _BranchOption = Annotated[
     str | None,
     typer.Option(help="The branch to look at.", show_default="the store's current branch"),
 ]
+
+
+def _file_only(store: Path, command: str) -> None:
+    """Refuse a PostgreSQL URL (the argument is a path) for a command on store files."""
+    if str(store).startswith(("postgresql:", "postgres:")):
+        then = ", then migrate the repaired copy to a new agent" if command == "repair" else ""
+        fail(
+            f"ctxfold {command} works on a store file; for an agent's store in PostgreSQL, "
+            f"copy it out with `ctxfold migrate URL copy.db` and {command} the copy{then}"
+        )
 
 
 def _store_failure(exc: Exception) -> NoReturn:
@@ -378,6 +389,7 @@ def repair(
     from ..store import StoreError
     from ..topology import repair_store
 
+    _file_only(store, "repair")
     try:
         result = repair_store(store, apply=apply, namespace=namespace, branch=branch)
     except (StoreError, OSError) as exc:

@@ -319,3 +319,23 @@ def test_ctxfold_migrate_round_trips_a_transcript_store(tmp_path: Path, postgres
     )
     again = runner.invoke(app, ["migrate", str(source), remote])  # never over a store
     assert again.exit_code != 0 and "already has a store" in again.output
+
+
+@pytest.mark.parametrize("command", ["inspect", "repair"])
+def test_file_commands_name_the_way_for_an_agent_in_postgresql(command: str) -> None:
+    done = CliRunner().invoke(app, [command, "postgresql://db/agents?agent=a1"])
+    assert done.exit_code != 0 and "ctxfold migrate URL copy.db" in done.output
+
+
+def test_ctxfold_audit_reads_an_agent_in_postgresql(postgres_url: str) -> None:
+    url = with_agent(postgres_url, f"audited-{os.getpid()}")
+    with ContextManager.open(url=url, counter=CharsCounter()) as cm:
+        cm.add_message("User", "hello")
+    done = CliRunner().invoke(app, ["audit", url])
+    assert done.exit_code == 0, done.output
+    held = Store.open(url)
+    try:
+        refused = CliRunner().invoke(app, ["audit", url])
+        assert refused.exit_code != 0 and "open by the server process" in refused.output
+    finally:
+        held.close()
