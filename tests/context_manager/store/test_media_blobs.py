@@ -9,33 +9,34 @@ more characters.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
-import sqlite3
-from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from context_manager import CharsCounter, ContextManager, ImageBlock, Store, TextBlock
 from context_manager.messages import ToolResultBlock, ToolUseBlock
 from context_manager.store import MEDIA_BLOB_MIN_CHARS
+from tests.support.store_places import Place, query
+
+EXAMPLES = itertools.count()
 
 
 def png(seed: int, size: int = 3000) -> str:
     return base64.b64encode(bytes((seed + i) % 251 for i in range(size))).decode()
 
 
-def raw_records(path: Path) -> tuple[list[str], int]:
+def raw_records(path: str) -> tuple[list[str], int]:
     """The bodies of every record, as stored text, and the number of blobs."""
-    with sqlite3.connect(path) as db:
-        bodies = [b for (b,) in db.execute("SELECT body FROM records") if b is not None]
-        blobs = db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0]
+    bodies = [b for (b,) in query(path, "SELECT body FROM records") if b is not None]
+    [(blobs,)] = query(path, "SELECT COUNT(*) FROM blobs")
     return bodies, blobs
 
 
-def test_an_image_sent_twice_is_stored_once_and_read_back_whole(tmp_path: Path) -> None:
-    path = tmp_path / "cm.db"
+def test_an_image_sent_twice_is_stored_once_and_read_back_whole(place: Place) -> None:
+    path = place("cm")
     big, small = png(1), png(2, size=60)
     assert len(small) < MEDIA_BLOB_MIN_CHARS <= len(big)
     with ContextManager.open(path=path, counter=CharsCounter()) as cm:
@@ -87,12 +88,17 @@ body = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # a new store each example
+)
 @given(bodies=st.lists(body, min_size=1, max_size=6), edits=st.lists(body, max_size=3))
 def test_every_read_gives_back_what_was_written(
-    tmp_path_factory: Any, bodies: list[Any], edits: list[Any]
+    place: Place, bodies: list[Any], edits: list[Any]
 ) -> None:
-    path = tmp_path_factory.mktemp("blobs") / "s.db"
+    path = place(f"s-{next(EXAMPLES)}")
     with Store.open(path) as store:
         items = [store.append("slot", b) for b in bodies]
         for k, new in enumerate(edits):
