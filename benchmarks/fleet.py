@@ -618,9 +618,9 @@ def check_stores(phase: Phase) -> dict[str, Any]:
     }
 
 
-def quantiles(samples: list[float]) -> dict[str, float | int]:
+def quantiles(samples: list[float]) -> dict[str, float | int | None]:
     if not samples:
-        return {"n": 0, "p50_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
+        return {"n": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
     return {
@@ -865,7 +865,7 @@ def run_fleet(cfg: FleetConfig, *, log: Callable[[str], None] = print) -> dict[s
                     "seconds": round(seconds, 1),
                     "compiles": compiles,
                     "turns": turns,
-                    "compiles_per_second": round(compiles / seconds, 1) if seconds else None,
+                    "compiles_per_second": round(compiles / seconds, 1) if compiles else None,
                     "cut_short": turns < cfg.agents * cfg.turns,
                     "calls": ops,
                     "statements_per_call": statements,
@@ -943,7 +943,7 @@ def ratios(engines: dict[str, Any]) -> dict[str, dict[str, float | None]]:
         found[op] = {}
         for q in ("p50_ms", "p99_ms"):
             a, b = pg["calls"][op][q], lite["calls"][op][q]
-            found[op][q.removesuffix("_ms")] = round(a / b, 2) if b else None
+            found[op][q.removesuffix("_ms")] = round(a / b, 2) if a and b else None
     a, b = pg.get("compiles_per_second"), lite.get("compiles_per_second")
     found["compiles_per_second"] = {"ratio": round(a / b, 2) if a and b else None}
     return found
