@@ -31,7 +31,6 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from context_manager.tokens import TiktokenCounter, TokenCounter
 from folding import Layout
 
 from . import dataset
+from .executors import Executor, LocalExecutor
 from .loaders import Probe, Transcript, load_swe_agent, load_tau_bench
 from .peers.base import call_points
 from .plant import age_of, plant_facts, plant_parts
@@ -594,6 +594,7 @@ def run(
     *,
     workers: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    executor: Executor | None = None,
 ) -> BenchmarkReport:
     """Replay every transcript through every policy at every budget.
 
@@ -605,9 +606,12 @@ def run(
     budgets : sequence of int
         Input token budgets.
     workers : int
-        Worker processes (1: in this process).
+        Worker processes (1: in this process), when no ``executor`` is given.
     progress : callable, optional
         Called with (runs done, runs in all) after each run.
+    executor : Executor, optional
+        Where the runs go (:mod:`foldbench.executors`; a dask cluster, say). The
+        records come back in the same order, and are the same, whichever runs them.
 
     Raises
     ------
@@ -634,18 +638,7 @@ def run(
     check_available(policies)  # before any job, not inside a worker
     jobs = [(t, p, b) for t in transcripts for p in policies for b in budgets]
     started = time.perf_counter()
-    results: list[list[CallRecord]] = []
-    if workers <= 1:
-        for done, job in enumerate(jobs, 1):
-            results.append(_job(job))
-            if progress:
-                progress(done, len(jobs))
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for done, out in enumerate(pool.map(_job, jobs), 1):
-                results.append(out)
-                if progress:
-                    progress(done, len(jobs))
+    results = (executor or LocalExecutor(workers)).map(_job, jobs, progress=progress)
     records = [r for rs in results for r in rs]
     return BenchmarkReport(
         records=records,

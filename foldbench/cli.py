@@ -25,7 +25,7 @@ import solvers
 from context_manager.cli import Command, console, fail
 from context_manager.messages import MessageFormatError, ToolResultBlock, ToolUseBlock
 
-from . import benchmark, loaders, registry, solver_replay
+from . import benchmark, executors, loaders, registry, solver_replay
 
 __all__ = ["register"]
 
@@ -34,6 +34,38 @@ def register(app: typer.Typer) -> None:
     """Add this package's commands to ``app`` (the ``ctxfold`` entry-point hook)."""
     for command in (demo, policies, replay, bench, report, sweep):
         app.command(cls=Command)(command)
+
+
+class ExecutorName(StrEnum):
+    """The executors ``--executor`` accepts."""
+
+    local = "local"
+    dask = "dask"
+
+
+ExecutorOption = Annotated[
+    ExecutorName,
+    typer.Option(
+        "--executor",
+        help="Where the replay jobs run: local processes, or a dask.distributed cluster "
+        "(the one --scheduler names, else a local one started for the run; the dask "
+        "extra). The records are the same either way.",
+    ),
+]
+SchedulerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="A running dask scheduler's address (tcp://host:8786), whose workers have "
+        "this package installed; implies --executor dask.",
+        show_default="a local cluster of --workers processes",
+    ),
+]
+
+
+def _sweep_job(job: tuple[str, dict[str, Any] | None]) -> dict[str, Any]:
+    name, options = job
+    return solver_replay.sweep(method=name, options=options)
 
 
 def sweep(
@@ -46,12 +78,19 @@ def sweep(
             show_default="every solver but the small-problem oracles",
         ),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(min=1, help="Worker processes (local ones, or the local dask cluster's)."),
+    ] = 1,
+    executor: ExecutorOption = ExecutorName.local,
+    scheduler: SchedulerOption = None,
 ) -> None:
     """Replay the standard budget sweep (64k, 100k, 180k, 300k, 100k) for each solver.
 
     Tables: tokens and utilisation after each wall; then cache hit rate, billed
     input (millions of base-price tokens), churn (millions of tokens re-read beyond
-    the appended ones) and calls over the wall.
+    the appended ones) and calls over the wall. With several workers or a dask
+    cluster the solvers replay in parallel, one job each.
     """
     from rich.progress import Progress, TaskID
 
@@ -62,6 +101,25 @@ def sweep(
             f"registered solvers: {', '.join(solvers.names())}"
         )
     methods = method or [m for m in solvers.names() if not solvers.capabilities(m).oracle]
+    jobs = [(m, dict(solvers.capabilities(m).example_options) or None) for m in methods]
+    outs: list[dict[str, Any]] = []
+    try:
+        if executor == ExecutorName.local and scheduler is None and workers == 1:
+            with Progress(console=console, transient=True) as progress:
+                for name, options in jobs:  # here, with each solver's steps shown
+                    task = progress.add_task(name, total=None)
+
+                    def advance(done: int, total: int, task: TaskID = task) -> None:
+                        progress.update(task, completed=done, total=total)
+
+                    outs.append(solver_replay.sweep(method=name, options=options, progress=advance))
+        else:
+            with contextlib.closing(_executor(executor, workers, scheduler)) as running:
+                console.print(f"{len(jobs)} solvers on {_where(running)}", highlight=False)
+                with _ProgressLines("sweeping", len(jobs), load=running.load) as lines:
+                    outs = running.map(_sweep_job, jobs, progress=lines)
+    except solvers.SolverConfigError as exc:
+        fail(str(exc))
     walls = Table(title="budget sweep (220 messages): tokens and utilisation after each wall")
     walls.add_column("solver", no_wrap=True)
     for budget in solver_replay.SWEEP_BUDGETS:
@@ -70,31 +128,19 @@ def sweep(
     cache.add_column("solver", no_wrap=True)
     for col in ("hit rate", "billed", "churn", "over wall"):
         cache.add_column(col, justify="right")
-    with Progress(console=console, transient=True) as progress:
-        for name in methods:
-            task = progress.add_task(name, total=None)
-
-            def advance(done: int, total: int, task: TaskID = task) -> None:
-                progress.update(task, completed=done, total=total)
-
-            options = dict(solvers.capabilities(name).example_options) or None
-            try:
-                out = solver_replay.sweep(method=name, options=options, progress=advance)
-            except solvers.SolverConfigError as exc:
-                progress.stop()
-                fail(str(exc))
-            s = out["summary"]
-            walls.add_row(
-                name,
-                *[f"{p['tokens'] / 1000:.1f}k {p['utilisation']:.0%}" for p in out["phases"]],
-            )
-            cache.add_row(
-                name,
-                f"{s['hit_rate']:.1%}",
-                f"{s['billed'] / 1e6:.2f}M",
-                f"{s['total_perturbation'] / 1e6:.2f}M",
-                str(s["over_budget_steps"]),
-            )
+    for name, out in zip(methods, outs, strict=True):
+        s = out["summary"]
+        walls.add_row(
+            name,
+            *[f"{p['tokens'] / 1000:.1f}k {p['utilisation']:.0%}" for p in out["phases"]],
+        )
+        cache.add_row(
+            name,
+            f"{s['hit_rate']:.1%}",
+            f"{s['billed'] / 1e6:.2f}M",
+            f"{s['total_perturbation'] / 1e6:.2f}M",
+            str(s["over_budget_steps"]),
+        )
     console.print(walls)
     console.print(cache)
 
@@ -121,8 +167,16 @@ class _ProgressLines:
     :data:`PROGRESS_EVERY` seconds after the last line, at the end, and, while a long
     run goes on, a line every :data:`PROGRESS_EVERY` seconds from a timer thread."""
 
-    def __init__(self, label: str, total: int, every: float = PROGRESS_EVERY) -> None:
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        every: float = PROGRESS_EVERY,
+        *,
+        load: Callable[[], dict[str, executors.WorkerLoad]] | None = None,
+    ) -> None:
         self.label, self.total, self.every = label, total, every
+        self._load = load
         self.done = 0
         self._quiet = 1  # the timer's wait, in multiples of every
         self.started = self.last = time.monotonic()
@@ -141,9 +195,10 @@ class _ProgressLines:
     def _line(self, now: float) -> None:
         self.last = now
         share = self.done / self.total if self.total else 1.0
+        load = executors.describe_load(self._load()) if self._load else ""
         console.print(
             f"{self.label}: {self.done}/{self.total} runs ({share:.0%}), "
-            f"{now - self.started:.0f} s",
+            f"{now - self.started:.0f} s" + (f"; {load}" if load else ""),
             highlight=False,
         )
 
@@ -167,8 +222,29 @@ class _ProgressLines:
                 self._line(now)
 
 
+def _executor(name: ExecutorName, workers: int, scheduler: str | None) -> executors.Executor:
+    """The executor the options name; fails with the reason when it cannot start."""
+    chosen = ExecutorName.dask if scheduler else name
+    try:
+        return executors.make_executor(chosen.value, workers=workers, scheduler=scheduler)
+    except (ValueError, executors.ExecutorError) as exc:
+        fail(str(exc))
+
+
+def _where(running: executors.Executor) -> str:
+    """The executor's name, and its dashboard's address when it has one."""
+    dashboard = getattr(running, "dashboard", "")
+    return f"{running.name} (dashboard: {dashboard})" if dashboard else running.name
+
+
 def _run_benchmark(
-    transcripts: list[Any], policies: list[str], budgets: list[int], workers: int, out: Path
+    transcripts: list[Any],
+    policies: list[str],
+    budgets: list[int],
+    workers: int,
+    out: Path,
+    executor: ExecutorName = ExecutorName.local,
+    scheduler: str | None = None,
 ) -> Any:
     from rich.progress import Progress
 
@@ -177,29 +253,40 @@ def _run_benchmark(
     except OSError as exc:
         fail(f"cannot create {out}: {exc.strerror or exc}")
     runs = len(transcripts) * len(dict.fromkeys(policies)) * len(dict.fromkeys(budgets))
-    console.print(
-        f"{runs} runs ({len(transcripts)} transcripts x {len(set(policies))} policies x "
-        f"{len(set(budgets))} budgets) on {workers} worker{'s' if workers > 1 else ''}",
-        highlight=False,
-    )
     with contextlib.ExitStack() as stack:
+        running = _executor(executor, workers, scheduler)
+        stack.callback(running.close)
+        console.print(
+            f"{runs} runs ({len(transcripts)} transcripts x {len(set(policies))} policies x "
+            f"{len(set(budgets))} budgets) on {_where(running)}",
+            highlight=False,
+        )
         advance: Callable[[int, int], None]
         if not console.is_terminal:
-            advance = stack.enter_context(_ProgressLines("replaying", runs))
+            advance = stack.enter_context(_ProgressLines("replaying", runs, load=running.load))
         else:
             progress = stack.enter_context(Progress(console=console, transient=True))
             task = progress.add_task("replaying", total=None)
 
             def bar(done: int, total: int) -> None:
-                progress.update(task, completed=done, total=total)
+                load = executors.describe_load(running.load())
+                label = f"replaying; {load}" if load else "replaying"
+                progress.update(task, completed=done, total=total, description=label)
 
             advance = bar
         try:
             report = benchmark.run(
-                transcripts, policies, budgets, workers=workers, progress=advance
+                transcripts, policies, budgets, progress=advance, executor=running
             )
         except (KeyError, ValueError, ModuleNotFoundError) as exc:
             fail(f"{exc.args[0] if exc.args else exc}")
+        lost = getattr(running, "lost_workers", 0)
+        if lost:
+            console.print(
+                f"{lost} worker{'s' if lost > 1 else ''} left the cluster during the run; "
+                "their jobs ran again on the others, each result taken once",
+                highlight=False,
+            )
     return _show(report, out)
 
 
@@ -219,7 +306,8 @@ def _show(report: Any, out: Path) -> Any:
     calls = report.plot_calls(out / CALLS_PLOT_NAME)
     took = f" in {report.wall_seconds:.0f} s" if report.wall_seconds else ""
     console.print(
-        f"{len(report.records):,} requests{took}; "
+        f"{len(report.records):,} requests{took}, records digest "
+        f"{executors.records_digest(report.records)[:16]} (the same on every executor); "
         f"the full report (per dataset, the peers, where the bill goes): {markdown}; "
         f"plots: {plot} (and under the automatic cache)"
         + (f", per call: {calls}" if calls else ""),
@@ -269,7 +357,11 @@ QuickOption = Annotated[
 ]
 WorkersOption = Annotated[
     int | None,
-    typer.Option(min=1, help="Worker processes.", show_default="the CPU count, at most 4"),
+    typer.Option(
+        min=1,
+        help="Worker processes (local ones, or the local dask cluster's).",
+        show_default="the CPU count, at most 4",
+    ),
 ]
 
 
@@ -278,6 +370,8 @@ def demo(
     policy: PolicyOption = None,
     out: OutOption = Path("out/demo"),
     workers: WorkersOption = None,
+    executor: ExecutorOption = ExecutorName.local,
+    scheduler: SchedulerOption = None,
     data: Annotated[
         Path | None,
         typer.Option(help="Folder of SWE-agent .traj files.", show_default="the bundled runs"),
@@ -320,6 +414,8 @@ def demo(
         budget or list(QUICK_BUDGETS if quick else DEMO_BUDGETS),
         _workers(workers),
         out,
+        executor,
+        scheduler,
     )
 
 
@@ -406,6 +502,8 @@ def replay(
     ] = TranscriptFormat.auto,
     out: OutOption = Path("out/replay"),
     workers: WorkersOption = None,
+    executor: ExecutorOption = ExecutorName.local,
+    scheduler: SchedulerOption = None,
 ) -> None:
     """Replay one transcript through the chosen policies and budgets."""
 
@@ -416,6 +514,8 @@ def replay(
         budget or list(DEMO_BUDGETS),
         _workers(workers),
         out,
+        executor,
+        scheduler,
     )
 
 
@@ -461,6 +561,8 @@ def bench(
     policy: PolicyOption = None,
     out: OutOption = Path("out/bench"),
     workers: WorkersOption = None,
+    executor: ExecutorOption = ExecutorName.local,
+    scheduler: SchedulerOption = None,
     dataset: Annotated[
         list[Dataset] | None,
         typer.Option(
@@ -533,4 +635,6 @@ def bench(
         budget or list(QUICK_BUDGETS if quick else BENCH_BUDGETS),
         _workers(workers),
         out,
+        executor,
+        scheduler,
     )
