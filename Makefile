@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint schema bench soak scale load notebooks clean postgres-binaries
+.PHONY: demo test lint schema bench soak scale load fleet notebooks clean postgres-binaries
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
@@ -88,3 +88,14 @@ scale: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# the store on PostgreSQL against SQLite: FLEET_WORKERS processes serving FLEET_AGENTS agents
+# (FLEET_TURNS turns each) on a throwaway server, then the same on store files, per-call
+# p50/p99 side by side; then a worker SIGKILLed every 10 s, FLEET_KILLS times; after each
+# run every acknowledged message is checked and every store audited (out/fleet.json)
+FLEET_WORKERS ?= 8
+FLEET_AGENTS ?= 64
+FLEET_TURNS ?= 100
+FLEET_KILLS ?= 10
+fleet: $(STAMP) postgres-binaries
+	$(BIN)/python benchmarks/fleet.py --workers $(FLEET_WORKERS) --agents $(FLEET_AGENTS) --turns $(FLEET_TURNS) --kills $(FLEET_KILLS) --kill-every 10 --out out/fleet.json
