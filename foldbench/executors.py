@@ -27,6 +27,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -136,17 +137,13 @@ class LocalExecutor:
         *,
         progress: Callable[[int, int], None] | None = None,
     ) -> list[R]:
-        results: list[R] = []
-        outputs: Iterable[R]
-        if self.workers == 1:
-            outputs = (fn(job) for job in jobs)
+        with contextlib.ExitStack() as stack:
+            outputs: Iterable[R] = map(fn, jobs)
+            if self.workers > 1:
+                pool = stack.enter_context(ProcessPoolExecutor(max_workers=self.workers))
+                outputs = pool.map(fn, jobs)
+            results: list[R] = []
             for done, out in enumerate(outputs, 1):
-                results.append(out)
-                if progress:
-                    progress(done, len(jobs))
-            return results
-        with ProcessPoolExecutor(max_workers=self.workers) as pool:
-            for done, out in enumerate(pool.map(fn, jobs), 1):
                 results.append(out)
                 if progress:
                     progress(done, len(jobs))
