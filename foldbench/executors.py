@@ -257,14 +257,10 @@ class DaskExecutor:
         ]
         index = {f.key: k for k, f in enumerate(futures)}
         results: list[Any] = [None] * len(jobs)
-        taken = [False] * len(jobs)
         try:
             for done, future in enumerate(self._dist.as_completed(futures), 1):
                 k = index[future.key]
-                worker, out = future.result()
-                if taken[k]:  # pragma: no cover - as_completed yields each future once
-                    raise ExecutorError(f"job {k} finished twice")
-                results[k], taken[k] = out, True
+                worker, results[k] = future.result()  # as_completed yields each once
                 now = set(self.workers())
                 with self._lock:
                     self._tally.lost |= seen - now
@@ -274,7 +270,7 @@ class DaskExecutor:
                     progress(done, len(jobs))
         finally:
             self.client.cancel([f for f in futures if not f.done()])
-        return list(results)
+        return results
 
     def load(self) -> dict[str, WorkerLoad]:
         processing = self.client.processing()
