@@ -76,6 +76,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -718,18 +719,23 @@ def takeovers(phase: Phase, kills: list[dict[str, Any]]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ statements per call
 class _Counting:
-    """A store connection counting the statements run through it."""
+    """A SQLite store connection counting the statements run through it (the
+    PostgreSQL connection counts its own statements and round trips)."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
-        self.count = 0
+        self.statements = 0
+
+    @property
+    def round_trips(self) -> int:
+        return 0  # in-process calls
 
     def execute(self, *args: Any, **kwargs: Any) -> Any:
-        self.count += 1
+        self.statements += 1
         return self._inner.execute(*args, **kwargs)
 
     def executemany(self, *args: Any, **kwargs: Any) -> Any:
-        self.count += 1
+        self.statements += 1
         return self._inner.executemany(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -738,37 +744,45 @@ class _Counting:
 
 def statements_per_call(engine: str, where: str, turns: int) -> dict[str, float]:
     """One agent in this process, ``turns`` turns: the mean statements sent to the
-    database per add, compile and tick (each one a round trip on PostgreSQL), and on
-    PostgreSQL the median time of one round trip (``SELECT 1``), the fleet stopped."""
+    database per add, compile and tick and, on PostgreSQL, the round trips they took
+    (a transaction's ``BEGIN`` goes with its first statement) and the median time of
+    one round trip (``SELECT 1``), the fleet stopped."""
     agent = "statement-probe"
     with open_manager(engine, where, agent) as cm:
         store: Any = cm._store
-        counting = _Counting(store._conn)
-        store._conn = counting
-        spent: dict[str, list[int]] = {"add": [], "compile": [], "tick": []}
+        inner = store._conn
+        conn = _Counting(inner) if engine == "sqlite" else inner
+        store._conn = conn
+        spent: dict[str, list[tuple[int, int]]] = {"add": [], "compile": [], "tick": []}
+
+        def timed(op: str, call: Callable[[], object]) -> None:
+            before = (conn.statements, conn.round_trips)
+            call()
+            spent[op].append((conn.statements - before[0], conn.round_trips - before[1]))
 
         try:
             for turn in range(turns):
                 for tag, participant, content in turn_messages(agent, turn):
-                    before = counting.count
-                    cm.add_message(participant, content, metadata={"tag": tag})
-                    spent["add"].append(counting.count - before)
+                    add = partial(cm.add_message, participant, content, metadata={"tag": tag})
+                    timed("add", add)
                     if participant == "User":
-                        before = counting.count
-                        cm.compile(max_tokens=WINDOW_TOKENS, catch_up=CATCH_UP)
-                        spent["compile"].append(counting.count - before)
-                before = counting.count
-                cm.tick()
-                spent["tick"].append(counting.count - before)
+                        timed(
+                            "compile",
+                            lambda: cm.compile(max_tokens=WINDOW_TOKENS, catch_up=CATCH_UP),
+                        )
+                timed("tick", cm.tick)
             trips: list[float] = []
             for _ in range(200 if engine == "postgresql" else 0):
                 t0 = time.perf_counter()
-                counting._inner.execute("SELECT 1")
+                inner.execute("SELECT 1")
                 trips.append(time.perf_counter() - t0)
         finally:
-            store._conn = counting._inner
-    found = {op: round(statistics.mean(v), 2) for op, v in spent.items() if v}
+            store._conn = inner
+    found = {op: round(statistics.mean(n for n, _ in v), 2) for op, v in spent.items() if v}
     if trips:
+        for op, v in spent.items():
+            if v:
+                found[f"{op}_round_trips"] = round(statistics.mean(r for _, r in v), 2)
         found["select_1_ms"] = round(1000 * statistics.median(trips), 3)
     return found
 
@@ -1015,11 +1029,13 @@ def table(report: dict[str, Any]) -> str:
             f"{'CPU s, ' + who:<26}{pg.get('cpu_seconds', {}).get(who, '-')!s:>14}"
             f"{lite.get('cpu_seconds', {}).get(who, '-')!s:>14}"
         )
-    for op in ("add", "compile", "tick", "select_1_ms"):
+    probe_rows = [(f"statements/{op}", op) for op in ("add", "compile", "tick")]
+    probe_rows += [(f"round trips/{op}", f"{op}_round_trips") for op in ("add", "compile", "tick")]
+    for label, key in [*probe_rows, ("one round trip, ms", "select_1_ms")]:
         rows.append(
-            f"{'statements/' + op if op != 'select_1_ms' else 'one round trip, ms':<26}"
-            f"{pg.get('statements_per_call', {}).get(op, '-')!s:>14}"
-            f"{lite.get('statements_per_call', {}).get(op, '-')!s:>14}"
+            f"{label:<26}"
+            f"{pg.get('statements_per_call', {}).get(key, '-')!s:>14}"
+            f"{lite.get('statements_per_call', {}).get(key, '-')!s:>14}"
         )
     kill = report.get("kill_run")
     if kill:

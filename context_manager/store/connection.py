@@ -160,7 +160,7 @@ class StoreConnection:
                 return
             self._ready()
             try:
-                self._conn.execute(self._sql.begin)
+                self._sql.begin(self._conn)
             except self._sql.errors as exc:
                 raise self._failure(exc, "starting a transaction") from exc
             self._depth = 1
@@ -179,7 +179,7 @@ class StoreConnection:
                         "inside it; nothing in it was stored, retry it"
                     )
                 try:
-                    self._conn.execute("COMMIT")
+                    self._sql.commit(self._conn)
                 except self._sql.errors as exc:
                     self._rollback()
                     raise self._failure(exc, "committing the transaction") from exc
@@ -246,11 +246,13 @@ class StoreConnection:
         return self._sql.translate(self._path, exc, action)
 
     def _write(
-        self, slot: str, op: str, item: str | None, body: Any, rowid: int | None = None
+        self, slot: str, op: str, item: str | None, body: Any, *, claim: bool = False
     ) -> tuple[int, int, str | None]:
         """Insert one record; returns its row id, its sequence and the body's JSON text.
 
-        The slot's cached value is dropped; the caller puts the new one back."""
+        With ``claim`` (an append), the record takes a new id never handed out before
+        while the store is open, which is its item id too. The slot's cached value is
+        dropped; the caller puts the new one back."""
         self._check_open()
         self._check_not_aborted()
         with self.transaction():
@@ -263,19 +265,29 @@ class StoreConnection:
             ):  # large media goes to the blob table, once
                 text = dump_stored(externalise(body, self.put_blob))
             seq = self._head + 1
-            if rowid is None:
+            if not claim:
                 rowid = self._sql.insert_id(
                     self._conn,
                     "INSERT INTO records (branch, seq, slot, op, item, body) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     (self._branch_id, seq, slot, op, item, text),
                 )
+            elif self._sql.insert_claimed is not None:
+                rowid = self._sql.insert_id(
+                    self._conn,
+                    self._sql.insert_claimed,
+                    (self._branch_id, seq, slot, text, self._next_id),
+                )
             else:
+                claimed = self._conn.execute(self._sql.claim_record_id).fetchone()[0]
+                rowid = max(int(claimed), self._next_id)
                 self._conn.execute(
                     "INSERT INTO records (id, branch, seq, slot, op, item, body) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (rowid, self._branch_id, seq, slot, op, item, text),
+                    (rowid, self._branch_id, seq, slot, op, str(rowid), text),
                 )
+            if claim:
+                self._next_id = rowid + 1
             self._head = seq
             self._cache.pop(slot, None)
             return rowid, seq, text

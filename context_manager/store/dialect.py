@@ -30,8 +30,11 @@ class Dialect:
 
     name: str
     """``"sqlite"`` or ``"postgresql"``."""
-    begin: str
-    """Starts a write transaction."""
+    begin: Callable[[Any], None]
+    """Starts a write transaction on the connection (an engine may defer sending it
+    until the transaction's first statement)."""
+    commit: Callable[[Any], None]
+    """Commits the transaction :attr:`begin` started."""
     upsert_meta: str
     """``(key, value)`` into ``meta``, replacing the key's value."""
     insert_blob: str
@@ -41,6 +44,10 @@ class Dialect:
     a whole row replacing the row with the same key."""
     claim_record_id: str
     """Selects the id the next appended record takes (a claimed id is never reused)."""
+    insert_claimed: str | None
+    """When not None: one insert of an appended record that claims its id and stores
+    it as the item id too, taking ``(branch, seq, slot, body, lowest id)``; run by
+    :attr:`insert_id`. When None, :attr:`claim_record_id` runs first."""
     next_record_id: str
     """Selects the id after the highest ever handed out, claiming nothing."""
     errors: tuple[type[BaseException], ...]
@@ -66,6 +73,14 @@ def _sqlite_insert_id(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...
     return int(cur.lastrowid)
 
 
+def _sqlite_begin(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+
+
+def _sqlite_commit(conn: sqlite3.Connection) -> None:
+    conn.execute("COMMIT")
+
+
 def _sqlite_rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         conn.execute("ROLLBACK")
@@ -88,7 +103,8 @@ def _sqlite_full(exc: BaseException) -> bool:
 
 SQLITE = Dialect(
     name="sqlite",
-    begin="BEGIN IMMEDIATE",
+    begin=_sqlite_begin,
+    commit=_sqlite_commit,
     upsert_meta="INSERT OR REPLACE INTO meta VALUES (?, ?)",
     insert_blob="INSERT OR IGNORE INTO blobs VALUES (?, ?)",
     upsert={
@@ -97,6 +113,7 @@ SQLITE = Dialect(
         "derived_blobs": "INSERT OR REPLACE INTO derived_blobs VALUES (?, ?)",
     },
     claim_record_id=NEXT_RECORD_ID,
+    insert_claimed=None,
     next_record_id=NEXT_RECORD_ID,
     errors=(sqlite3.Error,),
     integrity_errors=(sqlite3.IntegrityError,),

@@ -174,11 +174,21 @@ CREATE TABLE derived_counts (
 # ------------------------------------------------------------------ connection
 class PgConnection:
     """A psycopg connection (autocommit: transactions are explicit) taking the store's
-    ``?`` statements, with the DB-API calls the store makes."""
+    ``?`` statements, with the DB-API calls the store makes.
+
+    A transaction begins lazily: :meth:`begin` sends nothing, the transaction's first
+    statement goes with ``BEGIN`` in one round trip (pipeline mode), and
+    :meth:`commit` of a transaction that sent nothing sends nothing. ``statements``
+    and ``round_trips`` count what was sent.
+    """
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
         self._texts: dict[str, str] = {}
+        self._pending = False  # begun, BEGIN not sent yet
+        self._pipelined = psycopg.Pipeline.is_supported()
+        self.statements = 0
+        self.round_trips = 0
 
     def _text(self, sql: str) -> str:
         text = self._texts.get(sql)
@@ -188,19 +198,60 @@ class PgConnection:
 
     def execute(self, sql: str, params: Iterable[Any] | None = None) -> psycopg.Cursor[Any]:
         """Run one statement; ``?`` placeholders when ``params`` is given."""
-        if params is None:
-            return self.raw.execute(sql)
-        return self.raw.execute(self._text(sql), tuple(params))
+        query = sql if params is None else self._text(sql)
+        args = None if params is None else tuple(params)
+        self.statements += 1
+        self.round_trips += 1
+        if not self._pending:
+            return self.raw.execute(query, args)
+        self._pending = False
+        self.statements += 1
+        if not self._pipelined:
+            self.round_trips += 1
+            self.raw.execute("BEGIN")
+            return self.raw.execute(query, args)
+        with self.raw.pipeline():
+            self.raw.execute("BEGIN")
+            cur = self.raw.execute(query, args)
+        return cur
 
     def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
         """Run one statement for each row of parameters."""
+        if self._pending:
+            self._pending = False
+            self.statements += 1
+            self.round_trips += 1
+            self.raw.execute("BEGIN")
+        self.statements += 1
+        self.round_trips += 1
         with self.raw.cursor() as cur:
             cur.executemany(self._text(sql), (tuple(r) for r in rows))
+
+    def begin(self) -> None:
+        """Begin a transaction; ``BEGIN`` goes with its first statement."""
+        self._pending = True
+
+    def commit(self) -> None:
+        """Commit the transaction (nothing is sent when it sent nothing)."""
+        if self._pending:
+            self._pending = False
+            return
+        self.statements += 1
+        self.round_trips += 1
+        self.raw.execute("COMMIT")
+
+    def rollback(self) -> None:
+        """End the open (or failed) transaction, if any, storing nothing of it."""
+        self._pending = False
+        if not self.lost and self.raw.info.transaction_status != TransactionStatus.IDLE:
+            self.statements += 1
+            self.round_trips += 1
+            self.raw.execute("ROLLBACK")
 
     @property
     def in_transaction(self) -> bool:
         """True inside a transaction that can still commit (not after a failed statement)."""
-        return self.raw.info.transaction_status == TransactionStatus.INTRANS
+        return self._pending or self.raw.info.transaction_status == TransactionStatus.INTRANS
 
     @property
     def lost(self) -> bool:
@@ -216,9 +267,16 @@ def _insert_id(conn: PgConnection, sql: str, params: tuple[Any, ...]) -> int:
     return int(conn.execute(sql + " RETURNING id", params).fetchone()[0])  # type: ignore[index]
 
 
+def _begin(conn: PgConnection) -> None:
+    conn.begin()
+
+
+def _commit(conn: PgConnection) -> None:
+    conn.commit()
+
+
 def _rollback(conn: PgConnection) -> None:
-    if not conn.lost and conn.raw.info.transaction_status != TransactionStatus.IDLE:
-        conn.execute("ROLLBACK")
+    conn.rollback()
 
 
 def _is_full(exc: BaseException) -> bool:
@@ -275,7 +333,8 @@ def _set_counters(conn: PgConnection, top: int) -> None:
 
 POSTGRES = Dialect(
     name="postgresql",
-    begin="BEGIN",
+    begin=_begin,
+    commit=_commit,
     upsert_meta=(
         "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
     ),
@@ -296,6 +355,11 @@ POSTGRES = Dialect(
         ),
     },
     claim_record_id="SELECT nextval(pg_get_serial_sequence('records', 'id'))",
+    insert_claimed=(
+        "INSERT INTO records (id, branch, seq, slot, op, item, body) "
+        "SELECT n.id, ?, ?, ?, 'append', n.id::text, ? FROM (SELECT GREATEST("
+        "nextval(pg_get_serial_sequence('records', 'id')), ?) AS id) AS n"
+    ),
     next_record_id=(
         "SELECT GREATEST(COALESCE((SELECT MAX(id) FROM records), 0), COALESCE("
         "pg_sequence_last_value(pg_get_serial_sequence('records', 'id')::regclass), 0)) + 1"

@@ -31,11 +31,8 @@ class SlotStore(StoreConnection):
         self._check_open()
         cached = self._cache.get(slot)
         with self.transaction():
-            claimed = self._conn.execute(self._sql.claim_record_id).fetchone()[0]
-            rowid = max(int(claimed), self._next_id)
+            rowid, seq, text = self._write(slot, "append", None, body, claim=True)
             item_id = str(rowid)
-            _, seq, text = self._write(slot, "append", item_id, body, rowid)
-            self._next_id = rowid + 1
             item = Item(item_id, seq, rev=rowid, text=text, blobs=self.get_blob)
             if cached is not None:
                 self._changed(cached, "append", len(cached))
