@@ -86,6 +86,9 @@ class StoreConnection:
         self._branch_id, self._branch_name = self._load_current()
         self._lineage = self._compute_lineage(self._branch_id)
         self._head = self._compute_head()
+        if self._sql.writer_ids:  # ids handed out before stay handed out
+            (top,) = self._conn.execute(self._sql.next_record_id).fetchone()
+            self._next_id = max(self._next_id, int(top))
 
     def _ready(self) -> None:
         """Make the connection usable before an operation (an engine whose connection
@@ -265,18 +268,21 @@ class StoreConnection:
             ):  # large media goes to the blob table, once
                 text = dump_stored(externalise(body, self.put_blob))
             seq = self._head + 1
-            if not claim:
+            if self._sql.writer_ids:
+                rowid = self._next_id
+                self._next_id += 1
+                self._sql.defer(
+                    self._conn,
+                    "INSERT INTO records (id, branch, seq, slot, op, item, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (rowid, self._branch_id, seq, slot, op, str(rowid) if claim else item, text),
+                )
+            elif not claim:
                 rowid = self._sql.insert_id(
                     self._conn,
                     "INSERT INTO records (branch, seq, slot, op, item, body) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     (self._branch_id, seq, slot, op, item, text),
-                )
-            elif self._sql.insert_claimed is not None:
-                rowid = self._sql.insert_id(
-                    self._conn,
-                    self._sql.insert_claimed,
-                    (self._branch_id, seq, slot, text, self._next_id),
                 )
             else:
                 claimed = self._conn.execute(self._sql.claim_record_id).fetchone()[0]
@@ -286,7 +292,6 @@ class StoreConnection:
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (rowid, self._branch_id, seq, slot, op, str(rowid), text),
                 )
-            if claim:
                 self._next_id = rowid + 1
             self._head = seq
             self._cache.pop(slot, None)
@@ -317,7 +322,7 @@ class StoreConnection:
         digest = hashlib.sha256(data).hexdigest()
         self._check_open()
         self._check_not_aborted()
-        self._conn.execute(self._sql.insert_blob, (digest, data))
+        self._sql.defer(self._conn, self._sql.insert_blob, (digest, data))
         return digest
 
     @guarded("reading a blob")

@@ -100,7 +100,7 @@ class DerivedStore(StoreConnection):
         self._check_open()
         self._check_not_aborted()
         with self.transaction():
-            self._conn.execute(self._sql.upsert["derived_blobs"], (key, data))
+            self._sql.defer(self._conn, self._sql.upsert["derived_blobs"], (key, data))
 
     @guarded("reading saved counts")
     def derived_counts(self, scope: str) -> dict[bytes, int]:

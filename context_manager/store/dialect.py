@@ -30,6 +30,9 @@ class Dialect:
 
     name: str
     """``"sqlite"`` or ``"postgresql"``."""
+    defer: Callable[[Any, str, tuple[Any, ...]], None]
+    """Runs a statement whose result is not read (an engine may send it later in the
+    transaction, raising its error then)."""
     begin: Callable[[Any], None]
     """Starts a write transaction on the connection (an engine may defer sending it
     until the transaction's first statement)."""
@@ -44,10 +47,11 @@ class Dialect:
     a whole row replacing the row with the same key."""
     claim_record_id: str
     """Selects the id the next appended record takes (a claimed id is never reused)."""
-    insert_claimed: str | None
-    """When not None: one insert of an appended record that claims its id and stores
-    it as the item id too, taking ``(branch, seq, slot, body, lowest id)``; run by
-    :attr:`insert_id`. When None, :attr:`claim_record_id` runs first."""
+    writer_ids: bool
+    """The store's writer hands out record ids itself, from the next free id read at
+    open (it is the only writer of the agent's tables), so a record's insert needs no
+    answer from the database; else each append claims its id
+    (:attr:`claim_record_id`) and other records take the table's next."""
     next_record_id: str
     """Selects the id after the highest ever handed out, claiming nothing."""
     errors: tuple[type[BaseException], ...]
@@ -71,6 +75,10 @@ def _sqlite_insert_id(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...
     cur = conn.execute(sql, params)
     assert cur.lastrowid is not None
     return int(cur.lastrowid)
+
+
+def _sqlite_defer(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> None:
+    conn.execute(sql, params)
 
 
 def _sqlite_begin(conn: sqlite3.Connection) -> None:
@@ -103,6 +111,7 @@ def _sqlite_full(exc: BaseException) -> bool:
 
 SQLITE = Dialect(
     name="sqlite",
+    defer=_sqlite_defer,
     begin=_sqlite_begin,
     commit=_sqlite_commit,
     upsert_meta="INSERT OR REPLACE INTO meta VALUES (?, ?)",
@@ -113,7 +122,7 @@ SQLITE = Dialect(
         "derived_blobs": "INSERT OR REPLACE INTO derived_blobs VALUES (?, ?)",
     },
     claim_record_id=NEXT_RECORD_ID,
-    insert_claimed=None,
+    writer_ids=False,
     next_record_id=NEXT_RECORD_ID,
     errors=(sqlite3.Error,),
     integrity_errors=(sqlite3.IntegrityError,),

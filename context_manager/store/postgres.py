@@ -41,6 +41,14 @@ Transactions
     one: it is rolled back whole and its block cannot write. A lost connection
     raises :class:`~.errors.StoreConnectionError` with nothing half-written; the next
     operation reconnects, takes the writer lock again and reads the store as it is.
+
+Round trips
+    The writer hands out record ids itself (it is the agent's only writer), so no
+    write waits for an answer: a transaction's writes are queued with their
+    parameters bound and sent with ``BEGIN`` and ``COMMIT`` as one query, or with
+    the first statement whose result is read (:class:`PgConnection`). An add is one
+    round trip, a transaction that wrote nothing none; an error of a queued write
+    is raised when it is sent and rolls the whole transaction back.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -176,17 +185,24 @@ class PgConnection:
     """A psycopg connection (autocommit: transactions are explicit) taking the store's
     ``?`` statements, with the DB-API calls the store makes.
 
-    A transaction begins lazily: :meth:`begin` sends nothing, the transaction's first
-    statement goes with ``BEGIN`` in one round trip (pipeline mode), and
-    :meth:`commit` of a transaction that sent nothing sends nothing. ``statements``
-    and ``round_trips`` count what was sent.
+    A transaction waits for the server only when it must. :meth:`begin` sends
+    nothing; a statement whose result is not read (:meth:`defer`,
+    :meth:`executemany`) is queued, its parameters bound here; :meth:`execute` sends
+    what is queued with its own statement as one query and waits once, so its result
+    and any error come back at once; :meth:`commit` sends the rest with ``COMMIT``.
+    An add (its record, its derived rows, the commit) is one round trip, and a
+    transaction that sent nothing sends no ``COMMIT``. An error of a queued statement
+    is raised by the call that sends it, and ends the transaction: the store rolls it
+    back whole, as for any failed write. ``statements`` and ``round_trips`` count
+    what was sent.
     """
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
         self._texts: dict[str, str] = {}
-        self._pending = False  # begun, BEGIN not sent yet
-        self._pipelined = psycopg.Pipeline.is_supported()
+        self._binder = psycopg.ClientCursor(raw)
+        self._in_transaction = False  # begun, not yet committed or rolled back
+        self._queued: list[str] = []  # statements not sent yet, BEGIN first
         self.statements = 0
         self.round_trips = 0
 
@@ -196,53 +212,75 @@ class PgConnection:
             text = self._texts[sql] = sql.replace("%", "%%").replace("?", "%s")
         return text
 
-    def execute(self, sql: str, params: Iterable[Any] | None = None) -> psycopg.Cursor[Any]:
-        """Run one statement; ``?`` placeholders when ``params`` is given."""
-        query = sql if params is None else self._text(sql)
-        args = None if params is None else tuple(params)
-        self.statements += 1
+    def _bound(self, sql: str, params: Iterable[Any] | None) -> str:
+        if params is None:
+            return sql
+        return self._binder.mogrify(self._text(sql), tuple(params))
+
+    def _send(self, last: str | None = None) -> psycopg.Cursor[Any]:
+        """Send the queued statements (and ``last``) as one query; the cursor is on
+        the last one's result."""
+        if last is not None:
+            self._queued.append(last)
+        text, self._queued = "; ".join(self._queued), []
         self.round_trips += 1
-        if not self._pending:
-            return self.raw.execute(query, args)
-        self._pending = False
-        self.statements += 1
-        if not self._pipelined:
-            self.round_trips += 1
-            self.raw.execute("BEGIN")
-            return self.raw.execute(query, args)
-        with self.raw.pipeline():
-            self.raw.execute("BEGIN")
-            cur = self.raw.execute(query, args)
+        cur = self.raw.execute(text)
+        while cur.nextset():
+            pass
         return cur
 
+    def execute(self, sql: str, params: Iterable[Any] | None = None) -> psycopg.Cursor[Any]:
+        """Run one statement (``?`` placeholders when ``params`` is given) and wait for
+        it and everything queued before it."""
+        self.statements += 1
+        if self._queued:
+            return self._send(self._bound(sql, params))
+        self.round_trips += 1
+        if params is None:
+            return self.raw.execute(sql)
+        return self.raw.execute(self._text(sql), tuple(params))
+
+    def defer(self, sql: str, params: Iterable[Any]) -> None:
+        """Run a statement whose result is not read: inside a transaction it is queued
+        and sent with the next statement that waits (its error raised there)."""
+        if not self._in_transaction:
+            self.execute(sql, params)
+            return
+        self.statements += 1
+        self._queued.append(self._bound(sql, params))
+
     def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
-        """Run one statement for each row of parameters."""
-        if self._pending:
-            self._pending = False
+        """Run one statement for each row of parameters (queued like :meth:`defer`)."""
+        if not self._in_transaction:
             self.statements += 1
             self.round_trips += 1
-            self.raw.execute("BEGIN")
-        self.statements += 1
-        self.round_trips += 1
-        with self.raw.cursor() as cur:
-            cur.executemany(self._text(sql), (tuple(r) for r in rows))
+            with self.raw.cursor() as cur:
+                cur.executemany(self._text(sql), (tuple(r) for r in rows))
+            return
+        for row in rows:
+            self.defer(sql, row)
 
     def begin(self) -> None:
         """Begin a transaction; ``BEGIN`` goes with its first statement."""
-        self._pending = True
+        self._in_transaction = True
+        self._queued = ["BEGIN"]
+        self.statements += 1
 
     def commit(self) -> None:
         """Commit the transaction (nothing is sent when it sent nothing)."""
-        if self._pending:
-            self._pending = False
+        self._in_transaction = False
+        if self._queued == ["BEGIN"]:
+            self._queued = []
+            self.statements -= 1
             return
         self.statements += 1
-        self.round_trips += 1
-        self.raw.execute("COMMIT")
+        self._send("COMMIT")
 
     def rollback(self) -> None:
         """End the open (or failed) transaction, if any, storing nothing of it."""
-        self._pending = False
+        self._in_transaction = False
+        self.statements -= len(self._queued)  # never sent
+        self._queued = []
         if not self.lost and self.raw.info.transaction_status != TransactionStatus.IDLE:
             self.statements += 1
             self.round_trips += 1
@@ -251,7 +289,9 @@ class PgConnection:
     @property
     def in_transaction(self) -> bool:
         """True inside a transaction that can still commit (not after a failed statement)."""
-        return self._pending or self.raw.info.transaction_status == TransactionStatus.INTRANS
+        if not self._in_transaction:
+            return False
+        return bool(self._queued) or self.raw.info.transaction_status == TransactionStatus.INTRANS
 
     @property
     def lost(self) -> bool:
@@ -260,11 +300,16 @@ class PgConnection:
 
     def close(self) -> None:
         """Close the connection (the server releases its session locks)."""
+        self._queued = []
         self.raw.close()
 
 
 def _insert_id(conn: PgConnection, sql: str, params: tuple[Any, ...]) -> int:
     return int(conn.execute(sql + " RETURNING id", params).fetchone()[0])  # type: ignore[index]
+
+
+def _defer(conn: PgConnection, sql: str, params: tuple[Any, ...]) -> None:
+    conn.defer(sql, params)
 
 
 def _begin(conn: PgConnection) -> None:
@@ -335,6 +380,7 @@ POSTGRES = Dialect(
     name="postgresql",
     begin=_begin,
     commit=_commit,
+    defer=_defer,
     upsert_meta=(
         "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
     ),
@@ -355,11 +401,7 @@ POSTGRES = Dialect(
         ),
     },
     claim_record_id="SELECT nextval(pg_get_serial_sequence('records', 'id'))",
-    insert_claimed=(
-        "INSERT INTO records (id, branch, seq, slot, op, item, body) "
-        "SELECT n.id, ?, ?, ?, 'append', n.id::text, ? FROM (SELECT GREATEST("
-        "nextval(pg_get_serial_sequence('records', 'id')), ?) AS id) AS n"
-    ),
+    writer_ids=True,
     next_record_id=(
         "SELECT GREATEST(COALESCE((SELECT MAX(id) FROM records), 0), COALESCE("
         "pg_sequence_last_value(pg_get_serial_sequence('records', 'id')::regclass), 0)) + 1"
@@ -682,6 +724,26 @@ class PostgresStore(Store):
         except BaseException:
             raw.close()
             raise
+
+    def close(self) -> None:
+        """Release the writer lock, then close the connection (idempotent).
+
+        The lock is released before the connection ends, so another process may open
+        the agent's store as soon as this returns (the server would release it only
+        once the connection's backend is gone).
+
+        Raises
+        ------
+        StoreError
+            When called inside this thread's own transaction.
+        """
+        with self._mutex:
+            if not self._closed and not self._depth and not self._conn.lost:
+                with suppress(psycopg.Error):  # the server releases it with the connection
+                    self._conn.raw.execute(
+                        "SELECT pg_advisory_unlock(%s, %s)", (_WRITER, self._agent_id)
+                    )
+            super().close()
 
     def _sweep_derives(self) -> None:
         """Remove the scratch folders of derives of this store killed mid-way."""

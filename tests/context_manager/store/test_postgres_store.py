@@ -25,6 +25,7 @@ from context_manager.store import (
     Store,
     StoreConnectionError,
     StoreError,
+    StoreFullError,
     StoreLockedError,
 )
 from context_manager.store import postgres as pg
@@ -222,6 +223,84 @@ def test_a_connection_lost_inside_a_transaction_stores_none_of_it(postgres_url: 
         assert store.get("state") is None and store.sequence == 1
     with Store.open(url) as store:
         assert [i.body["n"] for i in store.items("messages")] == [0]
+
+
+# ------------------------------------------------------------------ queued writes
+def _fail_bodies_containing(url: str, agent: str, marker: str, sqlstate: str) -> None:
+    """Make the server refuse, with ``sqlstate``, any record whose body has ``marker``
+    (as a full disk refuses a write)."""
+    with psycopg.connect(url, autocommit=True) as raw:
+        schema = pg.agent_schema(pg.agent_id(raw, agent) or 0)
+        raw.execute(
+            f"CREATE FUNCTION {schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            f"BEGIN IF NEW.body LIKE '%{marker}%' THEN "
+            f"RAISE EXCEPTION 'refused' USING ERRCODE = '{sqlstate}'; END IF; "
+            "RETURN NEW; END $$"
+        )
+        raw.execute(
+            f"CREATE TRIGGER refuse BEFORE INSERT ON {schema}.records "
+            f"FOR EACH ROW EXECUTE FUNCTION {schema}.refuse()"
+        )
+
+
+def test_a_queued_write_refused_at_commit_stores_none_of_its_transaction(
+    postgres_url: str,
+) -> None:
+    agent = f"queued-{os.getpid()}"
+    url = with_agent(postgres_url, agent)
+    with Store.open(url) as store:
+        store.append("messages", {"n": 0})
+        _fail_bodies_containing(postgres_url, agent, "disk-full-here", "53100")
+        with pytest.raises(StoreFullError, match="disk is full"), store.transaction():
+            store.append("messages", {"n": 1})
+            store.set("state", {"n": 1})
+            store.append("messages", {"n": 2, "text": "disk-full-here"})
+            store.append("messages", {"n": 3})
+        assert [i.body["n"] for i in store.items("messages")] == [0]
+        assert store.get("state") is None and store.sequence == 1
+        with pytest.raises(StoreFullError):  # alone, outside a transaction of the caller's
+            store.append("messages", {"text": "disk-full-here"})
+        after = store.append("messages", {"n": 4})  # the store stays usable
+        assert [i.body["n"] for i in store.items("messages")] == [0, 4]
+    with Store.open(url) as store:
+        assert [i.body["n"] for i in store.items("messages")] == [0, 4]
+        assert store.items("messages")[-1].id == after.id
+        assert len({i.id for i in store.items("messages")}) == 2
+
+
+def test_a_write_transaction_waits_for_the_server_once(postgres_url: str) -> None:
+    with Store.open(with_agent(postgres_url, f"trips-{os.getpid()}")) as store:
+        store.append("messages", {"n": 0})
+        store.save_derived("counts", [(1, 1, 0, 0, 4, 0, 0)])
+        assert store.derived_items("counts")[1][3] == 4  # the scope is known now
+        conn = store._conn
+        trips = conn.round_trips
+        with store.transaction():
+            store.append("messages", {"n": 1})
+            store.save_derived("counts", [(1, 1, 0, 0, 5, 0, 0)])
+            store.put_blob(b"image bytes")
+        assert conn.round_trips - trips == 1  # BEGIN, three writes and COMMIT
+        trips = conn.round_trips
+        with store.transaction():
+            pass
+        assert conn.round_trips == trips  # a transaction that wrote nothing sends nothing
+    with Store.open(with_agent(postgres_url, f"trips-{os.getpid()}")) as store:
+        assert [i.body["n"] for i in store.items("messages")] == [0, 1]
+        assert store.get_blob(store.put_blob(b"image bytes")) == b"image bytes"
+
+
+def test_a_closed_store_can_be_opened_elsewhere_at_once(postgres_url: str) -> None:
+    url = with_agent(postgres_url, f"reopen-{os.getpid()}")
+    script = (
+        "import sys; from context_manager.store import Store; "
+        "Store.open(sys.argv[1]).close(); print('opened')"
+    )
+    for _ in range(5):
+        Store.open(url).close()
+        done = subprocess.run(
+            [sys.executable, "-c", script, url], capture_output=True, text=True, timeout=60
+        )
+        assert done.stdout.strip() == "opened", done.stderr
 
 
 # ------------------------------------------------------------------ addresses
