@@ -116,6 +116,12 @@ class FleetConfig:
     engines: tuple[str, ...] = ENGINES
     probe_turns: int = 20
     """Turns of the in-process probe that counts statements per call (0: none)."""
+    repeats: int = 1
+    """Timed runs per engine, their calls pooled (the engines' order alternating)."""
+    switch_interval_ms: float | None = None
+    """The workers' :func:`sys.setswitchinterval` in ms (None: Python's, 5 ms): how
+    long a thread back from the database may wait for the GIL held by another
+    agent's thread."""
 
 
 QUICK = {
@@ -310,6 +316,8 @@ def worker_main(spec_path: Path) -> None:
     store is open, starts on ``go`` (or at once without a barrier), stops starting
     turns on ``stop`` or the end of its input, writes its results and exits."""
     spec = json.loads(spec_path.read_text())
+    if spec.get("switch_interval_ms") is not None:
+        sys.setswitchinterval(spec["switch_interval_ms"] / 1000)
     journal = Journal(Path(spec["journal"]))
     journal.write({"k": "start", "at": time.time()}, sync=False)
     if spec["barrier"]:
@@ -389,6 +397,7 @@ class Phase:
             "agents": worker.agents,
             "turns": turns,
             "think_ms": self.cfg.think_ms,
+            "switch_interval_ms": self.cfg.switch_interval_ms,
             "takeover_timeout": self.cfg.takeover_timeout,
             "stop_at": self.stop_at,
             "barrier": barrier,
@@ -637,12 +646,13 @@ def worker_cpu(phase: Phase) -> float:
     return float(sum(result.get("cpu_seconds", 0.0) for result in phase.results()))
 
 
-def latencies(phase: Phase) -> tuple[dict[str, Any], int, int, list[str]]:
-    """(per-call quantiles by operation, compiles, turns, the agents' errors)."""
+def latencies(phases: list[Phase]) -> tuple[dict[str, Any], int, int, list[str]]:
+    """Over the phases' workers: (per-call quantiles by operation, compiles, turns,
+    the agents' errors)."""
     pooled: dict[str, list[float]] = {"add": [], "compile": [], "tick": [], "turn": []}
     turns = 0
     errors: list[str] = []
-    for result in phase.results():
+    for result in (r for phase in phases for r in phase.results()):
         for tally in result["agents"].values():
             for op, samples in pooled.items():
                 samples.extend(tally[op])
@@ -839,6 +849,136 @@ def new_database(url: str) -> str:
     return fresh_database(url)
 
 
+@contextmanager
+def round_trips_under_load(where: str | None, period: float = 0.02) -> Iterator[list[float]]:
+    """While the block runs, a thread of this process (idle otherwise: no agent holds
+    its GIL) times ``SELECT 1`` on a connection of its own every ``period`` seconds:
+    what one round trip costs on the loaded machine, the floor of an acknowledged
+    write. Nothing for ``where=None`` (SQLite)."""
+    samples: list[float] = []
+    if where is None:
+        yield samples
+        return
+    import psycopg
+
+    done = threading.Event()
+    with psycopg.connect(where, autocommit=True) as raw:
+
+        def probe() -> None:
+            while not done.wait(period):
+                t0 = time.perf_counter()
+                raw.execute("SELECT 1").fetchone()
+                samples.append(time.perf_counter() - t0)
+
+        thread = threading.Thread(target=probe, daemon=True)
+        thread.start()
+        try:
+            yield samples
+        finally:
+            done.set()
+            thread.join(10)
+
+
+def timed_runs(
+    cfg: FleetConfig,
+    url: str,
+    postmaster: int | None,
+    scratch: Path,
+    stop_at: float,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """The timed runs, ``cfg.repeats`` times on each engine (the engines' order
+    alternating), every run on a new database or folder; each engine's calls pooled
+    over its runs."""
+    runs: dict[str, list[dict[str, Any]]] = {engine: [] for engine in cfg.engines}
+    for repeat in range(cfg.repeats):
+        order = cfg.engines if repeat % 2 == 0 else tuple(reversed(cfg.engines))
+        for engine in order:
+            if engine == "postgresql":
+                where = new_database(url)
+            else:
+                where = str(scratch / f"stores-{repeat}")
+                Path(where).mkdir()
+            folder = scratch / f"timed-{engine}-{repeat}"
+            phase = Phase(cfg, engine, where, folder, stop_at)
+            log(f"{engine}: {cfg.workers} workers, {cfg.agents} agents, {cfg.turns} turns")
+            server_cpu = process_cpu(postmaster) if engine == "postgresql" else None
+            probe_at = where if engine == "postgresql" else None
+            try:
+                with round_trips_under_load(probe_at) as trips:
+                    seconds = phase.run_timed()
+            except RuntimeError as exc:
+                runs[engine].append({"error": str(exc)})
+                continue
+            if server_cpu is not None:
+                backends_gone(where, time.monotonic() + 30)
+                after = process_cpu(postmaster)
+                server_cpu = None if after is None else after - server_cpu
+            run = {
+                "phase": phase,
+                "where": where,
+                "seconds": seconds,
+                "server_cpu": server_cpu,
+                "trips": trips,
+                "checked": check_stores(phase),
+            }
+            runs[engine].append(run)
+            ops, _, turns, _ = latencies([phase])
+            log(
+                f"{engine}: {turns} turns in {seconds:.1f} s; p50 compile "
+                f"{ops['compile']['p50_ms']} ms, add {ops['add']['p50_ms']} ms; "
+                f"{run['checked']['acknowledged']} acknowledged, {run['checked']['lost']} "
+                f"lost, {run['checked']['duplicated']} duplicated"
+            )
+    return {engine: pooled(cfg, engine, found) for engine, found in runs.items()}
+
+
+def pooled(cfg: FleetConfig, engine: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One engine's figures over its timed runs: calls pooled, counts summed."""
+    failed = [r["error"] for r in runs if "error" in r]
+    good = [r for r in runs if "error" not in r]
+    if not good:
+        return {"error": "; ".join(failed) or "no run"}
+    phases = [r["phase"] for r in good]
+    ops, compiles, turns, errors = latencies(phases)
+    seconds = sum(r["seconds"] for r in good)
+    workers_cpu = sum(worker_cpu(p) for p in phases)
+    server = [r["server_cpu"] for r in good]
+    server_cpu = None if None in server else sum(server)
+    checked: dict[str, Any] = {}
+    for r in good:
+        for key, value in r["checked"].items():
+            if key == "problems":
+                checked[key] = (checked.get(key, []) + value)[:20]
+            else:
+                checked[key] = checked.get(key, 0) + value
+    statements = (
+        statements_per_call(engine, good[-1]["where"], cfg.probe_turns) if cfg.probe_turns else {}
+    )
+    trips = [t for r in good for t in r["trips"]]
+    return {
+        "runs": len(good),
+        "seconds": round(seconds, 1),
+        "compiles": compiles,
+        "turns": turns,
+        "compiles_per_second": round(compiles / seconds, 1) if compiles else None,
+        "cut_short": turns < cfg.agents * cfg.turns * len(good),
+        "calls": ops,
+        "p50_ms_by_run": {op: [latencies([p])[0][op]["p50_ms"] for p in phases] for op in ops},
+        "round_trip_under_load": quantiles(trips) if trips else None,
+        "statements_per_call": statements,
+        "cpu_seconds": {
+            "workers": round(workers_cpu, 1),
+            "server": None if server_cpu is None else round(server_cpu, 1),
+            "available": round(seconds * (os.cpu_count() or 1), 1),
+        },
+        "cpu_ms_per_turn": round(1000 * (workers_cpu + (server_cpu or 0.0)) / max(1, turns), 2),
+        "errors": (failed + errors)[:20],
+        "error_count": len(failed) + len(errors),
+        **checked,
+    }
+
+
 def run_fleet(cfg: FleetConfig, *, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the timed runs on each engine and the kill run; return the report."""
     began = time.monotonic()
@@ -854,53 +994,7 @@ def run_fleet(cfg: FleetConfig, *, log: Callable[[str], None] = print) -> dict[s
     try:
         with postgres(cfg) as (url, postmaster):
             report["server"] = "given" if cfg.url else "throwaway (fsync=off, Unix socket)"
-            for engine in cfg.engines:
-                where = new_database(url) if engine == "postgresql" else str(scratch / "stores")
-                Path(scratch / "stores").mkdir(exist_ok=True)
-                phase = Phase(cfg, engine, where, scratch / f"timed-{engine}", stop_at)
-                log(f"{engine}: {cfg.workers} workers, {cfg.agents} agents, {cfg.turns} turns")
-                server_cpu = process_cpu(postmaster) if engine == "postgresql" else None
-                try:
-                    seconds = phase.run_timed()
-                except RuntimeError as exc:
-                    report["engines"][engine] = {"error": str(exc)}
-                    continue
-                if server_cpu is not None:
-                    backends_gone(where, time.monotonic() + 30)
-                    after = process_cpu(postmaster)
-                    server_cpu = None if after is None else after - server_cpu
-                ops, compiles, turns, errors = latencies(phase)
-                workers_cpu = worker_cpu(phase)
-                checked = check_stores(phase)
-                statements = (
-                    statements_per_call(engine, where, cfg.probe_turns) if cfg.probe_turns else {}
-                )
-                report["engines"][engine] = {
-                    "seconds": round(seconds, 1),
-                    "compiles": compiles,
-                    "turns": turns,
-                    "compiles_per_second": round(compiles / seconds, 1) if compiles else None,
-                    "cut_short": turns < cfg.agents * cfg.turns,
-                    "calls": ops,
-                    "statements_per_call": statements,
-                    "cpu_seconds": {
-                        "workers": round(workers_cpu, 1),
-                        "server": None if server_cpu is None else round(server_cpu, 1),
-                        "available": round(seconds * (os.cpu_count() or 1), 1),
-                    },
-                    "cpu_ms_per_turn": round(
-                        1000 * (workers_cpu + (server_cpu or 0.0)) / max(1, turns), 2
-                    ),
-                    "errors": (phase.errors + errors)[:20],
-                    "error_count": len(phase.errors) + len(errors),
-                    **checked,
-                }
-                log(
-                    f"{engine}: {turns} turns in {seconds:.1f} s; compile p50 "
-                    f"{ops['compile']['p50_ms']} ms p99 {ops['compile']['p99_ms']} ms; "
-                    f"{checked['acknowledged']} acknowledged, {checked['lost']} lost, "
-                    f"{checked['duplicated']} duplicated"
-                )
+            report["engines"] = timed_runs(cfg, url, postmaster, scratch, stop_at, log)
             report["ratios"] = ratios(report["engines"])
             if cfg.kills:
                 report["kill_run"] = kill_run(cfg, new_database(url), scratch, stop_at, rng, log)
@@ -925,7 +1019,7 @@ def kill_run(
         seconds, kills = phase.run_kills(rng)
     except RuntimeError as exc:
         return {"error": str(exc)}
-    _, compiles, turns, errors = latencies(phase)
+    _, compiles, turns, errors = latencies([phase])
     checked = check_stores(phase)
     found = {
         "turns_by_survivors": turns,
@@ -964,7 +1058,7 @@ def ratios(engines: dict[str, Any]) -> dict[str, dict[str, float | None]]:
 
 
 def verdict(report: dict[str, Any]) -> dict[str, Any]:
-    """The checks passed or not, and the 3x bar on compile, add and turn."""
+    """The checks passed or not, and the 3x bar on every call and the turn."""
     clean = True
     for engine in report["engines"].values():
         clean &= (
@@ -984,7 +1078,7 @@ def verdict(report: dict[str, Any]) -> dict[str, Any]:
             and kill.get("kills") == kill.get("kills_asked")
         )
     within: dict[str, bool] = {}
-    for op in ("compile", "add", "turn"):
+    for op in ("compile", "add", "tick", "turn"):
         got = report.get("ratios", {}).get(op, {})
         for q in ("p50", "p99"):
             if got.get(q) is not None:
@@ -1031,11 +1125,23 @@ def table(report: dict[str, Any]) -> str:
         )
     probe_rows = [(f"statements/{op}", op) for op in ("add", "compile", "tick")]
     probe_rows += [(f"round trips/{op}", f"{op}_round_trips") for op in ("add", "compile", "tick")]
-    for label, key in [*probe_rows, ("one round trip, ms", "select_1_ms")]:
+    for label, key in [*probe_rows, ("one round trip idle, ms", "select_1_ms")]:
         rows.append(
             f"{label:<26}"
             f"{pg.get('statements_per_call', {}).get(key, '-')!s:>14}"
             f"{lite.get('statements_per_call', {}).get(key, '-')!s:>14}"
+        )
+    loaded = pg.get("round_trip_under_load") or {}
+    rows.append(
+        f"{'one round trip loaded, ms':<26}"
+        f"{str(loaded.get('p50_ms', '-')) + ' / ' + str(loaded.get('p99_ms', '-')):>14}"
+        f"{'-':>14}   (p50 / p99, SELECT 1 from an idle process)"
+    )
+    for op in ("compile", "add", "turn"):
+        rows.append(
+            f"{op + ' p50 by run, ms':<26}"
+            f"{' '.join(map(str, pg.get('p50_ms_by_run', {}).get(op, []))):>14}"
+            f"{' '.join(map(str, lite.get('p50_ms_by_run', {}).get(op, []))):>14}"
         )
     kill = report.get("kill_run")
     if kill:
@@ -1072,6 +1178,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents", type=int, default=defaults.agents)
     parser.add_argument("--turns", type=int, default=defaults.turns)
     parser.add_argument("--think-ms", type=float, default=defaults.think_ms)
+    parser.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        default=defaults.switch_interval_ms,
+        help="the workers' sys.setswitchinterval in ms (default: Python's 5 ms)",
+    )
     parser.add_argument("--kills", type=int, default=defaults.kills, help="0: no kill run")
     parser.add_argument("--kill-every", type=float, default=defaults.kill_every)
     parser.add_argument(
@@ -1083,6 +1195,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="a PostgreSQL server to use (default: start one)")
     parser.add_argument("--engines", default=",".join(ENGINES), help="postgresql,sqlite")
     parser.add_argument("--probe-turns", type=int, default=defaults.probe_turns)
+    parser.add_argument(
+        "--repeats", type=int, default=defaults.repeats, help="timed runs per engine, pooled"
+    )
     parser.add_argument("--quick", action="store_true", help="a small fleet: " + str(QUICK))
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "fleet.json")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
@@ -1095,6 +1210,7 @@ def main(argv: list[str] | None = None) -> int:
         agents=args.agents,
         turns=args.turns,
         think_ms=args.think_ms,
+        switch_interval_ms=args.switch_interval_ms,
         kills=args.kills,
         kill_every=args.kill_every,
         kill_turns=args.kill_turns,
@@ -1104,6 +1220,7 @@ def main(argv: list[str] | None = None) -> int:
         url=args.url,
         engines=tuple(e for e in args.engines.split(",") if e),
         probe_turns=args.probe_turns,
+        repeats=args.repeats,
     )
     if args.quick:
         for key, value in QUICK.items():
