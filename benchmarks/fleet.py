@@ -914,7 +914,7 @@ def timed_runs(
                 backends_gone(where, time.monotonic() + 30)
                 after = process_cpu(postmaster)
                 server_cpu = None if after is None else after - server_cpu
-            run = {
+            run: dict[str, Any] = {
                 "phase": phase,
                 "where": where,
                 "seconds": seconds,
