@@ -92,6 +92,10 @@ WINDOW_TOKENS = 8000
 CATCH_UP = 5
 GRACE_SECONDS = 60.0
 """How long past its stop time a worker may take to finish its turn and exit."""
+CONTROL_WAIT = 0.0002
+"""Seconds a SQLite worker's probe sleeps: about one idle round trip to the server."""
+PROBE_PERIOD = 0.02
+"""Seconds between a worker's probe calls."""
 CHECK_RESERVE = 0.12
 """The part of ``--max-seconds`` (at least 30 s) kept for the checks after the runs."""
 
@@ -299,6 +303,30 @@ def serve_agent(
         tally.errors.append(f"{agent}: {type(exc).__name__}: {exc}")
 
 
+def probe_blocking(spec: dict[str, Any], samples: list[float], stop: threading.Event) -> None:
+    """Beside the agents of a worker, time one blocking call every :data:`PROBE_PERIOD`:
+    on PostgreSQL ``SELECT 1`` on a connection of its own, on SQLite a sleep of
+    :data:`CONTROL_WAIT` (as long as an idle round trip). Either returns only once the
+    worker's thread gets a core and the GIL back: what any call that waits costs in a
+    worker on the loaded machine, whatever it waits for."""
+    if spec["engine"] == "postgresql":
+        import psycopg
+
+        raw = psycopg.connect(spec["where"], autocommit=True)
+
+        def call() -> None:
+            raw.execute("SELECT 1").fetchone()
+    else:
+
+        def call() -> None:
+            time.sleep(CONTROL_WAIT)
+
+    while not stop.wait(PROBE_PERIOD):
+        t0 = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - t0)
+
+
 def warm_up() -> None:
     """Load what a process loads on its first call (the tokenizer's tables), so the
     measured calls are the steady state's."""
@@ -349,12 +377,19 @@ def worker_main(spec_path: Path) -> None:
         stop.set()
 
     threading.Thread(target=listen, daemon=True).start()
+    blocking: list[float] = []
+    if spec.get("probe"):
+        threading.Thread(
+            target=probe_blocking, args=(spec, blocking, stop), name="probe", daemon=True
+        ).start()
     for t in threads:
         t.join(max(0.0, spec["stop_at"] + GRACE_SECONDS / 2 - time.time()))
+    stop.set()
     results = {
+        "blocking": blocking,
         "incarnation": spec["incarnation"],
         "agents": {a: asdict(t) for a, t in tallies.items()},
-        "unfinished": [t.name for t in threads if t.is_alive()],
+        "unfinished": [t.name for t in threads if t.is_alive() and t.name != "probe"],
         "cpu_seconds": time.process_time() - cpu,
     }
     Path(spec["results"]).write_text(json.dumps(results))
@@ -402,6 +437,7 @@ class Phase:
             "stop_at": self.stop_at,
             "barrier": barrier,
             "incarnation": name,
+            "probe": worker.index == 0,
             "journal": str(self.folder / f"journal-{name}.jsonl"),
             "results": str(self.folder / f"results-{name}.json"),
         }
@@ -956,6 +992,7 @@ def pooled(cfg: FleetConfig, engine: str, runs: list[dict[str, Any]]) -> dict[st
         statements_per_call(engine, good[-1]["where"], cfg.probe_turns) if cfg.probe_turns else {}
     )
     trips = [t for r in good for t in r["trips"]]
+    blocking = [t for p in phases for result in p.results() for t in result.get("blocking", [])]
     return {
         "runs": len(good),
         "seconds": round(seconds, 1),
@@ -966,6 +1003,7 @@ def pooled(cfg: FleetConfig, engine: str, runs: list[dict[str, Any]]) -> dict[st
         "calls": ops,
         "p50_ms_by_run": {op: [latencies([p])[0][op]["p50_ms"] for p in phases] for op in ops},
         "round_trip_under_load": quantiles(trips) if trips else None,
+        "blocking_call_in_a_worker": quantiles(blocking) if blocking else None,
         "statements_per_call": statements,
         "cpu_seconds": {
             "workers": round(workers_cpu, 1),
@@ -1136,6 +1174,17 @@ def table(report: dict[str, Any]) -> str:
         f"{'one round trip loaded, ms':<26}"
         f"{str(loaded.get('p50_ms', '-')) + ' / ' + str(loaded.get('p99_ms', '-')):>14}"
         f"{'-':>14}   (p50 / p99, SELECT 1 from an idle process)"
+    )
+    inside = (
+        pg.get("blocking_call_in_a_worker") or {},
+        lite.get("blocking_call_in_a_worker") or {},
+    )
+    rows.append(
+        f"{'a wait in a worker, ms':<26}"
+        + "".join(
+            f"{str(q.get('p50_ms', '-')) + ' / ' + str(q.get('p99_ms', '-')):>14}" for q in inside
+        )
+        + f"   (p50 / p99, SELECT 1 on PostgreSQL, a {1000 * CONTROL_WAIT:g} ms sleep on SQLite)"
     )
     for op in ("compile", "add", "turn"):
         rows.append(

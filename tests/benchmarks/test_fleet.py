@@ -61,6 +61,7 @@ def test_the_timed_run_stores_every_acknowledged_message_once(
         assert got["calls"][op]["n"] > 0 and got["calls"][op]["p50_ms"] > 0
     assert {"add", "compile", "tick"} <= set(got["statements_per_call"])
     assert got["cpu_seconds"]["workers"] > 0
+    assert got["blocking_call_in_a_worker"]["n"] > 0  # worker 0's probe, on both engines
     loaded = got["round_trip_under_load"]
     if engine == "postgresql":  # the probe ran beside the fleet
         assert loaded["n"] > 0 and loaded["p50_ms"] > 0
