@@ -35,19 +35,22 @@ turns in time for the checks; a phase cut short says so), every wait has a deadl
 The JSON report goes to ``--out``; a table is printed.
 
 Measured (2 vCPUs, the throwaway server on a Unix socket, 8 workers, 64 agents, 100
-turns, 200 ms think; p50/p99 in ms, PostgreSQL then SQLite): compile 15.1/134 against
-3.3/74 (4.6x/1.8x), add_message 18.3/142 against 0.68/25 (27x/5.6x), tick 5.1/288
-against 0.30/117, turn 110/550 against 10.9/159 (10x/3.5x); 166 against 249 compiles/s.
-Both fleets are CPU-bound on 2 cores, PostgreSQL's with 12.1 ms of CPU per turn
-(workers 9.3, server 2.8) against SQLite's 6.9: each call waits for a core. An add is
-5.2 statements (BEGIN, the record id's nextval, the insert, the derived index's upsert,
-COMMIT), each a round trip of 0.26 ms unloaded; a compile is 0.2 (it reads the cache);
-a tick 2.7 (an empty tick still sends BEGIN and COMMIT). At 8 and 16 agents the ratios
-are 1.1-1.2x for compile p50 and 3.0x for add p50. 19,200 messages acknowledged on each
-engine, none lost or duplicated, 64/64 audits clean, 1,600 memories each. The kill
-run: 10 SIGKILLs in 112 s, 37,266 acknowledged, 0 lost, 0 duplicated, 64/64 audits
-clean; takeover p50 6.3 s, max 7.6 s, of which 4.9 s is the new process starting on
-the busy machine and none waiting for a lock (no open was refused).
+turns, 200 ms think, ``--repeats 3``; p50/p99 in ms, PostgreSQL then SQLite): compile
+7.22/126 against 3.54/97.1 (2.0x/1.3x), add_message 4.03/77.5 against 0.67/30.1
+(6.0x/2.6x), tick 0.28/196 against 0.33/150 (0.85x/1.3x), turn 41.7/346 against
+11.2/211 (3.7x/1.6x); 206 against 243 compiles/s. An add is one round trip (its writes
+go with BEGIN and COMMIT as one query), a compile 0.1, a tick 0.2. The machine is
+saturated on both engines (every second of both cores used), and every acknowledged
+PostgreSQL add waits for its round trip, which the SQLite add never does. That wait is
+the whole gap: ``--engines sqlite --control-wait-ms 0.3``, each SQLite add sleeping
+0.3 ms in its agent's thread (one round trip on the loaded machine: ``SELECT 1`` from
+an idle process takes 0.32 ms p50), gives compile 7.74/115, add 3.89/69.7 and turn
+41.2/351, PostgreSQL's figures: a busy agent thread that waits at all waits for a
+core again. At 16 agents every ratio is within 2x (add p50 1.97x), at 32 within 2.6x.
+57,600 messages acknowledged on each engine, none lost or duplicated, 192/192 audits
+clean. The kill run: 10 SIGKILLs in 111 s, 51,257 acknowledged, 0 lost, 0 duplicated,
+64/64 audits clean; takeover p50 4.1 s, max 5.1 s, of which 3.3 s is the new process
+starting on the busy machine and none waiting for a lock (no open was refused).
 
 Examples
 --------
@@ -121,6 +124,9 @@ class FleetConfig:
     probe_turns: int = 20
     """Turns of the in-process probe that counts statements per call (0: none)."""
     repeats: int = 1
+    control_wait_ms: float = 0.0
+    """The control: every SQLite add also sleeps this long in the agent's thread
+    (inside its timed call), as a PostgreSQL add waits for its round trip."""
     """Timed runs per engine, their calls pooled (the engines' order alternating)."""
     switch_interval_ms: float | None = None
     """The workers' :func:`sys.setswitchinterval` in ms (None: Python's, 5 ms): how
@@ -248,6 +254,7 @@ def serve_agent(
     stop: threading.Event,
 ) -> None:
     think = spec["think_ms"] / 1000
+    control = spec.get("control_wait_ms", 0.0) / 1000
     try:
         cm, waited, refused = open_with_retry(
             spec["engine"], spec["where"], agent, spec["takeover_timeout"]
@@ -280,6 +287,8 @@ def serve_agent(
                     journal.write({"k": "sent", "a": agent, "t": tag}, sync=False)
                     t0 = time.perf_counter()
                     mid = cm.add_message(participant, content, metadata={"tag": tag})
+                    if control and spec["engine"] == "sqlite":
+                        time.sleep(control)
                     t1 = time.perf_counter()
                     journal.write({"k": "ack", "a": agent, "t": tag, "id": mid}, sync=True)
                     present.add(tag)
@@ -433,6 +442,7 @@ class Phase:
             "turns": turns,
             "think_ms": self.cfg.think_ms,
             "switch_interval_ms": self.cfg.switch_interval_ms,
+            "control_wait_ms": self.cfg.control_wait_ms,
             "takeover_timeout": self.cfg.takeover_timeout,
             "stop_at": self.stop_at,
             "barrier": barrier,
@@ -1247,6 +1257,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeats", type=int, default=defaults.repeats, help="timed runs per engine, pooled"
     )
+    parser.add_argument(
+        "--control-wait-ms",
+        type=float,
+        default=defaults.control_wait_ms,
+        help="the control: each SQLite add also sleeps this long in its agent's thread",
+    )
     parser.add_argument("--quick", action="store_true", help="a small fleet: " + str(QUICK))
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "fleet.json")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
@@ -1270,6 +1286,7 @@ def main(argv: list[str] | None = None) -> int:
         engines=tuple(e for e in args.engines.split(",") if e),
         probe_turns=args.probe_turns,
         repeats=args.repeats,
+        control_wait_ms=args.control_wait_ms,
     )
     if args.quick:
         for key, value in QUICK.items():
