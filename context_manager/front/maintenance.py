@@ -423,6 +423,10 @@ class MaintenanceFront:
     ) -> None:
         """Keep these messages (and everything after the earliest) out of compression.
 
+        While the hold lasts they are sent raw, even inside a pin with a fold
+        ``level`` or on a locked message: the pin and the lock give way there (logged
+        once) and hold again once the hold is released or times out.
+
         Raises
         ------
         ArgumentError

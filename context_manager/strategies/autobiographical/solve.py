@@ -10,6 +10,7 @@ committed only after a live compile fully succeeded.
 from __future__ import annotations
 
 import bisect
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from operator import is_
@@ -40,6 +41,8 @@ from .tree import Node, Tree, tree
 from .unfoldable import unfoldable
 from .windows import Windows, windows
 from .writer import demand, merge_groups, queued_chunks
+
+log = logging.getLogger(__name__)
 
 __all__ = ["UNFOLD_LEVELS", "blocks", "select", "snapshot"]
 
@@ -375,6 +378,8 @@ def snapshot(
         if p.first in position and p.last in position and position[p.first] <= position[p.last]
     ]
     locks = sorted(position[x] for x in records.locks if x in position)
+    if win.held_from is not None:
+        pins, locks = _held_wins(st, stored, pins, locks, win.held_from)
     carried = _carried(st, ctx, position) if records.compiled else None
     memories = tree(st, ctx, position)
     found: list[Block] = []
@@ -415,6 +420,43 @@ def snapshot(
         blocks=found,
         window=list(window),
     )
+
+
+def _held_wins(
+    st: State,
+    stored: Sequence[StoredMessage],
+    pins: list[PinSpec],
+    locks: list[int],
+    held_from: int,
+) -> tuple[list[PinSpec], list[int]]:
+    """While a hold lasts, its messages (from ``held_from`` on) are sent raw: a pin's
+    fold level and a lock's frozen level give way there, instead of every compile
+    refusing with a conflict. The part of a pin before ``held_from`` still holds;
+    the pin and the lock are whole again once the hold is released. Each give-way is
+    logged once per hold."""
+    kept: list[PinSpec] = []
+    yielded: list[str] = []
+    for pin in pins:
+        if not pin.level or pin.last < held_from:
+            kept.append(pin)
+            continue
+        yielded.append(f"pin {pin.id} (level={pin.level})")
+        if pin.first < held_from:
+            kept.append(replace(pin, last=held_from - 1))
+    frozen = [x for x in locks if x < held_from]
+    yielded += [f"the lock on message {stored[x].id!r}" for x in locks if x >= held_from]
+    logged: set[tuple[str, str]] = st.cache.setdefault(("held wins",), set())
+    first = stored[held_from].id
+    fresh = [y for y in yielded if (first, y) not in logged]
+    if fresh:
+        logged.update((first, y) for y in fresh)
+        log.warning(
+            "messages held from %r on are sent raw while the hold lasts; %s give%s way there",
+            first,
+            ", ".join(fresh),
+            "s" if len(fresh) == 1 else "",
+        )
+    return kept, frozen
 
 
 MAX_REWINDOWS = 8

@@ -148,11 +148,56 @@ def test_conflicting_pins_are_a_typed_conflict_not_an_overshoot() -> None:
     assert any(c.startswith(deep) and "level=2" in c for c in conflict["constraints"])
     cm.unpin(raw)
     assert cm.compile(max_tokens=600, reserve_for_response=0).messages
-    # a hold keeps its messages raw: a level pin on one of them conflicts, and says so
-    cm.hold_compression([inside])
-    with pytest.raises(ConstraintConflictError, match="held"):
-        cm.compile(max_tokens=100_000, reserve_for_response=0)
     assert ids
+
+
+def _sent_raw(cm: ContextManager, message_id: str, budget: int) -> bool:
+    text = cm.get_message(message_id).text
+    request = cm.compile(max_tokens=budget, reserve_for_response=0)
+    return any(m.text == text for m in request.messages)
+
+
+def test_a_hold_inside_a_level_pin_is_sent_raw_while_it_lasts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cm = _open(_autobio())
+    _talk(cm, 30)
+    cm.drain()
+    cm.compile(max_tokens=600, reserve_for_response=0)
+    strategy = cm.strategy
+    assert isinstance(strategy, AutobiographicalStrategy)
+    l2 = next(s for s in strategy.summaries.values() if s.level == 2)
+    leaves = strategy.leaves_of(l2)
+    first, inside = leaves[0], leaves[len(leaves) // 2]
+    pin = cm.pin_range(first, leaves[-1], level=2)
+    assert not _sent_raw(cm, inside, 100_000)  # folded to level 2, as pinned
+    cm.hold_compression([inside])
+    with caplog.at_level("WARNING"):
+        for _ in range(3):  # the hold wins on every compile, logged once
+            assert _sent_raw(cm, inside, 100_000)
+    said = [r.getMessage() for r in caplog.records if "while the hold lasts" in r.getMessage()]
+    assert len(said) == 1 and pin in said[0]
+    cm.release_compression([inside])
+    assert not _sent_raw(cm, inside, 100_000)  # the pin holds again
+
+
+def test_a_hold_on_a_locked_folded_message_is_sent_raw_while_it_lasts() -> None:
+    cm = _open(_autobio())
+    _talk(cm, 30)
+    cm.drain()
+    cm.compile(max_tokens=600, reserve_for_response=0)
+    strategy = cm.strategy
+    assert isinstance(strategy, AutobiographicalStrategy)
+    l2 = next(s for s in strategy.summaries.values() if s.level == 2)
+    inside = strategy.leaves_of(l2)[0]
+    cm.compile(max_tokens=600, reserve_for_response=0)
+    assert not _sent_raw(cm, inside, 600)
+    cm.lock_message(inside)
+    assert not _sent_raw(cm, inside, 600)  # locked at the level it was folded to
+    cm.hold_compression([inside])
+    assert _sent_raw(cm, inside, 100_000)
+    cm.release_compression([inside])
+    assert cm.compile(max_tokens=600, reserve_for_response=0).messages
 
 
 def test_a_refusal_over_budget_always_exceeds_it() -> None:
