@@ -179,9 +179,9 @@ def _openai(
 _BUNDLED: tuple[ModelSpec, ...] = (
     _anthropic("claude-opus-4-5", ("claude-opus-4-5-20251101",), 64_000),
     _anthropic("claude-opus-4-1", ("claude-opus-4-1-20250805",), 32_000),
-    _anthropic("claude-opus-4-0", ("claude-opus-4-20250514",), 32_000),
+    _anthropic("claude-opus-4-0", ("claude-opus-4-20250514", "claude-opus-4"), 32_000),
     _anthropic("claude-sonnet-4-5", ("claude-sonnet-4-5-20250929",), 64_000),
-    _anthropic("claude-sonnet-4-0", ("claude-sonnet-4-20250514",), 64_000),
+    _anthropic("claude-sonnet-4-0", ("claude-sonnet-4-20250514", "claude-sonnet-4"), 64_000),
     _anthropic("claude-haiku-4-5", ("claude-haiku-4-5-20251001",), 64_000),
     _anthropic("claude-3-7-sonnet-latest", ("claude-3-7-sonnet-20250219",), 64_000),
     _openai("gpt-5", 400_000, 128_000, 272_000),

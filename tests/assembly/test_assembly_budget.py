@@ -165,3 +165,21 @@ def test_bundled_catalog_resolves_without_provider() -> None:
     out = run({"id": "claude-sonnet-4-5"})
     assert out.model_resolved == "router"
     assert out.usable == 200_000 - 64_000 - 20_000
+
+
+@pytest.mark.parametrize(
+    ("model_id", "window", "output"),
+    [
+        ("claude-sonnet-4", 200_000, 64_000),
+        ("claude-sonnet-4-20250514", 200_000, 64_000),
+        ("claude-opus-4", 200_000, 32_000),
+        ("claude-sonnet-4-5", 200_000, 64_000),
+    ],
+)
+def test_the_bundled_catalog_knows_the_claude_4_ids_and_their_short_names(
+    model_id: str, window: int, output: int
+) -> None:
+    found = ModelCatalog.bundled().budget(None, model_id)
+    assert found is not None
+    assert (found.model.context_window, found.model.max_output_tokens) == (window, output)
+    assert run({"id": model_id}).model_resolved != "fallback"
