@@ -63,6 +63,7 @@ from .strategies.autobiographical import IgnoredPinWarning
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
 from .thinking import NotedRow, RequestIdentity, StrippedThinking, ThinkingBinding, ThinkingStrip
 from .tokens import ByteHeuristicCounter, CharsCounter, TiktokenCounter, TokenCounter
+from .topology.policy import StoreTopologyError
 from .window import UnknownRowError, WindowStatus
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ __all__ = [
     "StoreFullError",
     "StoreFullWarning",
     "StoreLockedError",
+    "StoreTopologyError",
     "Strategy",
     "StrippedThinking",
     "Summarizer",

@@ -70,6 +70,7 @@ from .summarizer import (
     Summarizer,
 )
 from .tokens import TiktokenCounter, TokenCounter
+from .topology.policy import POLICIES, TopologyPolicy, check_at_open
 
 __all__ = [
     "INJECTION_PREFIX",
@@ -310,6 +311,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         auxiliary_views: Sequence[str | None] = (),
         window_tokens: int | None = None,
         memory_model: str | None = None,
+        topology_policy: TopologyPolicy = "reject",
     ) -> ContextManager:
         """Open a manager on a store file (``path``), an agent's store in a PostgreSQL
         database (``url="postgresql://HOST/DB"`` and ``agent=``, the ``postgres`` extra:
@@ -353,8 +355,19 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         cannot edit or remove them (:class:`ConfigError` names the writer), and its
         record follows what they write.
 
+        Before the strategy reads the store, its memory tree is audited
+        (:mod:`context_manager.topology`: every memory a contiguous run of messages,
+        every parent listing its children...). ``topology_policy`` says what a broken
+        tree does: ``"reject"`` refuses it with
+        :class:`~context_manager.topology.policy.StoreTopologyError` (the findings and
+        the repair command; nothing is written), ``"repair"`` drops the broken memories
+        in one transaction and logs what it did (their messages are summarised again;
+        no message is touched), ``"ignore"`` opens it as it is.
+
         Raises
         ------
+        StoreTopologyError
+            When the store's memory tree is broken and ``topology_policy="reject"``.
         ConfigError
             Unless exactly one of ``path``, ``url`` and ``store`` is given, when
             ``agent`` is given without ``url``, when ``isolate``
@@ -404,6 +417,10 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
             )
         if isolate and not namespace:
             raise ConfigError("isolate=True needs a namespace= to isolate the messages under")
+        if topology_policy not in POLICIES:
+            raise ArgumentError(
+                "topology_policy", topology_policy, "'reject', 'repair' or 'ignore'"
+            )
         _auxiliary_slots(auxiliary_views, f"{namespace}/messages" if isolate else "messages")
         owns = store is None
         if store is not None:
@@ -414,6 +431,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
             assert path is not None
             opened = Store.open(path)
         try:
+            check_at_open(opened, namespace or DEFAULT_NAMESPACE, topology_policy, opened.path)
             return cls(
                 opened,
                 owns_store=owns,

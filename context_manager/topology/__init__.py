@@ -59,6 +59,7 @@ from .checks import audit
 from .model import Action, Finding, Kind, Op, Raw, StoredRecords
 from .model import Record as Record
 from .plan import plan_repair
+from .policy import StoreTopologyError, TopologyPolicy, check_at_open
 from .store_files import StoreAudit, StoreRepair, audit_store, repair_store
 from .stored import apply_repair, read_stored
 
@@ -71,10 +72,13 @@ __all__ = [
     "Raw",
     "StoreAudit",
     "StoreRepair",
+    "StoreTopologyError",
     "StoredRecords",
+    "TopologyPolicy",
     "apply_repair",
     "audit",
     "audit_store",
+    "check_at_open",
     "plan_repair",
     "read_stored",
     "repair_store",

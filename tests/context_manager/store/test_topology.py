@@ -20,7 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer
+from context_manager import (
+    ArgumentError,
+    CharsCounter,
+    ContextManager,
+    ExtractiveSummarizer,
+    StoreTopologyError,
+)
 from context_manager.cli import RUNTIME_ERROR, USAGE_ERROR, app
 from context_manager.store import Store
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
@@ -51,9 +57,13 @@ def _strategy() -> AutobiographicalStrategy:
     )
 
 
-def _manager(path: Path) -> ContextManager:
+def _manager(path: Path, **options: Any) -> ContextManager:
     return ContextManager.open(
-        path=path, strategy=_strategy(), counter=CharsCounter(), summarizer=ExtractiveSummarizer()
+        path=path,
+        strategy=_strategy(),
+        counter=CharsCounter(),
+        summarizer=ExtractiveSummarizer(),
+        **options,
     )
 
 
@@ -249,7 +259,7 @@ def test_an_l2_over_children_that_are_not_adjacent(store: Path) -> None:
 # ---------------------------------------------------------------- the lock
 def test_both_commands_refuse_a_store_a_running_agent_holds(store: Path) -> None:
     _plant_gap(store)
-    with _manager(store):
+    with _manager(store, topology_policy="ignore"):  # an agent running on it as it is
         before = _files(store.parent)
         for args in (["audit"], ["repair"], ["repair", "--apply"], ["audit", "--json"]):
             result = _run([*args, str(store)])
@@ -622,3 +632,47 @@ def test_read_stored_keeps_what_the_strategy_would_skip(store: Path) -> None:
     assert len(records.summaries) == len(memories) and len(records.messages) == 130
     assert records.message_slot == "messages" and records.chunk_counter == len(records.chunks)
     assert os.path.basename(store) == "agent.db"
+
+
+# ------------------------------------------------------------------ at open
+def test_a_broken_tree_is_refused_at_open_and_nothing_is_written(store: Path) -> None:
+    name, _ = _plant_gap(store)
+    before = _digest(store)
+    with pytest.raises(StoreTopologyError) as caught:
+        _manager(store)
+    said = str(caught.value)
+    assert name in said and "non_contiguous" in said
+    assert f"ctxfold repair {store} --apply" in said and "topology_policy='repair'" in said
+    assert [(f.id, f.kind) for f in caught.value.findings] == [(name, Kind.NON_CONTIGUOUS)]
+    assert _digest(store) == before  # refused before the strategy read or wrote it
+    with Store.open(store):  # and the writer lock was released
+        pass
+
+
+def test_repair_at_open_drops_the_broken_memory_and_the_store_audits_clean(
+    store: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages = _bodies(store, "messages")
+    name, _ = _plant_gap(store)
+    with caplog.at_level("WARNING"), _manager(store, topology_policy="repair") as cm:
+        assert name not in {s.id for s in cm.strategy.summaries.values()}  # type: ignore[attr-defined]
+        cm.drain()
+        assert cm.compile(max_tokens=3_000, reserve_for_response=0).messages
+    assert any(f"drop {name}" in r.getMessage() for r in caplog.records)
+    assert audit_store(store).findings == []
+    assert _bodies(store, "messages") == messages  # no message touched
+    assert _compiles(store) == messages  # the default policy opens it now
+
+
+def test_ignore_opens_a_broken_tree_as_it_is(store: Path) -> None:
+    _plant_gap(store)
+    before = audit_store(store).findings
+    with _manager(store, topology_policy="ignore") as cm:
+        assert cm.get_messages()
+    assert [f.id for f in audit_store(store).findings] == [f.id for f in before]
+
+
+def test_an_unknown_topology_policy_is_refused_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ArgumentError, match="topology_policy"):
+        _manager(tmp_path / "s.db", topology_policy="fix")
+    assert not (tmp_path / "s.db").exists()  # refused before anything was opened

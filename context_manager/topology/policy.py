@@ -1,0 +1,120 @@
+"""What opening a manager does with a store whose memory tree is broken.
+
+:meth:`ContextManager.open <context_manager.ContextManager.open>` audits the
+strategy's records before the strategy reads them (:func:`check_at_open`), and by its
+``topology_policy``:
+
+``"reject"`` (the default)
+    refuses the store with :class:`StoreTopologyError`, which lists the findings and
+    names the repair (``ctxfold repair PATH``, or ``topology_policy="repair"``);
+    nothing is written.
+``"repair"``
+    writes the repair :func:`~.plan.plan_repair` plans, in one transaction, and logs
+    each action: broken memories are dropped and their messages summarised again; no
+    message is touched.
+``"ignore"``
+    opens as it is, the strategy working around what it can.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Literal
+
+from ..store import RecordStore, StoreError
+from .checks import audit
+from .model import Action, Finding
+from .plan import plan_repair
+from .stored import apply_repair, read_stored
+
+log = logging.getLogger(__name__)
+
+TopologyPolicy = Literal["reject", "repair", "ignore"]
+"""What :meth:`ContextManager.open <context_manager.ContextManager.open>` does with a
+broken memory tree."""
+
+POLICIES: tuple[TopologyPolicy, ...] = ("reject", "repair", "ignore")
+
+SHOWN = 8
+"""Findings an error message lists (the rest are counted)."""
+
+
+class StoreTopologyError(StoreError):
+    """The store's memory tree is broken; the manager was not opened.
+
+    Attributes
+    ----------
+    findings : list of Finding
+        What the audit found (:func:`~context_manager.topology.audit`).
+    """
+
+    def __init__(self, message: str, findings: Sequence[Finding]) -> None:
+        super().__init__(message)
+        self.findings = list(findings)
+
+
+def check_at_open(
+    store: RecordStore, namespace: str, policy: TopologyPolicy, shown: str
+) -> list[Action]:
+    """Audit the memory tree of ``namespace`` in ``store`` and apply ``policy``.
+
+    Parameters
+    ----------
+    store : RecordStore
+        The store being opened, on the branch the manager will use.
+    namespace : str
+        The manager's namespace.
+    policy : {"reject", "repair", "ignore"}
+    shown : str
+        How the error names the store (its path, or its URL without a password).
+
+    Returns
+    -------
+    list of Action
+        The repair written (empty when the tree is sound or ``policy="ignore"``).
+
+    Raises
+    ------
+    StoreTopologyError
+        With ``policy="reject"`` when the audit finds anything; nothing is written.
+    StoreError
+        When the repair cannot be written; then nothing is.
+
+    Examples
+    --------
+    >>> from context_manager.store import Store
+    >>> with Store.open(":memory:") as store:
+    ...     check_at_open(store, "default", "reject", ":memory:")
+    []
+    """
+    if policy == "ignore":
+        return []
+    records = read_stored(store, namespace)
+    if not records.summaries and not records.chunks:
+        return []
+    findings = audit(records)
+    if not findings:
+        return []
+    if policy == "reject":
+        listed = "; ".join(f.describe() for f in findings[:SHOWN])
+        more = f" (and {len(findings) - SHOWN} more)" if len(findings) > SHOWN else ""
+        target = shown if shown and shown != ":memory:" else "PATH"
+        raise StoreTopologyError(
+            f"{shown}: the memory tree of namespace {namespace!r} is broken, "
+            f"{len(findings)} finding(s): {listed}{more}. Nothing was opened or written: "
+            f"repair it with `ctxfold repair {target} --apply` (the original is kept as a "
+            "backup), or open with topology_policy='repair' to drop the broken memories "
+            "(their messages are "
+            "summarised again), or topology_policy='ignore' to open it as it is",
+            findings,
+        )
+    actions = plan_repair(findings, records)
+    apply_repair(store, records, actions)
+    log.warning(
+        "%s: repaired the memory tree of namespace %r at open: %s",
+        shown,
+        namespace,
+        "; ".join(a.describe() for a in actions),
+    )
+    return actions
