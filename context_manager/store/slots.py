@@ -11,6 +11,9 @@ from .bodies import Item, load_stored
 from .connection import StoreConnection, guarded
 from .errors import StoreError
 
+_NEVER_SET = object()
+"""The cached value of a snapshot slot no record has set."""
+
 
 class SlotStore(StoreConnection):
     """The reads and writes of slots (a part of :class:`~.opening.Store`)."""
@@ -163,13 +166,14 @@ class SlotStore(StoreConnection):
     def get(self, slot: str, default: Any = None) -> Any:
         """The current snapshot of ``slot`` (``default`` when never set)."""
         if slot in self._cache:
-            return self._cache[slot]
-        value = default
+            value = self._cache[slot]
+            return default if value is _NEVER_SET else value
+        value = _NEVER_SET  # cached as such: each caller's own default is returned
         for seq, body in self._sets(slot, 1):
             where = f"table records, the snapshot of {slot!r} at sequence {seq}, column body"
             value = load_stored(body, self._path, where) if body is not None else None
         self._cache[slot] = value
-        return value
+        return default if value is _NEVER_SET else value
 
     @guarded("reading snapshot history")
     def history(self, slot: str, limit: int) -> list[tuple[int, Any]]:

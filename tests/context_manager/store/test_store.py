@@ -32,6 +32,17 @@ def test_append_edit_redact_and_snapshots(place: Place) -> None:
         assert store.get("pins") == {"counter": 2} and store.sequence == seq
 
 
+def test_a_slot_never_set_gives_each_caller_its_own_default(place: Place) -> None:
+    with Store.open(place("s")) as store:
+        assert store.get("counter") is None
+        assert store.get("counter", 0) == 0  # the first read's default is not kept
+        assert store.get("counter", {"n": 1}) == {"n": 1}
+        store.set("counter", 5)
+        assert store.get("counter", 0) == 5
+        store.set("cleared", None)  # set to None: None, whatever the default
+        assert store.get("cleared", 3) is None
+
+
 def test_transaction_is_all_or_nothing(place: Place) -> None:
     with Store.open(place("s")) as store:
         store.append("messages", {"n": 0})
