@@ -3,23 +3,35 @@
 Every option carries a description (``AutobiographicalConfig.model_fields[name].description``,
 also in ``AutobiographicalConfig.model_json_schema()``). The defaults suit a window of
 about 200k tokens; :meth:`AutobiographicalConfig.for_window` sizes the options for any
-window from 4k to 1M tokens.
+window from 4k to 1M tokens. :meth:`AutobiographicalConfig.reference` gives the
+TypeScript reference's defaults instead, and an option of the reference this config does
+not have is refused with what to use instead (:data:`UNSUPPORTED_OPTIONS`; the list and
+the defaults that differ are in ``docs/reference-defaults.md``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
+from ...errors import ConfigError
 from ...messages import CacheTTL
 
-__all__ = ["AutobiographicalConfig", "ToolProseFallback"]
+__all__ = [
+    "UNSUPPORTED_OPTIONS",
+    "AutobiographicalConfig",
+    "ToolProseFallback",
+    "UnsupportedOption",
+    "UnsupportedOptionError",
+]
 
 _MIN_WINDOW = 1024
 """The smallest window :meth:`AutobiographicalConfig.for_window` sizes for."""
@@ -446,6 +458,25 @@ class AutobiographicalConfig(BaseModel):
             return renamed_options(data)
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _reference_options(cls, data: Any) -> Any:
+        """Refuse the reference's options this config does not have
+        (:data:`UNSUPPORTED_OPTIONS`, and the reference's camelCase spelling of its own
+        options) with what to use instead, not pydantic's bare "extra inputs"."""
+        if isinstance(data, Mapping):
+            problems = refused_options(data, set(cls.model_fields))
+            if problems:
+                raise PydanticCustomError(
+                    UNSUPPORTED_ERROR_TYPE,
+                    "{message}",
+                    {
+                        "message": "; ".join(m for _, m in problems),
+                        "options": [o for o, _ in problems],
+                    },
+                )
+        return data
+
     @property
     def folding_strategy(self) -> str:
         """The ``solver``, under its former name.
@@ -610,6 +641,66 @@ class AutobiographicalConfig(BaseModel):
                     sized["solver_options"] = options
         return cls(**{**sized, **overrides})
 
+    @classmethod
+    def reference(cls, **overrides: Any) -> AutobiographicalConfig:
+        """Options with the TypeScript reference's defaults where this library's differ.
+
+        A configuration ported from the reference as it is keeps its behaviour only
+        where both libraries share a default. This preset sets the others to what the
+        reference does: the threshold pyramid instead of a solver
+        (``adaptive_resolution=False``, and ``flat-profile`` if it is turned back on), a
+        slack of 0.1, a grace of 2 %, a merge span cap of 1,500 messages, memory
+        requests that carry the head and recall ladder, memories without exact values
+        and with no length limit below the output cap, and a solver shown every
+        message. ``docs/reference-defaults.md`` lists each difference and why this
+        library's default differs.
+
+        Parameters
+        ----------
+        **overrides
+            Any option, which replaces the preset's value (``compression_model`` has
+            no default in either library and must be given to write memories).
+
+        Returns
+        -------
+        AutobiographicalConfig
+
+        Raises
+        ------
+        pydantic.ValidationError
+            For an override that is not a valid option.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager, ExtractiveSummarizer
+        >>> from context_manager.strategies.autobiographical import AutobiographicalStrategy
+        >>> config = AutobiographicalConfig.reference(compression_model="extractive")
+        >>> config.adaptive_resolution, config.compression_slack_ratio, config.solver
+        (False, 0.1, 'flat-profile')
+        >>> AutobiographicalConfig.reference(adaptive_resolution=True).solver_and_options
+        ('flat-profile', {})
+        >>> cm = ContextManager.open(
+        ...     path=":memory:",
+        ...     strategy=AutobiographicalStrategy(config),
+        ...     summarizer=ExtractiveSummarizer(),
+        ...     counter=CharsCounter(),
+        ... )
+        >>> _ = cm.add_message("User", "Fix the failing test in src/app.py.")
+        >>> [m.text for m in cm.compile(max_tokens=8000).messages]
+        ['Fix the failing test in src/app.py.']
+        >>> cm.close()
+        """
+        overrides = renamed_options(overrides)
+        target = overrides.get(
+            "summary_target_tokens", cls.model_fields["summary_target_tokens"].default
+        )
+        preset: dict[str, Any] = {
+            **_REFERENCE_DEFAULTS,
+            # no cut below what one answer may hold (the request's output cap)
+            "summary_max_tokens": _output_cap(target) if isinstance(target, int) else None,
+        }
+        return cls(**{**preset, **overrides})
+
     def memory_limit(self) -> int:
         """The longest memory stored, in the manager's counter's tokens
         (``summary_max_tokens``, by default four times ``summary_target_tokens``).
@@ -697,6 +788,365 @@ def renamed_options(options: Mapping[str, Any]) -> dict[str, Any]:
         )
         found[new] = value
     return found
+
+
+def _output_cap(target_tokens: int) -> int:
+    """The output cap of a memory request for memories of ``target_tokens`` (as
+    ``requests._request`` sets ``max_tokens``)."""
+    return max(16_000, round(1.5 * target_tokens))
+
+
+_REFERENCE_DEFAULTS: dict[str, Any] = {
+    "adaptive_resolution": False,
+    "solver": "flat-profile",
+    "compression_slack_ratio": 0.1,
+    "over_budget_grace_ratio": 0.02,
+    "merge_max_source_span_messages": 1500,
+    "compression_source_only": False,
+    "memory_values_tokens": 0,
+    "fold_window": False,
+}
+"""The options :meth:`AutobiographicalConfig.reference` sets (with ``summary_max_tokens``,
+which depends on ``summary_target_tokens``)."""
+
+
+class UnsupportedOption(NamedTuple):
+    """An option of the reference this config refuses, and what to do instead."""
+
+    reference: str
+    """Its camelCase name in the reference."""
+    use: str
+    """What to use instead: an option or behaviour of this library (the message reads
+    "not supported: use ..."), or for a planned one, what to do until it comes."""
+    planned: bool = False
+    """True: it is to be implemented (the message reads "not supported yet; for now,
+    ...")."""
+    solver: str | None = None
+    """The solver whose ``solver_options`` it belongs to; None: a config option."""
+
+
+_U = UnsupportedOption
+UNSUPPORTED_OPTIONS: dict[str, UnsupportedOption] = {
+    # windows and chunking
+    "max_speculative_l1s": _U(
+        "maxSpeculativeL1s",
+        "memory_schedule='forecast', which writes a chunk's memory only once a compile "
+        "needs it, or l1_holdback_chunks to keep the newest closed chunks unsummarised",
+    ),
+    "chunk_on_message_boundary": _U(
+        "chunkOnMessageBoundary",
+        "the default behaviour and drop the option: chunks always end at a message boundary",
+    ),
+    "auto_tick_on_new_message": _U(
+        "autoTickOnNewMessage",
+        "ContextManager.open(auto_tick=True), which ticks on a background thread after "
+        "each message and compile",
+    ),
+    # rendering of memories
+    "positioned_recall_pairs": _U(
+        "positionedRecallPairs",
+        "the default behaviour and drop the option: each memory is always shown as its "
+        "own recall pair at its place in the history (the reference's default, true)",
+    ),
+    "recall_envelope": _U(
+        "recallEnvelope",
+        "summary_context_label (recall_header_template when adaptive_resolution is off) "
+        "to word each recall pair's question; a memory's answer is never wrapped in tags",
+    ),
+    "carrier_policy": _U(
+        "carrierPolicy",
+        "compile(thinking_binding=ThinkingBinding(...)), which decides which signed "
+        "thinking of the agent's replies a request carries; memories are shown as text, "
+        "without reasoning blocks",
+    ),
+    "enforce_budget": _U(
+        "enforceBudget",
+        "over_budget_grace_ratio to tolerate an overshoot (taken from the response "
+        "reserve); the budget is always enforced",
+    ),
+    # hierarchy and merges
+    "merge_contiguity_gap_limit": _U(
+        "mergeContiguityGapLimit",
+        "merge_threshold alone and drop the option: a live message between memories "
+        "always ends a merge run, as in the reference's current grouping",
+    ),
+    "compression_merge_source_only": _U(
+        "compressionMergeSourceOnly",
+        "merge_from='memories' for smaller merge requests (a merge written from the "
+        "memories it merges); a merge request always carries the recall ladder before it",
+    ),
+    "compression_merge_source_only_fallback": _U(
+        "compressionMergeSourceOnlyFallback",
+        "merge_attempt_limit to bound a refused merge's retries; a merge request always "
+        "carries the recall ladder before it (merge_from='memories' makes it smaller)",
+    ),
+    "speculative_production": _U(
+        "speculativeProduction",
+        "hierarchical=True (the default): memories merge level after level with no fixed top",
+    ),
+    # the summariser's requests
+    "compression_max_tokens": _U(
+        "compressionMaxTokens",
+        "summary_target_tokens (a memory request's output cap is the larger of 16,000 "
+        "and 1.5 x it) and summary_max_tokens; for a model with a smaller output limit, "
+        "lower CompletionRequest.max_tokens in its summariser",
+    ),
+    "compression_recall_budget_tokens": _U("compressionRecallBudgetTokens", "recall_budget_tokens"),
+    "compression_cache_markers": _U("compressionCacheMarkers", "compression_cache_breakpoints"),
+    "identity_reminder": _U(
+        "identityReminder",
+        "ContextManager.set_system_prompt: every memory request carries the host's "
+        "system prompt, so say there who the agent is",
+    ),
+    "witnessed_before_sequence": _U(
+        "witnessedBeforeSequence",
+        "head_window_tokens to keep an inherited record raw and never folded, or store "
+        "it under its speakers' participant names; every memory is written in the "
+        "agent's first person",
+    ),
+    "witnessed_instruction": _U(
+        "witnessedInstruction",
+        "head_window_tokens to keep an inherited record raw and never folded; every "
+        "memory is written in the agent's first person",
+    ),
+    "persist_mint_preimages": _U(
+        "persistMintPreimages",
+        "a summariser of your own that records each CompletionRequest it is given "
+        "before passing it on",
+    ),
+    "summary_system_prompt": _U(
+        "summarySystemPrompt",
+        "ContextManager.set_system_prompt for what every memory request should carry "
+        "(the reference's current memory requests ignore this option too)",
+    ),
+    "summary_user_prompt": _U(
+        "summaryUserPrompt",
+        "the built-in instruction and drop the option (the reference's current memory "
+        "requests ignore it too)",
+    ),
+    # refusals and failures
+    "compression_split_placeholder": _U(
+        "compressionSplitPlaceholder",
+        "compression_split_fallback alone: a split asks for every half and stitches "
+        "their memories; a turn still refused ends it and the chunk stays raw, with no "
+        "placeholder memory",
+    ),
+    "compression_split_max_calls_per_10_min": _U(
+        "compressionSplitMaxCallsPer10Min",
+        "compression_split_max_calls_per_chunk, which bounds the calls of one split, and "
+        "retry_backoff_seconds, which spaces the retries after failed calls",
+    ),
+    "quarantine_alarm_interval_ms": _U(
+        "quarantineAlarmIntervalMs",
+        "the warning logged when work is given up on, and a timer of your own over "
+        "ContextManager.pending_work() and retry_compression()",
+    ),
+    # solvers
+    "production_budget_tokens": _U(
+        "productionBudgetTokens",
+        "memory_schedule='eager' (the default), which writes every closed chunk's memory "
+        "and every due merge ahead of need, and preview_context(max_tokens=...) to see "
+        "what a smaller budget would send",
+    ),
+    "kv_stable_reach_tokens": _U(
+        "kvStableReachTokens", "solver='kv-stable' with solver_options={'reach_tokens': N}"
+    ),
+    "kv_stable_quality_gap_ratio": _U(
+        "kvStableQualityGapRatio", "solver='kv-stable' with solver_options={'quality_gap': x}"
+    ),
+    "kv_unified": _U(
+        "kvUnified",
+        "solver='kv-unified' with its policy in solver_options (e.g. {'policy': 'reference'})",
+    ),
+    "log_effective_config": _U(
+        "logEffectiveConfig",
+        "config.model_dump(), which holds every effective value, defaults included, and "
+        "log it yourself",
+    ),
+    # kv-stable's options (in solver_options)
+    "strict_reach": _U(
+        "strictReach",
+        "solver_options={'reach_tokens': N}, kv-stable's trust region: it bounds what a "
+        "voluntary change re-reads, but a change the wall forces may exceed it (no hard "
+        "pace)",
+        solver="kv-stable",
+    ),
+    "cache_cold": _U(
+        "cacheCold",
+        "solver_options={'fold': 'ideal'} with the default reach_tokens (the whole "
+        "window), under which a change adopts kv-stable's ideal cut whole; the solver is "
+        "not told whether the cache is warm",
+        solver="kv-stable",
+    ),
+    "defer_when_warm": _U(
+        "deferWhenWarm",
+        "kv-stable's default solver_options={'fold': 'append'}, which never changes a "
+        "frontier that still fits the wall, whatever the cache's state",
+        solver="kv-stable",
+    ),
+    # to be implemented
+    "max_live_images": _U(
+        "maxLiveImages",
+        "drop old image blocks from CompileResult.messages (the copy sent) before "
+        "sending it, or store smaller images",
+        planned=True,
+    ),
+    "image_strip_depth_tokens": _U(
+        "imageStripDepthTokens",
+        "drop the image blocks far from the newest message in CompileResult.messages "
+        "(the copy sent) before sending it",
+        planned=True,
+    ),
+    "max_live_image_bytes": _U(
+        "maxLiveImageBytes",
+        "store smaller images, or drop old image blocks from CompileResult.messages "
+        "(the copy sent) before sending it",
+        planned=True,
+    ),
+    "attachments_ignore_size": _U(
+        "attachmentsIgnoreSize",
+        "raise target_chunk_tokens: images count toward a chunk's size",
+        planned=True,
+    ),
+    "max_compression_image_bytes": _U(
+        "maxCompressionImageBytes",
+        "store smaller images: a memory request carries its chunk's images as stored",
+        planned=True,
+    ),
+    "max_message_tokens": _U(
+        "maxMessageTokens",
+        "set memory_source_cap_tokens to bound what memory requests read of a long tool "
+        "result; in the request sent, only a tool result too large for the window left "
+        "is capped",
+        planned=True,
+    ),
+    "tool_result_max_last_n": _U(
+        "toolResultMaxLastN",
+        "set memory_source_cap_tokens for memory requests, and shorten old tool results "
+        "in CompileResult.messages (the copy sent) yourself",
+        planned=True,
+    ),
+    "tool_use_input_max_tokens": _U(
+        "toolUseInputMaxTokens",
+        "add messages with shorter tool-call arguments (memory_source_cap_tokens bounds "
+        "only tool results, in memory requests)",
+        planned=True,
+    ),
+    "topology_policy": _U(
+        "topologyPolicy",
+        "the topology_policy of ContextManager.open ('reject', 'repair' or 'ignore'): "
+        "a store's memory tree is audited when the store opens, not by the strategy",
+    ),
+    "audit_only": _U(
+        "auditOnly",
+        "run `ctxfold audit STORE` or `ctxfold inspect --read-only STORE`, which read a "
+        "store without changing it",
+        planned=True,
+    ),
+}
+"""The reference's options this config refuses, by snake_case name: the reference's
+name, what to use instead and whether it is to come. Each is refused under either
+spelling with :data:`UNSUPPORTED_ERROR_TYPE`; one that becomes a field (or a kv-stable
+option) is accepted and must leave the table."""
+del _U
+
+UNSUPPORTED_ERROR_TYPE = "unsupported_option"
+"""The pydantic error type of a refused reference option (``ValidationError.errors()``)."""
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def _snake_case(name: str) -> str:
+    """``name`` in snake_case: ``maxLiveImages`` -> ``max_live_images``."""
+    return _CAMEL_BOUNDARY.sub("_", name).lower()
+
+
+_BY_SPELLING: dict[str, str] = {
+    **{entry.reference: name for name, entry in UNSUPPORTED_OPTIONS.items()},
+    **{name: name for name in UNSUPPORTED_OPTIONS},
+}
+"""Either spelling of a refused option -> its snake_case name."""
+
+
+def _refusal(given: str, name: str, entry: UnsupportedOption, where: str = "") -> str:
+    spelled = (
+        f"the reference's {entry.reference}"
+        if given == name
+        else f"the reference's option, {name} in snake_case"
+    )
+    state = "not supported yet; for now," if entry.planned else "not supported: use"
+    return f"{where}{given} ({spelled}) is {state} {entry.use}"
+
+
+def refused_options(options: Mapping[str, Any], fields: set[str]) -> list[tuple[str, str]]:
+    """The options of ``options`` that are the reference's and not this config's (or a
+    kv-stable ``solver_options`` key of the reference), each with its message saying
+    what to use instead: ``(name as given, message)``, in the order given.
+
+    ``fields`` are the config's fields: a name among them is never refused. A camelCase
+    name whose snake_case form is a field (or a former name, :data:`_RENAMED`) is refused
+    with that name.
+    """
+    out: list[tuple[str, str]] = []
+    for key in options:
+        if not isinstance(key, str) or key in fields or key in _RENAMED:
+            continue
+        name = _BY_SPELLING.get(key)
+        entry = UNSUPPORTED_OPTIONS.get(name) if name is not None else None
+        if name is not None and entry is not None:
+            if name not in fields:
+                out.append((key, _refusal(key, name, entry)))
+            continue
+        snake = _snake_case(key)
+        if snake != key and (snake in fields or snake in _RENAMED):
+            ours = _RENAMED.get(snake, snake)
+            out.append((key, f"{key} is the reference's spelling: use the snake_case name {ours}"))
+    solver = options.get("solver", options.get("folding_strategy", "kv-stable"))
+    given = options.get("solver_options")
+    if solver == "kv-stable" and isinstance(given, Mapping):
+        from solvers.kv_stable import KvStableConfig
+
+        known = set(KvStableConfig.model_fields)
+        where = "solver_options of kv-stable: "
+        for key in given:
+            if not isinstance(key, str) or key in known:
+                continue
+            name = _BY_SPELLING.get(key)
+            entry = UNSUPPORTED_OPTIONS.get(name) if name is not None else None
+            if name is not None and entry is not None and entry.solver == "kv-stable":
+                if name not in known:
+                    out.append((key, _refusal(key, name, entry, where)))
+                continue
+            snake = _snake_case(key)
+            if snake != key and snake in known:
+                spelling = f"{key} is the reference's spelling: use the snake_case name"
+                out.append((key, f"{where}{spelling} {snake}"))
+    return out
+
+
+class UnsupportedOptionError(ConfigError):
+    """A reference option this config does not have, given to the strategy: the message
+    says what to use instead (:data:`UNSUPPORTED_OPTIONS`).
+
+    Attributes
+    ----------
+    options : tuple of str
+        The refused options, as given.
+    """
+
+    def __init__(self, message: str, options: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.options = options
+
+    @classmethod
+    def of(cls, exc: ValidationError, prefix: str = "") -> UnsupportedOptionError | None:
+        """The refusal in ``exc`` (a config's validation error) as this error, its
+        message prefixed with ``prefix``; None when ``exc`` refuses no reference option."""
+        for error in exc.errors():
+            if error["type"] == UNSUPPORTED_ERROR_TYPE:
+                ctx = error.get("ctx") or {}
+                return cls(prefix + str(error["msg"]), tuple(ctx.get("options", ())))
+        return None
 
 
 _INTERNAL = (

@@ -32,7 +32,7 @@ from ..base import (
     StrategyProfile,
 )
 from .chunking import adopt_memories, rebuild_chunks, reconcile
-from .config import AutobiographicalConfig, renamed_options
+from .config import AutobiographicalConfig, UnsupportedOptionError, renamed_options
 from .queries import search_summaries, summaries_in_range
 from .records import ChunkRecord, Pin, Records, SummaryEntry, read_records
 from .solve import select, snapshot
@@ -56,7 +56,9 @@ class AutobiographicalStrategy(Strategy):
     ------
     ConfigError
         For an unknown solver, solver options it rejects (a kv-unified solver without
-        a policy, for one), or an invalid recall header template.
+        a policy, for one), or an invalid recall header template; an
+        :class:`~.config.UnsupportedOptionError` for an option of the reference this
+        library does not have, saying what to use instead.
     """
 
     name = "autobiographical"
@@ -64,7 +66,15 @@ class AutobiographicalStrategy(Strategy):
     def __init__(self, config: AutobiographicalConfig | None = None, **options: Any) -> None:
         if config is not None and options:
             raise ConfigError("pass either config= or keyword options, not both")
-        self.config = config if config is not None else AutobiographicalConfig(**options)
+        if config is None:
+            try:
+                config = AutobiographicalConfig(**options)
+            except ValidationError as exc:
+                refused = UnsupportedOptionError.of(exc)
+                if refused is None:
+                    raise
+                raise refused from None
+        self.config = config
 
         if self.config.solver not in solvers.names():
             raise ConfigError(
@@ -97,7 +107,9 @@ class AutobiographicalStrategy(Strategy):
         Raises
         ------
         ConfigError
-            Naming an unknown option or a value it rejects.
+            Naming an unknown option or a value it rejects (an
+            :class:`~.config.UnsupportedOptionError` for an option of the reference this
+            library does not have).
 
         Examples
         --------
@@ -111,6 +123,9 @@ class AutobiographicalStrategy(Strategy):
             fields = {**self.config.model_dump(), **renamed_options(overrides)}
             config = AutobiographicalConfig.model_validate(fields)
         except ValidationError as exc:
+            refused = UnsupportedOptionError.of(exc, "overrides rejected: ")
+            if refused is not None:
+                raise refused from None
             problems = "; ".join(
                 f"{'.'.join(str(x) for x in e['loc']) or 'options'}: {e['msg']}"
                 for e in exc.errors()
