@@ -51,6 +51,7 @@ from .request import (
     CompileResult,
     ContextEntry,
     FoldedMemory,
+    HoldDetail,
     Injection,
     Overhead,
     Preview,
@@ -60,6 +61,7 @@ from .request import (
 from .store import RecordStore, Store, StoreError
 from .strategies.base import (
     Answers,
+    StoredMessage,
     Strategy,
     StrategyContext,
 )
@@ -79,6 +81,7 @@ __all__ = [
     "ContextEntry",
     "ContextManager",
     "FoldedMemory",
+    "HoldDetail",
     "Injection",
     "NoSummarizerWarning",
     "Overhead",
@@ -200,6 +203,8 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         each branch sees its own)."""
         self._clock = clock
         self._holds = {}
+        self._held_at = {}
+        self._listeners = []
         self._frame_slot = f"{namespace}/frame"
         """Where the request's frame lives: the system prompt and tool definitions (a
         snapshot slot, one record per change: each branch sees its own, a derived store
@@ -280,6 +285,8 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
     _frame_slot: str
     _clock: Callable[[], float]
     _holds: dict[str, float | None]
+    _held_at: dict[str, float]
+    _listeners: list[Callable[[StoredMessage], None]]
     _records: RecordCache
     _presented: PresentedWindow
     _version: int
@@ -311,7 +318,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         auxiliary_views: Sequence[str | None] = (),
         window_tokens: int | None = None,
         memory_model: str | None = None,
-        topology_policy: TopologyPolicy = "reject",
+        topology_policy: TopologyPolicy = "ignore",
     ) -> ContextManager:
         """Open a manager on a store file (``path``), an agent's store in a PostgreSQL
         database (``url="postgresql://HOST/DB"`` and ``agent=``, the ``postgres`` extra:
@@ -362,7 +369,11 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         :class:`~context_manager.topology.policy.StoreTopologyError` (the findings and
         the repair command; nothing is written), ``"repair"`` drops the broken memories
         in one transaction and logs what it did (their messages are summarised again;
-        no message is touched), ``"ignore"`` opens it as it is.
+        no message is touched), ``"ignore"`` (the default, which skips the audit) opens
+        it as it is. The audit also flags records the strategy itself writes in two
+        cases (a chunk closed over presented rows that skips a row not yet presented,
+        and memories adopted without chunk records), so ``"reject"`` is not yet the
+        default.
 
         Raises
         ------
@@ -536,11 +547,13 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         self._compiler.forget()
         live = {s.id for s in self._records.messages()}
         self._holds = {i: d for i, d in self._holds.items() if i in live}
+        self._held_at = {i: t for i, t in self._held_at.items() if i in self._holds}
         self._strategy.initialize(self._ctx)
 
     def _reload(self) -> None:
         """A branch switch: :meth:`_resync`, and holds and stats start over."""
         self._holds.clear()
+        self._held_at.clear()
         self._render_stats = None
         self._resync()
 

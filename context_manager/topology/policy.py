@@ -4,7 +4,7 @@
 strategy's records before the strategy reads them (:func:`check_at_open`), and by its
 ``topology_policy``:
 
-``"reject"`` (the default)
+``"reject"``
     refuses the store with :class:`StoreTopologyError`, which lists the findings and
     names the repair (``ctxfold repair PATH``, or ``topology_policy="repair"``);
     nothing is written.
@@ -12,8 +12,8 @@ strategy's records before the strategy reads them (:func:`check_at_open`), and b
     writes the repair :func:`~.plan.plan_repair` plans, in one transaction, and logs
     each action: broken memories are dropped and their messages summarised again; no
     message is touched.
-``"ignore"``
-    opens as it is, the strategy working around what it can.
+``"ignore"`` (the default)
+    opens as it is, the strategy working around what it can (no audit is run).
 """
 
 from __future__ import annotations

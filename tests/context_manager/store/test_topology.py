@@ -639,7 +639,7 @@ def test_a_broken_tree_is_refused_at_open_and_nothing_is_written(store: Path) ->
     name, _ = _plant_gap(store)
     before = _digest(store)
     with pytest.raises(StoreTopologyError) as caught:
-        _manager(store)
+        _manager(store, topology_policy="reject")
     said = str(caught.value)
     assert name in said and "non_contiguous" in said
     assert f"ctxfold repair {store} --apply" in said and "topology_policy='repair'" in said
@@ -661,7 +661,9 @@ def test_repair_at_open_drops_the_broken_memory_and_the_store_audits_clean(
     assert any(f"drop {name}" in r.getMessage() for r in caplog.records)
     assert audit_store(store).findings == []
     assert _bodies(store, "messages") == messages  # no message touched
-    assert _compiles(store) == messages  # the default policy opens it now
+    with _manager(store, topology_policy="reject"):  # sound now
+        pass
+    assert _compiles(store) == messages
 
 
 def test_ignore_opens_a_broken_tree_as_it_is(store: Path) -> None:
