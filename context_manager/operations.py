@@ -88,6 +88,9 @@ class Gate:
         self.owner: int | None = None
         """The thread inside an operation of this manager (None between operations)."""
         self.ticker: Ticker | None = None
+        self.committed: list[Callable[[], None]] = []
+        """Calls to make once the outermost operation in progress has returned (its
+        transaction committed), outside the store's lock; dropped if it raises."""
         self._check_open = check_open
         self._resync = resync
         self._closed = closed
@@ -116,6 +119,20 @@ class Gate:
         ticker = self.ticker
         if ticker is not None and ticker.settles and not self.inside:
             ticker.settled()  # auto_tick="after_compile": the work queued is done first
+        done: list[Callable[[], None]] = []
+        result = self._run(call, done, writes=writes, one_transaction=one_transaction)
+        for notify in done:  # the outermost operation's, its transaction committed
+            notify()
+        return result
+
+    def _run(
+        self,
+        call: Callable[[], _R],
+        done: list[Callable[[], None]],
+        *,
+        writes: bool,
+        one_transaction: bool,
+    ) -> _R:
         with self.lock:
             self._check_open()
             outermost = self.depth == 0
@@ -127,9 +144,16 @@ class Gate:
             try:
                 if one_transaction and outermost:
                     with self.store.transaction():
-                        return call()
-                return call()
+                        result = call()
+                else:
+                    result = call()
+                if outermost:
+                    done.extend(self.committed)
+                    self.committed.clear()
+                return result
             except BaseException:
+                if outermost:
+                    self.committed.clear()
                 if writes and outermost and not self._closed():
                     self._resync()
                 raise

@@ -33,6 +33,7 @@ __all__ = [
     "CompileResult",
     "ContextEntry",
     "FoldedMemory",
+    "HoldDetail",
     "Injection",
     "Overhead",
     "Preview",
@@ -406,6 +407,19 @@ def identity_of(
     """
     system = "\n\n".join(system_texts(prompt, blocks))
     return RequestIdentity.of(model, system=system or None, tools=tools, **head)
+
+
+@dataclass(frozen=True)
+class HoldDetail:
+    """A hold on a message, from :meth:`ContextManager.compression_hold_details
+    <context_manager.ContextManager.compression_hold_details>` (times on the manager's
+    clock)."""
+
+    message_id: str
+    held_at: float
+    """When the message was first held (a hold renewed keeps its start)."""
+    expires_at: float | None
+    """When the hold ends by itself (None: only when released)."""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from ..messages import (
     Message,
 )
 from ..operations import operation
+from ..request import HoldDetail
 from ..strategies.autobiographical.prompts import clean as clean_answer
 from ..strategies.base import (
     AnswerNeeded,
@@ -438,9 +439,11 @@ class MaintenanceFront:
             timeout = check_seconds(timeout, "timeout")
         deadline = None if timeout is None else self._clock() + timeout
         known = {m.id for m in self.get_messages()}
+        now = self._clock()
         for i in wanted:
             if i in known:
                 self._holds[i] = deadline
+                self._held_at.setdefault(i, now)
 
     @operation(writes=True)
     def release_compression(self: ContextManager, ids: Iterable[str]) -> None:
@@ -455,6 +458,7 @@ class MaintenanceFront:
         for i in check_ids(ids):
             if i in self._holds:
                 del self._holds[i]
+                self._held_at.pop(i, None)
                 released = True
         if released:
             self._strategy.on_holds_released(self._ctx)
@@ -464,6 +468,35 @@ class MaintenanceFront:
         """Ids currently held."""
         self._expire_holds()
         return set(self._holds)
+
+    @operation()
+    def compression_hold_details(self: ContextManager) -> list[HoldDetail]:
+        """The holds in force, oldest first: each message held, when it was first held
+        and when the hold ends, on the manager's clock (``clock=`` of
+        :meth:`~context_manager.ContextManager.open`, :func:`time.monotonic` by default).
+
+        Returns
+        -------
+        list of HoldDetail
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager
+        >>> now = [100.0]
+        >>> with ContextManager.open(
+        ...     path=":memory:", counter=CharsCounter(), clock=lambda: now[0]
+        ... ) as cm:
+        ...     first = cm.add_message("User", "wait for the build", hold=30)
+        ...     [(d.message_id == first, d.held_at, d.expires_at)
+        ...      for d in cm.compression_hold_details()]
+        [(True, 100.0, 130.0)]
+        """
+        self._expire_holds()
+        found = [
+            HoldDetail(i, self._held_at.get(i, deadline or 0.0), deadline)
+            for i, deadline in self._holds.items()
+        ]
+        return sorted(found, key=lambda d: d.held_at)
 
     def _expire_holds(self: ContextManager) -> None:
         now = self._clock()

@@ -209,6 +209,23 @@ class MemoryFront:
         return list(memory.summaries_in_range(self._ctx, from_time, to_time, level))
 
     @operation()
+    def get_max_summary_level(self: ContextManager) -> int:
+        """The level of the highest memory the strategy holds (0 when it holds none,
+        or keeps no memories).
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     cm.get_max_summary_level()
+        0
+        """
+        memory = self._caps.memory
+        if memory is None:
+            return 0
+        return max((int(s.level) for s in memory.summaries.values()), default=0)
+
+    @operation()
     def get_summary(self: ContextManager, summary_id: str) -> Any:
         """One summary, or None.
 

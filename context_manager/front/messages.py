@@ -3,8 +3,10 @@ time-travel reads."""
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -23,6 +25,7 @@ from ..arguments import (
 from ..compiler import MAX_CATCH_UP_RECHECKS as MAX_CATCH_UP_RECHECKS
 from ..compiler import MAX_CATCH_UP_TICKS as MAX_CATCH_UP_TICKS
 from ..errors import (
+    ArgumentTypeError,
     ConfigError,
     UnknownMessageError,
 )
@@ -45,6 +48,8 @@ if TYPE_CHECKING:
     from ..manager import ContextManager
 
 __all__ = ["MessagesFront"]
+
+log = logging.getLogger(__name__)
 
 
 def _new_message(
@@ -86,6 +91,7 @@ class MessagesFront:
         metadata: dict[str, Any] | None = None,
         hold: bool | float = False,
         timestamp: float | None = None,
+        caused_by: str | None = None,
     ) -> str:
         """Append a message; returns its id.
 
@@ -108,6 +114,11 @@ class MessagesFront:
             Hold the message out of compression (a number: for that many seconds).
         timestamp : float, optional
             When it was said (default: now).
+        caused_by : str, optional
+            The id of the message this one answers or follows from (a tool result's
+            call, the user's turn a reply answers): stored as the metadata key
+            ``caused_by``, so ``query_messages(metadata={"caused_by": id})`` finds what
+            a message caused.
 
         Raises
         ------
@@ -118,13 +129,21 @@ class MessagesFront:
             is not a mapping of JSON values, a ``hold`` that is neither a bool nor a
             positive number of seconds, or a ``timestamp`` that is not a finite number.
             Checked before anything is written.
+        UnknownMessageError
+            For a ``caused_by`` that is not a live message's id.
         MessageFormatError
             For content or metadata that cannot be stored (a lone surrogate, a value
             that is not JSON), naming the field.
         """
         if not isinstance(hold, bool):
             check_seconds(hold, "hold", accepted=HOLD_ACCEPTED)
+        if caused_by is not None:
+            self._at(caused_by, "caused_by")  # an unknown id raises, naming it
         message = _new_message(participant, content, metadata, timestamp)
+        if caused_by is not None:
+            message = message.model_copy(
+                update={"metadata": {**message.metadata, "caused_by": caused_by}}
+            )
         body = message.model_dump(mode="json")
         with self._store.transaction():
             item = self._store.append(self._slot, body)
@@ -137,9 +156,74 @@ class MessagesFront:
                 self.hold_compression([item.id], timeout=None if hold is True else float(hold))
             if not self._presented.presenting:  # else the row waits for present_rows
                 self._tell_presented([stored])
+        if self._listeners:  # told once the message is committed
+            self._gate.committed.append(lambda: self._notify(stored))
         if self._ticker is not None:
             self._ticker.wake()
         return item.id
+
+    def on_message(
+        self: ContextManager, listener: Callable[[StoredMessage], None]
+    ) -> Callable[[], None]:
+        """Call ``listener`` with each message added from now on, once it is stored.
+
+        The listener runs on the thread that added the message, after its transaction
+        committed and outside the store's lock (it may call the manager); an add that
+        raised stored nothing and tells no one. An exception of the listener is logged,
+        never raised into the add.
+
+        Returns
+        -------
+        callable
+            Call it to stop listening (idempotent).
+
+        Raises
+        ------
+        ArgumentTypeError
+            For a ``listener`` that is not callable.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager
+        >>> heard = []
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     stop = cm.on_message(lambda m: heard.append(m.message.text))
+        ...     _ = cm.add_message("User", "first")
+        ...     stop()
+        ...     _ = cm.add_message("User", "second")
+        >>> heard
+        ['first']
+        """
+        if not callable(listener):
+            raise ArgumentTypeError("listener", listener, "a callable taking a StoredMessage")
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            with suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return stop
+
+    def _notify(self: ContextManager, stored: StoredMessage) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(stored)
+            except Exception:
+                log.exception("a message listener failed on message %r", stored.id)
+
+    @operation()
+    def get_message_count(self: ContextManager) -> int:
+        """How many live messages the current branch holds (without copying them).
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.add_message("User", "hello")
+        ...     cm.get_message_count()
+        1
+        """
+        return len(self._records.messages())
 
     @operation(writes=True)
     def edit_message(

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from context_manager import (
+    ArgumentTypeError,
     CharsCounter,
     ConfigError,
     ContextManager,
@@ -30,14 +31,17 @@ from context_manager import (
     TextBlock,
     ThinkingBinding,
     ThinkingBlock,
+    UnknownMessageError,
 )
 from context_manager.errors import SummarizerNotConfiguredError, SummarizerTimeoutError
 from context_manager.manager import TOPIC_TRANSITION
+from context_manager.store import StoreFullError
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.base import (
     Entry,
     RequestBudget,
     Selection,
+    StoredMessage,
     Strategy,
     StrategyContext,
 )
@@ -742,3 +746,111 @@ def test_tick_does_not_warn_without_reason() -> None:
         with manager(strategy=strategy(recent_window_tokens=100)) as cm:  # no work yet
             cm.add_message("User", "hi")
             assert cm.tick() is False
+
+
+# ------------------------------------------------------------ listeners, counts, holds
+def test_a_message_listener_hears_each_stored_add_once_and_can_call_the_manager() -> None:
+    cm = manager()
+    heard: list[tuple[str, str, int]] = []
+
+    def listen(m: StoredMessage) -> None:  # runs outside the lock: it may read
+        heard.append((m.id, m.message.text, cm.get_message_count()))
+
+    stop = cm.on_message(listen)
+    first = cm.add_message("User", "one")
+    second = cm.add_message("Claude", "two")
+    assert heard == [(first, "one", 1), (second, "two", 2)]
+    stop()
+    stop()  # idempotent
+    cm.add_message("User", "three")
+    assert len(heard) == 2
+
+
+def test_an_add_that_fails_tells_no_listener(monkeypatch: pytest.MonkeyPatch) -> None:
+    cm = manager()
+    heard: list[str] = []
+    cm.on_message(lambda m: heard.append(m.id))
+    store = cm.store
+    append = store.append
+
+    def full(slot: str, body: object) -> Any:
+        append(slot, body)  # written, then the disk fills before the commit
+        raise StoreFullError(f"{store.path}: the disk is full")
+
+    monkeypatch.setattr(store, "append", full)
+    with pytest.raises(StoreFullError):
+        cm.add_message("User", "lost")
+    monkeypatch.undo()
+    assert heard == [] and cm.get_message_count() == 0
+    kept = cm.add_message("User", "kept")
+    assert heard == [kept]
+
+
+def test_a_failing_listener_is_logged_and_the_add_stands(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cm = manager()
+    told: list[str] = []
+
+    def broken(m: StoredMessage) -> None:
+        raise RuntimeError("listener bug")
+
+    cm.on_message(broken)
+    cm.on_message(lambda m: told.append(m.id))  # the next listener is still told
+    with caplog.at_level("ERROR"):
+        added = cm.add_message("User", "hello")
+    assert told == [added] and cm.get_message_count() == 1
+    assert any("listener failed" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ArgumentTypeError, match="listener"):
+        cm.on_message("not callable")  # type: ignore[arg-type]
+
+
+def test_get_message_count_follows_adds_and_removals() -> None:
+    cm = manager()
+    ids = talk(cm, 5)
+    assert cm.get_message_count() == 5 == len(cm.get_messages())
+    cm.remove_messages(ids[1], ids[2])
+    assert cm.get_message_count() == 3 == len(cm.get_messages())
+
+
+def test_caused_by_links_a_message_to_its_cause() -> None:
+    cm = manager()
+    question = cm.add_message("User", "what is 2+2?")
+    answer = cm.add_message("Claude", "4", caused_by=question, metadata={"k": 1})
+    assert cm.get_message(answer).metadata == {"k": 1, "caused_by": question}
+    found = cm.query_messages(metadata={"caused_by": question})
+    assert [m.id for m in found.messages] == [answer]
+    with pytest.raises(UnknownMessageError) as caught:
+        cm.add_message("Claude", "orphan", caused_by="no-such-id")
+    assert caught.value.param == "caused_by"
+    assert cm.get_message_count() == 2  # the refused add stored nothing
+
+
+def test_max_summary_level_follows_the_memories() -> None:
+    assert manager().get_max_summary_level() == 0
+    cm = folding(merge_threshold=2)
+    talk(cm, 40)
+    cm.drain()
+    s = cm.strategy
+    assert isinstance(s, AutobiographicalStrategy)
+    top = max(m.level for m in s.summaries.values())
+    assert top >= 2 and cm.get_max_summary_level() == top
+
+
+def test_hold_details_say_when_each_hold_began_and_ends() -> None:
+    now = [10.0]
+    cm = manager(clock=lambda: now[0])
+    a = cm.add_message("User", "a", hold=5)
+    now[0] = 12.0
+    b = cm.add_message("User", "b")
+    cm.hold_compression([b])
+    cm.hold_compression([a], timeout=20)  # renewed: keeps its start, ends later
+    details = cm.compression_hold_details()
+    assert [(d.message_id, d.held_at, d.expires_at) for d in details] == [
+        (a, 10.0, 32.0),
+        (b, 12.0, None),
+    ]
+    now[0] = 40.0  # a's hold expired
+    assert [d.message_id for d in cm.compression_hold_details()] == [b]
+    cm.release_compression([b])
+    assert cm.compression_hold_details() == []
