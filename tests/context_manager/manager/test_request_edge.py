@@ -157,9 +157,9 @@ def _sent_raw(cm: ContextManager, message_id: str, budget: int) -> bool:
     return any(m.text == text for m in request.messages)
 
 
-def test_a_hold_inside_a_level_pin_is_sent_raw_while_it_lasts(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def _folded_into_an_l2() -> tuple[ContextManager, list[str]]:
+    """A manager whose history folded at least to L2 under a small budget, and the
+    messages one L2 stands for."""
     cm = _open(_autobio())
     _talk(cm, 30)
     cm.drain()
@@ -167,7 +167,13 @@ def test_a_hold_inside_a_level_pin_is_sent_raw_while_it_lasts(
     strategy = cm.strategy
     assert isinstance(strategy, AutobiographicalStrategy)
     l2 = next(s for s in strategy.summaries.values() if s.level == 2)
-    leaves = strategy.leaves_of(l2)
+    return cm, strategy.leaves_of(l2)
+
+
+def test_a_hold_inside_a_level_pin_is_sent_raw_while_it_lasts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cm, leaves = _folded_into_an_l2()
     first, inside = leaves[0], leaves[len(leaves) // 2]
     pin = cm.pin_range(first, leaves[-1], level=2)
     assert not _sent_raw(cm, inside, 100_000)  # folded to level 2, as pinned
@@ -182,14 +188,8 @@ def test_a_hold_inside_a_level_pin_is_sent_raw_while_it_lasts(
 
 
 def test_a_hold_on_a_locked_folded_message_is_sent_raw_while_it_lasts() -> None:
-    cm = _open(_autobio())
-    _talk(cm, 30)
-    cm.drain()
-    cm.compile(max_tokens=600, reserve_for_response=0)
-    strategy = cm.strategy
-    assert isinstance(strategy, AutobiographicalStrategy)
-    l2 = next(s for s in strategy.summaries.values() if s.level == 2)
-    inside = strategy.leaves_of(l2)[0]
+    cm, leaves = _folded_into_an_l2()
+    inside = leaves[0]
     cm.compile(max_tokens=600, reserve_for_response=0)
     assert not _sent_raw(cm, inside, 600)
     cm.lock_message(inside)
