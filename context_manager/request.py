@@ -35,6 +35,7 @@ __all__ = [
     "FoldedMemory",
     "HoldDetail",
     "Injection",
+    "ManagerStats",
     "Overhead",
     "Preview",
     "QueryResult",
@@ -407,6 +408,22 @@ def identity_of(
     """
     system = "\n\n".join(system_texts(prompt, blocks))
     return RequestIdentity.of(model, system=system or None, tools=tools, **head)
+
+
+@dataclass(frozen=True)
+class ManagerStats:
+    """Counts of a manager's record, from :meth:`ContextManager.stats
+    <context_manager.ContextManager.stats>`."""
+
+    message_count: int
+    """Live messages on the current branch."""
+    context_entry_count: int
+    """Entries of the namespace's context log."""
+    branches: int
+    """Branches of the store."""
+    current_branch: str
+    max_summary_level: int
+    """The highest memory's level (0: none)."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from ..operations import operation
 from ..reads import query
 from ..request import (
     ContextEntry,
+    ManagerStats,
     QueryResult,
     Relation,
 )
@@ -224,6 +225,27 @@ class MessagesFront:
         1
         """
         return len(self._records.messages())
+
+    @operation()
+    def stats(self: ContextManager) -> ManagerStats:
+        """How many messages, context-log entries and branches the record holds, the
+        current branch and the highest memory's level.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.add_message("User", "hello")
+        ...     cm.stats()
+        ManagerStats(message_count=1, context_entry_count=0, branches=1, current_branch='main', max_summary_level=0)
+        """  # noqa: E501
+        return ManagerStats(
+            message_count=len(self._records.messages()),
+            context_entry_count=len(self._store.items(self._log_slot)),
+            branches=len(self._store.list_branches()),
+            current_branch=self._store.branch,
+            max_summary_level=self.get_max_summary_level(),
+        )
 
     @operation(writes=True)
     def edit_message(

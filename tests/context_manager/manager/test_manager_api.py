@@ -854,3 +854,16 @@ def test_hold_details_say_when_each_hold_began_and_ends() -> None:
     assert [d.message_id for d in cm.compression_hold_details()] == [b]
     cm.release_compression([b])
     assert cm.compression_hold_details() == []
+
+
+def test_stats_count_the_record() -> None:
+    cm = folding(merge_threshold=2)
+    talk(cm, 40)
+    cm.drain()
+    cm.fork("side")
+    got = cm.stats()
+    assert got.message_count == 40 == len(cm.get_messages())
+    assert got.context_entry_count == len(cm.context_log())
+    assert got.branches == len(cm.list_branches()) == 2
+    assert got.current_branch == cm.current_branch
+    assert got.max_summary_level == cm.get_max_summary_level() >= 2
