@@ -40,6 +40,7 @@ def report(fleet: ModuleType, postgres_url: str) -> dict[str, Any]:
         url=postgres_url,
         probe_turns=3,
         repeats=2,
+        control_wait_ms=2.0,
     )
     return fleet.run_fleet(cfg, log=lambda _: None)  # type: ignore[no-any-return]
 
@@ -67,6 +68,12 @@ def test_the_timed_run_stores_every_acknowledged_message_once(
         assert loaded["n"] > 0 and loaded["p50_ms"] > 0
     else:
         assert loaded is None
+
+
+def test_the_control_makes_each_sqlite_add_wait(report: dict[str, Any]) -> None:
+    add = report["engines"]["sqlite"]["calls"]["add"]
+    assert add["p50_ms"] >= 2.0  # every timed SQLite add slept 2 ms in its thread
+    assert report["config"]["control_wait_ms"] == 2.0
 
 
 def test_both_engines_are_compared(report: dict[str, Any]) -> None:
