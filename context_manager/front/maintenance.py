@@ -493,7 +493,7 @@ class MaintenanceFront:
         """
         self._expire_holds()
         found = [
-            HoldDetail(i, self._held_at.get(i, deadline or 0.0), deadline)
+            HoldDetail(i, self._held_at[i], deadline)
             for i, deadline in self._holds.items()
         ]
         return sorted(found, key=lambda d: d.held_at)

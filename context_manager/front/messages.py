@@ -358,6 +358,7 @@ class MessagesFront:
                     self._store.redact(self._log_slot, entry.id)
             for message_id in ids:
                 self._holds.pop(message_id, None)
+                self._held_at.pop(message_id, None)
                 self._records.tokens.pop(message_id, None)
             self._version += 1
             self._records.save()

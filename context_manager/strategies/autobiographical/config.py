@@ -697,7 +697,7 @@ class AutobiographicalConfig(BaseModel):
         preset: dict[str, Any] = {
             **_REFERENCE_DEFAULTS,
             # no cut below what one answer may hold (the request's output cap)
-            "summary_max_tokens": _output_cap(target) if isinstance(target, int) else None,
+            "summary_max_tokens": memory_output_cap(target) if isinstance(target, int) else None,
         }
         return cls(**{**preset, **overrides})
 
@@ -790,9 +790,9 @@ def renamed_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _output_cap(target_tokens: int) -> int:
-    """The output cap of a memory request for memories of ``target_tokens`` (as
-    ``requests._request`` sets ``max_tokens``)."""
+def memory_output_cap(target_tokens: int) -> int:
+    """The output cap (``max_tokens``) of a memory request for memories of
+    ``target_tokens``."""
     return max(16_000, round(1.5 * target_tokens))
 
 

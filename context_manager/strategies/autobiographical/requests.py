@@ -18,7 +18,7 @@ from ...messages import Message, ToolResultBlock, ToolUseBlock
 from ...summarizer import MEMORY_MARKER, CompletionRequest
 from ..base import StoredMessage, StrategyContext
 from ..capping import cap_tool_results
-from .config import ToolProseFallback
+from .config import ToolProseFallback, memory_output_cap
 from .prompts import CONTEXT_MANAGER, strip_thinking
 from .records import ChunkRecord, SummaryEntry
 from .state import State
@@ -348,7 +348,7 @@ def _request(
         model=cfg.compression_model,
         messages=tuple(kept),
         system=ctx.system_prompt(),
-        max_tokens=max(16_000, round(1.5 * cfg.summary_target_tokens)),
+        max_tokens=memory_output_cap(cfg.summary_target_tokens),
         tools=tuple(tools) if tools else None,
         agent=cfg.summary_participant,
         target_tokens=cfg.summary_target_tokens,
