@@ -492,10 +492,7 @@ class MaintenanceFront:
         [(True, 100.0, 130.0)]
         """
         self._expire_holds()
-        found = [
-            HoldDetail(i, self._held_at[i], deadline)
-            for i, deadline in self._holds.items()
-        ]
+        found = [HoldDetail(i, self._held_at[i], deadline) for i, deadline in self._holds.items()]
         return sorted(found, key=lambda d: d.held_at)
 
     def _expire_holds(self: ContextManager) -> None:
