@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .arguments import check_sequence, check_text
 from .errors import (
@@ -23,10 +23,11 @@ from .errors import (
     OverBudgetError,
     UnknownMessageError,
 )
+from .images import live_images
 from .messages import MAX_CACHE_BREAKPOINTS, ContentBlock, Message
 from .pairing import tool_pair_problems
 from .record_cache import RecordCache, SavedCounts
-from .render_stats import RenderStats, RequestParts
+from .render_stats import ImagesSent, RenderStats, RequestParts
 from .request import (
     INJECTION_PREFIX,
     CompileResult,
@@ -212,6 +213,17 @@ class Compiler:
                 f"{name}.select returned {shown} tokens of history where "
                 f"{budget.history_tokens} were left after {fixed} of overhead and injections"
             )
+        policy = strategy.image_policy
+        images = None
+        if policy is not None and policy.active:
+            sent = live_images(history, policy, self.saved_counts.count_message)
+            if sent.changed:
+                price = self.saved_counts.count_message
+                shown -= sum(price(history[i]) - price(sent.messages[i]) for i in sent.changed)
+                total = fixed + shown
+                history = sent.messages
+            if sent.live or sent.dropped:
+                images = sent.stats()
         messages, moved = place_injections(history, before, after)
         marks = {moved[i] for i in selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]}
         provenance: list[tuple[str | None, tuple[str, ...]]] = [(None, ())] * len(messages)
@@ -260,6 +272,8 @@ class Compiler:
             "request": request,
             "kv_cost": self.reread(overhead, system, messages, total, commit=not dry_run),
         }
+        if images is not None:
+            own["images"] = cast(ImagesSent, images)
         return CompileResult(
             messages,
             system,

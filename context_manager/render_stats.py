@@ -31,6 +31,7 @@ __all__ = [
     "CappedResults",
     "CatchUp",
     "Composition",
+    "ImagesSent",
     "LevelBucket",
     "Pending",
     "RenderStats",
@@ -98,6 +99,19 @@ class CappedResults(TypedDict):
 
 
 @with_config(_CLOSED)
+class ImagesSent(TypedDict):
+    """The images of the request's raw messages, by what the strategy's
+    :class:`~context_manager.images.ImagePolicy` did with them."""
+
+    live: int
+    """Images sent."""
+    dropped: int
+    """Images replaced by :data:`~context_manager.images.IMAGE_DROPPED`."""
+    messages: int
+    """Messages that lost an image."""
+
+
+@with_config(_CLOSED)
 class Composition(TypedDict):
     """The autobiographical strategy's summary of a rendered plan: its memories by
     level, the work queued and the totals (a memory counts as two messages)."""
@@ -161,6 +175,8 @@ class RenderStats(TypedDict):
     solver_kv_cost: NotRequired[int | None]
     stated: NotRequired[Stated]
     capped_results: NotRequired[CappedResults]
+    images: NotRequired[ImagesSent]
+    """Set when the request's raw messages carry images."""
     grace_tokens: NotRequired[int]
     """Tokens over the input budget the strategy's grace allowed."""
     unshowable_summaries: NotRequired[list[str]]

@@ -59,7 +59,8 @@ def main(goal: int) -> int:
         print(
             f"round {rounds}: {TALLY['compiles']:,} compiles, {TALLY['sent']:,} sent, "
             f"{TALLY['over_budget']:,} over budget, {TALLY['conflicts']:,} conflicts, "
-            f"{TALLY['with_memories']:,} showing memories, {TALLY['healed']:,} heals, "
+            f"{TALLY['with_memories']:,} showing memories, "
+            f"{TALLY['with_images']:,} with images, {TALLY['healed']:,} heals, "
             f"{TALLY['from_scratch']:,} from-scratch twins ({TALLY['windowed']:,} windowed) "
             f"({time.monotonic() - start:.0f} s)",
             flush=True,
@@ -72,6 +73,7 @@ def main(goal: int) -> int:
         f"{TALLY['sent']:,} requests sent, each recounted within its budget, its stats equal "
         f"to the recount, its tool pairs whole; {TALLY['over_budget']:,} refusals over budget "
         f"(each with actual > budget), {TALLY['conflicts']:,} constraint conflicts; "
+        f"{TALLY['with_images']:,} requests with images, each within the image limits; "
         f"{TALLY['healed']:,} heals after summariser faults, each ending with every chunk "
         "no hold keeps back remembered (0 stalls); records agreeing with the messages after "
         f"every step; {TALLY['from_scratch']:,} compiles equal to a from-scratch strategy's "

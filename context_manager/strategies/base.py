@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ..images import ImagePolicy
 from ..messages import ContentBlock, Message
 from ..pairing import SendForm
 from ..store import Item, RecordStore, damaged
@@ -377,6 +378,13 @@ class Strategy(abc.ABC):
     """
 
     name = "strategy"
+
+    @property
+    def image_policy(self) -> ImagePolicy | None:
+        """The images each compile sends live (:mod:`context_manager.images`): the
+        manager replaces the others in the copy sent by a note. None (this default):
+        every image the selection holds is sent."""
+        return None
 
     @property
     def profile(self) -> StrategyProfile:

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, OverBudgetError
+from ..images import ImagePolicy
 from ..messages import USER
 from ..pairing import pair_groups
 from .base import (
@@ -60,6 +61,24 @@ class PassthroughConfig(BaseModel):
         ge=0,
         description="The response reserve ``compile()`` takes when none is given. None: "
         "the manager's default.",
+    )
+    max_live_images: int = Field(
+        default=6,
+        ge=0,
+        description="Each compile sends at most this many images, the newest; the others "
+        "become a note in the copy sent (the store keeps them). 0: no limit.",
+    )
+    image_strip_depth_tokens: int = Field(
+        default=30_000,
+        ge=0,
+        description="No image is sent whose message is further than this many tokens from "
+        "the newest message. 0: no limit.",
+    )
+    max_live_image_bytes: int = Field(
+        default=20 * 1024 * 1024,
+        ge=0,
+        description="The images sent, newest first, take at most this many (decoded) bytes. "
+        "0: no limit.",
     )
 
 
@@ -114,6 +133,16 @@ class PassthroughStrategy(Strategy):
                 f"PassthroughStrategy: give a config or options, not both (got {sorted(options)})"
             )
         self.config = config if config is not None else PassthroughConfig(**options)
+
+    @property
+    def image_policy(self) -> ImagePolicy:
+        """The images each compile sends live (see :class:`PassthroughConfig`)."""
+        config = self.config
+        return ImagePolicy(
+            max_live_images=config.max_live_images,
+            image_strip_depth_tokens=config.image_strip_depth_tokens,
+            max_live_image_bytes=config.max_live_image_bytes,
+        )
 
     def select(
         self, ctx: StrategyContext, budget: RequestBudget, *, dry_run: bool = False

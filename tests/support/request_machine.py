@@ -58,6 +58,7 @@ from context_manager import (
     ConstraintConflictError,
     ContextManager,
     ExtractiveSummarizer,
+    ImageBlock,
     Injection,
     Message,
     NotedRow,
@@ -73,6 +74,7 @@ from context_manager import (
     tool_pair_problems,
 )
 from context_manager.compiler import MAX_CATCH_UP_BATCH
+from context_manager.images import image_bytes
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.summarizer import Completion, CompletionRequest
 
@@ -86,11 +88,15 @@ TALLY: Counter[str] = Counter()
 """Outcomes over every run of the machine in this process (read by the soak)."""
 
 
+IMAGE_LIMITS = {"max_live_images": 2, "image_strip_depth_tokens": 2_000, "max_live_image_bytes": 90}
+"""Image limits small enough for the machine's images to meet each of them."""
+
+
 def machine_strategy(method: str, head: int = 0) -> AutobiographicalStrategy | PassthroughStrategy:
     """The strategy the machine runs for ``method`` (a solver, ``threshold-pyramid`` or
     ``passthrough``), with a raw head window of ``head`` tokens."""
     if method == "passthrough":
-        return PassthroughStrategy()
+        return PassthroughStrategy(**IMAGE_LIMITS)
     options: dict[str, Any] = {
         "compression_model": "extractive",
         "target_chunk_tokens": 60,
@@ -103,6 +109,7 @@ def machine_strategy(method: str, head: int = 0) -> AutobiographicalStrategy | P
         # within it (a timed-out working call would make the machine's runs diverge)
         "summary_timeout_seconds": 1.0,
         "head_window_tokens": head,
+        **IMAGE_LIMITS,
     }
     if method == "threshold-pyramid":  # the renderer of adaptive_resolution=False
         options["adaptive_resolution"] = False
@@ -359,6 +366,21 @@ class RequestMachine(RuleBasedStateMachine):
             text = TextBlock(text=" ".join(f"{k}w{i}" for i in range(size)))
             self.thinking.add(self._add("Claude", [thought, text]))
 
+    @rule(sizes=st.lists(st.integers(1, 12), min_size=1, max_size=2), in_result=st.booleans())
+    def add_image(self, sizes: list[int], in_result: bool) -> None:
+        """A user message with images (of ``3 * size`` bytes each), or a tool's result
+        that holds them, followed by the agent's reply."""
+        k = self.mark()
+        pictures = [ImageBlock(media_type="image/png", data="AAAA" * size) for size in sizes]
+        if in_result:
+            self._add("Claude", [ToolUseBlock(id=f"{k}t", name="screenshot", input={"n": k})])
+            marked = [TextBlock(text=f"{k}o0"), *pictures]
+            self._add("User", [ToolResultBlock(tool_use_id=f"{k}t", content=marked)])
+        else:
+            self._add("User", [TextBlock(text=f"{k}w0 look"), *pictures])
+        reply = self.mark()
+        self._add("Claude", f"{reply}w0 seen")
+
     @rule()
     def add_orphan_result(self) -> None:
         k = self.mark()
@@ -612,6 +634,7 @@ class RequestMachine(RuleBasedStateMachine):
         assert result.render_stats["tokens"] == sent
         assert result.render_stats["request"]["total"] == sent
         assert tool_pair_problems(result.messages) == []
+        self._check_images(result.messages)
         self._check_coverage(result.messages)
         marks = result.cache_breakpoints
         assert marks == sorted(set(marks)) and len(marks) <= 4
@@ -785,6 +808,21 @@ class RequestMachine(RuleBasedStateMachine):
         for c in exc.conflicts:
             assert c["message"] in stored
             assert c["constraints"], c
+
+    @staticmethod
+    def _check_images(sent: list[Message]) -> None:
+        """The images sent keep within the strategy's limits of count and bytes."""
+        pictures = [
+            c
+            for m in sent
+            for b in m.content
+            for c in (b.content if isinstance(b, ToolResultBlock) else [b])
+            if isinstance(c, ImageBlock)
+        ]
+        if pictures:
+            TALLY["with_images"] += 1
+        assert len(pictures) <= IMAGE_LIMITS["max_live_images"]
+        assert sum(image_bytes(p) for p in pictures) <= IMAGE_LIMITS["max_live_image_bytes"]
 
     def _check_coverage(self, sent: list[Message]) -> None:
         """Every stored message is shown raw (its marker is sent), under a memory that is
@@ -1098,6 +1136,10 @@ def _marker(message: Message) -> str:
     for b in message.content:
         if isinstance(b, ToolResultBlock) and isinstance(b.content, str) and b.content:
             return b.content.split()[0]
+        if isinstance(b, ToolResultBlock) and not isinstance(b.content, str):
+            texts = [c.text for c in b.content if isinstance(c, TextBlock) and c.text]
+            if texts:
+                return texts[0].split()[0]
     return "\x00never"
 
 

@@ -13,6 +13,7 @@ import itertools
 import logging
 from collections.abc import Sequence
 
+from ...images import has_images, without_images
 from ..base import StoredMessage, StrategyContext
 from .state import State
 from .windows import Windows, raw_pinned, windows
@@ -72,7 +73,7 @@ def _close(
         if previous != i - 1:
             run, run_tokens = [], 0
         run.append(i)
-        run_tokens += win.tokens[i]
+        run_tokens += _size(st, ctx, s, win.tokens[i])
         previous = i
         full = len(run) >= cfg.min_chunk_messages or run_tokens >= 2 * cfg.target_chunk_tokens
         # never close between a call and its answer, nor on a call not answered yet
@@ -83,6 +84,23 @@ def _close(
         ):
             records.add_chunk([stored[j].id for j in run])
             run, run_tokens, previous = [], 0, -2
+
+
+def _size(st: State, ctx: StrategyContext, s: StoredMessage, tokens: int) -> int:
+    """What a message adds to a chunk's size: its tokens as sent, less its images' share
+    when ``attachments_ignore_size`` (each image then counts as the note that replaces
+    it in a request that leaves it out)."""
+    if not st.config.attachments_ignore_size or not tokens:
+        return tokens
+    message = s.message
+    if not has_images(message):
+        return tokens
+    key = ("chunk size", s.id, s.rev)
+    kept: int | None = st.cache.get(key)
+    if kept is None:
+        count = ctx.counter.count_message
+        kept = st.cache[key] = max(0, tokens - count(message) + count(without_images(message)))
+    return kept
 
 
 def orphaned(st: State, ctx: StrategyContext) -> bool:

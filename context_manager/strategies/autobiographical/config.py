@@ -130,6 +130,37 @@ class AutobiographicalConfig(BaseModel):
         "messages, or twice this many tokens whatever its length (so a huge message can still "
         "fold). Each closed chunk becomes one L1 memory.",
     )
+    attachments_ignore_size: bool = Field(
+        default=True,
+        description="A chunk's size counts its messages without their images (each image "
+        "as the note that replaces it), so a few screenshots do not close a chunk of a "
+        "handful of words. False counts images at the counter's price.",
+    )
+    max_live_images: int = Field(
+        default=6,
+        ge=0,
+        description="Each compile sends at most this many images, the newest; the others "
+        "become the note '[image dropped from live context]' in the copy sent (the store "
+        "keeps them). 0: no limit. See context_manager.images.",
+    )
+    image_strip_depth_tokens: int = Field(
+        default=30_000,
+        ge=0,
+        description="No image is sent whose message is further than this many tokens "
+        "(of the messages sent after it) from the newest message. 0: no limit.",
+    )
+    max_live_image_bytes: int = Field(
+        default=20 * 1024 * 1024,
+        ge=0,
+        description="The images sent, newest first, take at most this many (decoded) "
+        "bytes; from the first that does not fit, no older image is sent. 0: no limit.",
+    )
+    max_compression_image_bytes: int = Field(
+        default=12 * 1024 * 1024,
+        ge=0,
+        description="A memory request carries the newest images of what it remembers up "
+        "to this many (decoded) bytes; older ones become a note. 0: no limit.",
+    )
     min_chunk_messages: int = Field(
         default=4,
         ge=1,
@@ -985,34 +1016,6 @@ UNSUPPORTED_OPTIONS: dict[str, UnsupportedOption] = {
         solver="kv-stable",
     ),
     # to be implemented
-    "max_live_images": _U(
-        "maxLiveImages",
-        "drop old image blocks from CompileResult.messages (the copy sent) before "
-        "sending it, or store smaller images",
-        planned=True,
-    ),
-    "image_strip_depth_tokens": _U(
-        "imageStripDepthTokens",
-        "drop the image blocks far from the newest message in CompileResult.messages "
-        "(the copy sent) before sending it",
-        planned=True,
-    ),
-    "max_live_image_bytes": _U(
-        "maxLiveImageBytes",
-        "store smaller images, or drop old image blocks from CompileResult.messages "
-        "(the copy sent) before sending it",
-        planned=True,
-    ),
-    "attachments_ignore_size": _U(
-        "attachmentsIgnoreSize",
-        "raise target_chunk_tokens: images count toward a chunk's size",
-        planned=True,
-    ),
-    "max_compression_image_bytes": _U(
-        "maxCompressionImageBytes",
-        "store smaller images: a memory request carries its chunk's images as stored",
-        planned=True,
-    ),
     "max_message_tokens": _U(
         "maxMessageTokens",
         "set memory_source_cap_tokens to bound what memory requests read of a long tool "

@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ...images import cap_image_bytes
 from ...messages import Message, ToolResultBlock, ToolUseBlock
 from ...summarizer import MEMORY_MARKER, CompletionRequest
 from ..base import StoredMessage, StrategyContext
@@ -340,6 +341,8 @@ def _request(
     cfg = st.config
     assert cfg.compression_model is not None
     tools = ctx.tools()
+    # the newest images within the byte budget; the older ones become a note
+    messages, _ = cap_image_bytes(messages, cfg.max_compression_image_bytes)
     kept, moved = strip_thinking(messages)
     breakpoints: tuple[int, ...] = ()
     if cfg.compression_cache_breakpoints:

@@ -22,6 +22,7 @@ import solvers
 from ...adapter import Snapshot
 from ...arguments import check_pin_levels
 from ...errors import ConfigError, UnknownMessageError
+from ...images import ImagePolicy
 from ..base import (
     Entry,
     RequestBudget,
@@ -149,6 +150,17 @@ class AutobiographicalStrategy(Strategy):
             head_window_tokens=config.head_window_tokens,
             memory_model=config.compression_model,
             summary_timeout_seconds=config.summary_timeout_seconds,
+        )
+
+    @property
+    def image_policy(self) -> ImagePolicy:
+        """The images each compile sends live (``max_live_images``,
+        ``image_strip_depth_tokens``, ``max_live_image_bytes``)."""
+        config = self.config
+        return ImagePolicy(
+            max_live_images=config.max_live_images,
+            image_strip_depth_tokens=config.image_strip_depth_tokens,
+            max_live_image_bytes=config.max_live_image_bytes,
         )
 
     @property

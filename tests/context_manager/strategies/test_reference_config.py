@@ -69,11 +69,6 @@ def test_the_issue_options_are_all_in_the_table() -> None:
     } <= names
     planned = {n for n, e in UNSUPPORTED_OPTIONS.items() if e.planned}
     assert planned == {
-        "max_live_images",
-        "image_strip_depth_tokens",
-        "max_live_image_bytes",
-        "attachments_ignore_size",
-        "max_compression_image_bytes",
         "max_message_tokens",
         "tool_result_max_last_n",
         "tool_use_input_max_tokens",
@@ -137,9 +132,9 @@ def test_the_message_says_not_supported_use() -> None:
         "supported: use over_budget_grace_ratio to tolerate an overshoot (taken from the "
         "response reserve); the budget is always enforced"
     )
-    message = refusal({"max_live_images": 4})["msg"]
+    message = refusal({"max_message_tokens": 4})["msg"]
     assert message.startswith(
-        "max_live_images (the reference's maxLiveImages) is not supported yet; for now, drop"
+        "max_message_tokens (the reference's maxMessageTokens) is not supported yet; for now,"
     )
 
 
