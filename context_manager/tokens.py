@@ -410,15 +410,15 @@ def _o200k_base(path: Path) -> Encoding:
     from tiktoken_ext import openai_public
 
     where = f"tiktoken {tiktoken.__version__}"
-    constructor = getattr(openai_public, "o200k_base", None)
+    constructor: Any = getattr(openai_public, "o200k_base", None)
     if not _loads_only_through_its_loader(constructor):
         raise TokenizerDataError(
             where,
             "its o200k_base constructor is missing or loads its vocabulary another "
             "way; install a tiktoken from 0.7 on whose o200k_base calls load_tiktoken_bpe",
         )
-    code = constructor.__code__  # type: ignore[union-attr]
-    space = constructor.__globals__  # type: ignore[union-attr]
+    code = constructor.__code__
+    space = constructor.__globals__
     ranks = _read_ranks(path, O200K_BASE_SHA256)
     asked: list[str | None] = []
 

@@ -372,8 +372,10 @@ def test_claude_estimate_of_text(text: str, expected: int) -> None:
 def test_claude_estimate_of_blocks() -> None:
     counter = ClaudeEstimateCounter()
 
-    def cost(*blocks: object) -> int:
-        return counter.count_message(Message(participant="Claude", content=blocks))  # type: ignore[arg-type]
+    def cost(
+        *blocks: TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock,
+    ) -> int:
+        return counter.count_message(Message(participant="Claude", content=blocks))
 
     image = ImageBlock(media_type="image/png", data="A" * 9999)
     assert cost(image) == 1600  # whatever the data's size
