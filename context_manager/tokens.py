@@ -47,7 +47,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLAUDE_DENSE_CHARS_PER_TOKEN",
+    "CLAUDE_DENSE_SAMPLE",
+    "CLAUDE_DENSE_SHARE",
     "CLAUDE_PROSE_CHARS_PER_TOKEN",
+    "CLAUDE_SIGNED_THINKING_TOKENS",
+    "CLAUDE_TOOL_USE_TOKENS",
     "ENCODINGS",
     "HEURISTIC_IMAGE_TOKENS",
     "IMAGE_TOKENS",
@@ -56,6 +60,7 @@ __all__ = [
     "ByteHeuristicCounter",
     "CharsCounter",
     "ClaudeEstimateCounter",
+    "EncodingName",
     "TiktokenCounter",
     "TokenCounter",
     "TokenizerDataError",
@@ -248,6 +253,7 @@ class ByteHeuristicCounter(_Cached):
 
 
 EncodingName = Literal["cl100k_base", "o200k_base"]
+"""The name of an encoding :class:`TiktokenCounter` counts with."""
 
 ENCODINGS: tuple[EncodingName, ...] = ("cl100k_base", "o200k_base")
 """The encodings :class:`TiktokenCounter` counts with, both offline."""
@@ -310,7 +316,7 @@ def load_encoding(name: EncodingName) -> Encoding:
     (4, 'o200k_base')
     """
     if name not in ENCODINGS:
-        raise ArgumentError("encoding", name, " or ".join(repr(e) for e in ENCODINGS))
+        raise ArgumentError("name", name, " or ".join(repr(e) for e in ENCODINGS))
     encoding = _LOADED.get(name)
     if encoding is None:
         with _ENCODINGS_LOCK:
@@ -498,7 +504,7 @@ CLAUDE_PROSE_CHARS_PER_TOKEN = 2.9
 """Characters per token of prose under :class:`ClaudeEstimateCounter`."""
 
 CLAUDE_DENSE_CHARS_PER_TOKEN = 2.3
-"""Characters per token of dense text (JSON, code, non-Latin scripts) under
+"""Characters per token of dense text (JSON, non-ASCII scripts) under
 :class:`ClaudeEstimateCounter`."""
 
 CLAUDE_DENSE_SHARE = 0.12
@@ -516,9 +522,10 @@ CLAUDE_SIGNED_THINKING_TOKENS = 600
 
 _JSON_PUNCTUATION = frozenset('{}[]":,')
 
-# rates as exact fractions (tenths of a character per token): no float rounding
-_PROSE_TENTHS = 29
-_DENSE_TENTHS = 23
+# the rates in tenths of a character a token, so that the division is exact
+_PROSE_TENTHS = round(CLAUDE_PROSE_CHARS_PER_TOKEN * 10)
+_DENSE_TENTHS = round(CLAUDE_DENSE_CHARS_PER_TOKEN * 10)
+_DENSE_PERCENT = round(CLAUDE_DENSE_SHARE * 100)
 
 
 def _tokens_at(chars: int, tenths: int) -> int:
@@ -528,7 +535,7 @@ def _tokens_at(chars: int, tenths: int) -> int:
 def _is_dense(text: str) -> bool:
     sample = text[:CLAUDE_DENSE_SAMPLE]
     marked = sum(1 for ch in sample if ch in _JSON_PUNCTUATION or ord(ch) > 127)
-    return marked * 100 > len(sample) * round(CLAUDE_DENSE_SHARE * 100)
+    return marked * 100 > len(sample) * _DENSE_PERCENT
 
 
 class ClaudeEstimateCounter(_Cached):
