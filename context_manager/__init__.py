@@ -62,7 +62,15 @@ from .strategies import PassthroughConfig, PassthroughStrategy, Strategy
 from .strategies.autobiographical import IgnoredPinWarning
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
 from .thinking import NotedRow, RequestIdentity, StrippedThinking, ThinkingBinding, ThinkingStrip
-from .tokens import ByteHeuristicCounter, CharsCounter, TiktokenCounter, TokenCounter
+from .tokens import (
+    ByteHeuristicCounter,
+    CharsCounter,
+    ClaudeEstimateCounter,
+    TiktokenCounter,
+    TokenCounter,
+    TokenizerDataError,
+    counter_for_model,
+)
 from .topology.policy import StoreTopologyError
 from .window import UnknownRowError, WindowStatus
 
@@ -76,6 +84,7 @@ __all__ = [
     "ArgumentTypeError",
     "ByteHeuristicCounter",
     "CharsCounter",
+    "ClaudeEstimateCounter",
     "CompileResult",
     "Completion",
     "CompletionRequest",
@@ -124,12 +133,14 @@ __all__ = [
     "ThinkingStrip",
     "TiktokenCounter",
     "TokenCounter",
+    "TokenizerDataError",
     "ToolResultBlock",
     "ToolUseBlock",
     "UncoveredDropError",
     "UnknownMessageError",
     "UnknownRowError",
     "WindowStatus",
+    "counter_for_model",
     "enforce_tool_pairs",
     "tool_pair_problems",
 ]
