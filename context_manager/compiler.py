@@ -24,10 +24,11 @@ from .errors import (
     UnknownMessageError,
 )
 from .images import live_images
+from .message_caps import keep_last_results, truncated_counts
 from .messages import MAX_CACHE_BREAKPOINTS, ContentBlock, Message
 from .pairing import tool_pair_problems
 from .record_cache import RecordCache, SavedCounts
-from .render_stats import ImagesSent, RenderStats, RequestParts
+from .render_stats import ImagesSent, RenderStats, RequestParts, Truncated
 from .request import (
     INJECTION_PREFIX,
     CompileResult,
@@ -224,6 +225,19 @@ class Compiler:
                 history = sent.messages
             if sent.live or sent.dropped:
                 images = sent.stats()
+        caps = strategy.message_caps
+        truncated = None
+        if caps is not None:
+            price = self.saved_counts.count_message
+            last, replaced = keep_last_results(history, caps.tool_result_max_last_n, price)
+            if replaced:
+                pairs = zip(history, last, strict=True)
+                shown -= sum(price(a) - price(b) for a, b in pairs if a is not b)
+                total = fixed + shown
+                history = last
+            truncated = {**truncated_counts(history), "results": replaced}
+            if not any(truncated.values()):
+                truncated = None
         messages, moved = place_injections(history, before, after)
         marks = {moved[i] for i in selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]}
         provenance: list[tuple[str | None, tuple[str, ...]]] = [(None, ())] * len(messages)
@@ -274,6 +288,8 @@ class Compiler:
         }
         if images is not None:
             own["images"] = cast(ImagesSent, images)
+        if truncated is not None:
+            own["truncated"] = cast(Truncated, truncated)
         return CompileResult(
             messages,
             system,

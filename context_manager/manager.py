@@ -211,7 +211,9 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         """Where the request's frame lives: the system prompt and tool definitions (a
         snapshot slot, one record per change: each branch sees its own, a derived store
         carries it)."""
-        self._records = RecordCache(store, counter, self._slot, self._aux_slots)
+        self._records = RecordCache(
+            store, counter, self._slot, self._aux_slots, caps=strategy.message_caps
+        )
         """The record's messages and what each costs and looks like as sent."""
         self._presented = PresentedWindow(
             store,

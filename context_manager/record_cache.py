@@ -20,6 +20,7 @@ from typing import Any, overload
 
 from .arguments import check_int, check_number
 from .errors import ConfigError
+from .message_caps import MessageCaps, cap_form
 from .messages import Message
 from .pairing import SendForm, send_form
 from .store import RecordStore
@@ -306,14 +307,23 @@ class RecordCache:
     """Writes after which the view is saved again (also saved on close)."""
 
     def __init__(
-        self, store: RecordStore, counter: TokenCounter, slot: str, aux_slots: tuple[str, ...] = ()
+        self,
+        store: RecordStore,
+        counter: TokenCounter,
+        slot: str,
+        aux_slots: tuple[str, ...] = (),
+        caps: MessageCaps | None = None,
     ) -> None:
         self.store = store
         self.counter = counter
         self.slot = slot
         self.aux_slots = aux_slots
+        self.caps = caps if caps is not None and caps.active else None
+        """The per-message caps of the send forms (:mod:`~context_manager.message_caps`)."""
         self.scope = f"sent\x1f{slot}\x1f{counter_key(counter)}"
-        """Where the per-message values live in the store."""
+        """Where the per-message values live in the store (forms under other caps apart)."""
+        if self.caps is not None:
+            self.scope += f"\x1f{self.caps.key}"
         self.saved_counts = SavedCounts(counter, store, f"counts\x1f{counter_key(counter)}")
         self.cache: list[StoredMessage] | None = None
         """The live messages (None until read)."""
@@ -479,24 +489,26 @@ class RecordCache:
         """The send form of live message ``i`` (built once, until it changes)."""
         return self.kept_form(self.messages(), self.derived, i)
 
-    @classmethod
-    def kept_form(cls, stored: Sequence[StoredMessage], derived: Derived, i: int) -> SendForm:
+    def kept_form(self, stored: Sequence[StoredMessage], derived: Derived, i: int) -> SendForm:
         """The send form of ``stored[i]``, kept in ``derived`` (aligned with ``stored``)."""
         form = derived.forms[i]
         if form is None:
-            form = derived.forms[i] = cls.form_at(stored, i)
+            form = derived.forms[i] = self.form_at(stored, i)
         return form
 
-    @staticmethod
-    def form_at(stored: Sequence[StoredMessage], i: int) -> SendForm:
-        """The send form of ``stored[i]`` between its neighbours, built anew."""
+    def form_at(self, stored: Sequence[StoredMessage], i: int) -> SendForm:
+        """The send form of ``stored[i]`` between its neighbours, built anew (under the
+        per-message caps, if any)."""
         message = stored[i].message
         # a repaired copy reads its own call and result ids (Message keys them by content)
-        return send_form(
+        form = send_form(
             stored[i - 1].message if i else None,
             message,
             stored[i + 1].message if i + 1 < len(stored) else None,
         )
+        if self.caps is not None:
+            form = cap_form(form, self.caps, self.counter)
+        return form
 
     def save(self, *, closing: bool = False) -> None:
         """Save the per-message values computed since the last save (part of the open

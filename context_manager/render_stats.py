@@ -37,6 +37,7 @@ __all__ = [
     "RenderStats",
     "RequestParts",
     "Stated",
+    "Truncated",
 ]
 
 _CLOSED = ConfigDict(extra="forbid")
@@ -112,6 +113,19 @@ class ImagesSent(TypedDict):
 
 
 @with_config(_CLOSED)
+class Truncated(TypedDict):
+    """What the strategy's :class:`~context_manager.message_caps.MessageCaps` cut in
+    the copy sent."""
+
+    messages: int
+    """Messages whose text was cut to ``max_message_tokens``."""
+    inputs: int
+    """Tool call inputs over ``tool_use_input_max_tokens``, sent as their keys."""
+    results: int
+    """Tool results past their tool's newest ``tool_result_max_last_n``, sent as a note."""
+
+
+@with_config(_CLOSED)
 class Composition(TypedDict):
     """The autobiographical strategy's summary of a rendered plan: its memories by
     level, the work queued and the totals (a memory counts as two messages)."""
@@ -177,6 +191,8 @@ class RenderStats(TypedDict):
     capped_results: NotRequired[CappedResults]
     images: NotRequired[ImagesSent]
     """Set when the request's raw messages carry images."""
+    truncated: NotRequired[Truncated]
+    """Set when a per-message cap cut something in the copy sent."""
     grace_tokens: NotRequired[int]
     """Tokens over the input budget the strategy's grace allowed."""
     unshowable_summaries: NotRequired[list[str]]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..images import ImagePolicy
+from ..message_caps import MessageCaps
 from ..messages import ContentBlock, Message
 from ..pairing import SendForm
 from ..store import Item, RecordStore, damaged
@@ -384,6 +385,12 @@ class Strategy(abc.ABC):
         """The images each compile sends live (:mod:`context_manager.images`): the
         manager replaces the others in the copy sent by a note. None (this default):
         every image the selection holds is sent."""
+        return None
+
+    @property
+    def message_caps(self) -> MessageCaps | None:
+        """Caps on each message as sent (:mod:`context_manager.message_caps`), read when
+        the manager opens. None (this default): messages are sent whole."""
         return None
 
     @property

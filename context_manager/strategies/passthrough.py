@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, OverBudgetError
 from ..images import ImagePolicy
+from ..message_caps import MessageCaps, caps_of
 from ..messages import USER
 from ..pairing import pair_groups
 from .base import (
@@ -61,6 +62,26 @@ class PassthroughConfig(BaseModel):
         ge=0,
         description="The response reserve ``compile()`` takes when none is given. None: "
         "the manager's default.",
+    )
+    max_message_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="The most tokens one message may take in a request: its text (text "
+        "blocks and tool results' text) is cut to its head and tail around a marker in the "
+        "copy sent, whatever the budget; the store keeps it whole. 0: no cap.",
+    )
+    tool_use_input_max_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="A tool call whose input takes more tokens than this (as compact JSON) "
+        "is sent with the input {'_truncated': true, '_originalTokens': N, '_keys': [...]}. "
+        "0: no cap.",
+    )
+    tool_result_max_last_n: int | dict[str, int] | None = Field(
+        default=None,
+        description="Each tool's newest N results are sent whole; older ones become a "
+        "note naming the tool. One N for every tool, or N by tool name (a tool not named "
+        "keeps every result). None: every result.",
     )
     max_live_images: int = Field(
         default=6,
@@ -133,6 +154,11 @@ class PassthroughStrategy(Strategy):
                 f"PassthroughStrategy: give a config or options, not both (got {sorted(options)})"
             )
         self.config = config if config is not None else PassthroughConfig(**options)
+
+    @property
+    def message_caps(self) -> MessageCaps:
+        """The caps on each message sent (see :class:`PassthroughConfig`)."""
+        return caps_of(self.config)
 
     @property
     def image_policy(self) -> ImagePolicy:

@@ -88,8 +88,14 @@ TALLY: Counter[str] = Counter()
 """Outcomes over every run of the machine in this process (read by the soak)."""
 
 
-IMAGE_LIMITS = {"max_live_images": 2, "image_strip_depth_tokens": 2_000, "max_live_image_bytes": 90}
-"""Image limits small enough for the machine's images to meet each of them."""
+IMAGE_LIMITS = {
+    "max_live_images": 2,
+    "image_strip_depth_tokens": 2_000,
+    "max_live_image_bytes": 90,
+    "max_message_tokens": 100,
+}
+"""Image limits small enough for the machine's images to meet each of them, and a cap on
+the longest messages the machine adds."""
 
 
 def machine_strategy(method: str, head: int = 0) -> AutobiographicalStrategy | PassthroughStrategy:

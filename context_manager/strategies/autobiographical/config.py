@@ -130,6 +130,26 @@ class AutobiographicalConfig(BaseModel):
         "messages, or twice this many tokens whatever its length (so a huge message can still "
         "fold). Each closed chunk becomes one L1 memory.",
     )
+    max_message_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="The most tokens one message may take in a request: its text (text "
+        "blocks and tool results' text) is cut to its head and tail around a marker in the "
+        "copy sent, whatever the budget; the store keeps it whole. 0: no cap.",
+    )
+    tool_use_input_max_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="A tool call whose input takes more tokens than this (as compact JSON) "
+        "is sent with the input {'_truncated': true, '_originalTokens': N, '_keys': [...]}. "
+        "0: no cap.",
+    )
+    tool_result_max_last_n: int | dict[str, int] | None = Field(
+        default=None,
+        description="Each tool's newest N results are sent whole; older ones become a "
+        "note naming the tool. One N for every tool, or N by tool name (a tool not named "
+        "keeps every result). None: every result.",
+    )
     attachments_ignore_size: bool = Field(
         default=True,
         description="A chunk's size counts its messages without their images (each image "
@@ -1016,25 +1036,6 @@ UNSUPPORTED_OPTIONS: dict[str, UnsupportedOption] = {
         solver="kv-stable",
     ),
     # to be implemented
-    "max_message_tokens": _U(
-        "maxMessageTokens",
-        "set memory_source_cap_tokens to bound what memory requests read of a long tool "
-        "result; in the request sent, only a tool result too large for the window left "
-        "is capped",
-        planned=True,
-    ),
-    "tool_result_max_last_n": _U(
-        "toolResultMaxLastN",
-        "set memory_source_cap_tokens for memory requests, and shorten old tool results "
-        "in CompileResult.messages (the copy sent) yourself",
-        planned=True,
-    ),
-    "tool_use_input_max_tokens": _U(
-        "toolUseInputMaxTokens",
-        "add messages with shorter tool-call arguments (memory_source_cap_tokens bounds "
-        "only tool results, in memory requests)",
-        planned=True,
-    ),
     "topology_policy": _U(
         "topologyPolicy",
         "the topology_policy of ContextManager.open ('reject', 'repair' or 'ignore'): "

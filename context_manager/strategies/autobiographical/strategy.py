@@ -23,6 +23,7 @@ from ...adapter import Snapshot
 from ...arguments import check_pin_levels
 from ...errors import ConfigError, UnknownMessageError
 from ...images import ImagePolicy
+from ...message_caps import MessageCaps, caps_of
 from ..base import (
     Entry,
     RequestBudget,
@@ -151,6 +152,12 @@ class AutobiographicalStrategy(Strategy):
             memory_model=config.compression_model,
             summary_timeout_seconds=config.summary_timeout_seconds,
         )
+
+    @property
+    def message_caps(self) -> MessageCaps:
+        """The caps on each message sent (``max_message_tokens``,
+        ``tool_use_input_max_tokens``, ``tool_result_max_last_n``)."""
+        return caps_of(self.config)
 
     @property
     def image_policy(self) -> ImagePolicy:
