@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .arguments import MAX_WINDOW_TOKENS
+from .channels import ChannelCount, ChannelTokens, ChannelTokenStats
 from .errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -60,6 +61,7 @@ from .store import (
 )
 from .strategies import PassthroughConfig, PassthroughStrategy, Strategy
 from .strategies.autobiographical import IgnoredPinWarning
+from .strategies.hot import HotContextSettings, UnsupportedSettingError
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
 from .thinking import NotedRow, RequestIdentity, StrippedThinking, ThinkingBinding, ThinkingStrip
 from .tokens import ByteHeuristicCounter, CharsCounter, TiktokenCounter, TokenCounter
@@ -75,6 +77,9 @@ __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
     "ByteHeuristicCounter",
+    "ChannelCount",
+    "ChannelTokenStats",
+    "ChannelTokens",
     "CharsCounter",
     "CompileResult",
     "Completion",
@@ -86,6 +91,7 @@ __all__ = [
     "ContextManagerError",
     "ExtractiveSummarizer",
     "FoldedMemory",
+    "HotContextSettings",
     "IgnoredPinWarning",
     "ImageBlock",
     "Injection",
@@ -129,6 +135,7 @@ __all__ = [
     "UncoveredDropError",
     "UnknownMessageError",
     "UnknownRowError",
+    "UnsupportedSettingError",
     "WindowStatus",
     "enforce_tool_pairs",
     "tool_pair_problems",

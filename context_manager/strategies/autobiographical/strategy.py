@@ -31,6 +31,7 @@ from ..base import (
     StrategyContext,
     StrategyProfile,
 )
+from ..hot import HotContextSettings, UnsupportedSettingError
 from .chunking import adopt_memories, rebuild_chunks, reconcile
 from .config import AutobiographicalConfig, UnsupportedOptionError, renamed_options
 from .queries import search_summaries, summaries_in_range
@@ -119,24 +120,96 @@ class AutobiographicalStrategy(Strategy):
         >>> base.config.recent_window_tokens
         30000
         """
+        config = self._overridden(overrides, "overrides rejected: ")
+        twin = AutobiographicalStrategy(config)
+        twin.state = State(config, self.state.records)
+        twin.state.carry_over(self.state)
+        return twin
+
+    def _overridden(self, overrides: dict[str, Any], what: str) -> AutobiographicalConfig:
+        """This strategy's config with ``overrides``, validated (``what`` starts the
+        message of a :class:`ConfigError`)."""
         try:
             fields = {**self.config.model_dump(), **renamed_options(overrides)}
-            config = AutobiographicalConfig.model_validate(fields)
+            return AutobiographicalConfig.model_validate(fields)
         except ValidationError as exc:
-            refused = UnsupportedOptionError.of(exc, "overrides rejected: ")
+            refused = UnsupportedOptionError.of(exc, what)
             if refused is not None:
                 raise refused from None
             problems = "; ".join(
                 f"{'.'.join(str(x) for x in e['loc']) or 'options'}: {e['msg']}"
                 for e in exc.errors()
             )
-            raise ConfigError(f"overrides rejected: {problems}") from None
+            raise ConfigError(f"{what}{problems}") from None
         except ValueError as exc:  # an option under both its names
-            raise ConfigError(f"overrides rejected: {exc}") from None
-        twin = AutobiographicalStrategy(config)
-        twin.state = State(config, self.state.records)
-        twin.state.carry_over(self.state)
-        return twin
+            raise ConfigError(f"{what}{exc}") from None
+
+    # ------------------------------------------------------------ hot settings
+    def hot_context_settings(self) -> HotContextSettings:
+        """The settings a host may tune on the live strategy
+        (:meth:`update_hot_context_settings`).
+
+        Examples
+        --------
+        >>> AutobiographicalStrategy(recent_window_tokens=900).hot_context_settings()
+        HotContextSettings(tail_tokens=900, transition_pace_tokens=None, prepared_window_tokens=None)
+        """  # noqa: E501
+        return HotContextSettings(tail_tokens=self.config.recent_window_tokens)
+
+    def update_hot_context_settings(
+        self,
+        *,
+        tail_tokens: int | None = None,
+        transition_pace_tokens: int | None = None,
+        prepared_window_tokens: int | None = None,
+    ) -> HotContextSettings:
+        """Change the hot settings of this strategy in place: the next compile and tick
+        use them. Held in memory only (the config is the host's: a strategy built
+        again from it has the config's values). A setting left None keeps its value.
+
+        ``tail_tokens`` is ``recent_window_tokens``: the config is validated again with
+        it (it must fit the window the config was sized for). ``transition_pace_tokens``
+        and ``prepared_window_tokens`` (the reference's kv-stable prepared-window
+        transitions) are not supported yet: giving one raises
+        :class:`~context_manager.strategies.hot.UnsupportedSettingError`.
+
+        Raises
+        ------
+        UnsupportedSettingError
+            For ``transition_pace_tokens`` or ``prepared_window_tokens``.
+        ConfigError
+            When the config refuses the new tail, naming ``tail_tokens``; nothing
+            changes.
+
+        Examples
+        --------
+        >>> strategy = AutobiographicalStrategy(compression_model="m")
+        >>> strategy.update_hot_context_settings(tail_tokens=1200).tail_tokens
+        1200
+        >>> strategy.config.recent_window_tokens
+        1200
+        """
+        for name, given in (
+            ("transition_pace_tokens", transition_pace_tokens),
+            ("prepared_window_tokens", prepared_window_tokens),
+        ):
+            if given is not None:
+                raise UnsupportedSettingError(
+                    name,
+                    f"{name} is not supported yet: the kv-stable solver has no prepared-"
+                    "window transition (no goal window, no hard pace). Change the window "
+                    "by compiling with the new max_tokens, and bound what a voluntary "
+                    "change re-reads with solver_options={'fold': 'ideal', "
+                    "'reach_tokens': N}",
+                )
+        if tail_tokens is None:
+            return self.hot_context_settings()
+        config = self._overridden(
+            {"recent_window_tokens": tail_tokens}, f"tail_tokens={tail_tokens!r} rejected: "
+        )
+        self.config = self.state.config = config
+        self.state.cache.clear()  # what it derived from the old tail
+        return self.hot_context_settings()
 
     @property
     def profile(self) -> StrategyProfile:

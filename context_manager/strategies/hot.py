@@ -1,0 +1,57 @@
+"""Hot context settings: the options of a live strategy a host may tune between compiles
+(:meth:`ContextManager.update_hot_context_settings
+<context_manager.ContextManager.update_hot_context_settings>`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+__all__ = ["HOT_SETTINGS", "HotContextSettings", "UnsupportedSettingError"]
+
+HOT_SETTINGS = ("tail_tokens", "transition_pace_tokens", "prepared_window_tokens")
+"""The settings, in the order :class:`HotContextSettings` holds them."""
+
+
+@dataclass(frozen=True)
+class HotContextSettings:
+    """The hot context settings of a strategy.
+
+    Attributes
+    ----------
+    tail_tokens : int
+        The raw tail: the newest messages up to this many tokens are never folded (the
+        autobiographical strategy's ``recent_window_tokens``).
+    transition_pace_tokens : int or None
+        The most tokens of fold change one compile may make while moving to a prepared
+        window (the reference's kv-stable ``transitionPaceTokens``). Not supported yet:
+        always None.
+    prepared_window_tokens : int or None
+        A future window the fold is aimed at while the current one stays the wall (the
+        reference's kv-stable ``preparedWindowTokens``). Not supported yet: always None.
+
+    Examples
+    --------
+    >>> HotContextSettings(tail_tokens=2000).tail_tokens
+    2000
+    """
+
+    tail_tokens: int
+    transition_pace_tokens: int | None = None
+    prepared_window_tokens: int | None = None
+
+
+class UnsupportedSettingError(ConfigError):
+    """A hot context setting the strategy does not have (yet). ``setting`` names it.
+
+    Examples
+    --------
+    >>> error = UnsupportedSettingError("prepared_window_tokens", "not supported yet")
+    >>> error.setting, isinstance(error, ConfigError)
+    ('prepared_window_tokens', True)
+    """
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message)
+        self.setting = setting
