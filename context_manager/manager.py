@@ -724,20 +724,29 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         without applying it, use :meth:`preview_context` with
         ``overrides={"recent_window_tokens": N}``.
 
-        ``transition_pace_tokens`` and ``prepared_window_tokens`` (the reference's
-        kv-stable prepared-window transitions) are not supported yet.
+        ``prepared_window_tokens`` and ``transition_pace_tokens`` are the kv-stable
+        solver's prepared-window transition (the reference's, :mod:`solvers.kv_stable`):
+        ``prepared_window_tokens`` is the input budget of a window the agent will move
+        to (``max_tokens - reserve_for_response`` there): the fold is aimed at it while
+        the current window stays the hard wall, so the requests are under it before the
+        move. ``transition_pace_tokens`` bounds what a change the wall does not force
+        may make the provider re-read in one compile: the move is then made a suffix at
+        a time, and a compile where no step fits holds the request as it was. ``0``
+        turns either off. The prepared window applies from the next compile that
+        changes the frontier (a request that still fits the prepared window is held).
 
         Raises
         ------
         UnsupportedSettingError
             For a strategy without hot settings (:class:`PassthroughStrategy`), or for
-            ``transition_pace_tokens`` or ``prepared_window_tokens``, naming the
-            setting (a :class:`ConfigError`); nothing changes.
+            ``transition_pace_tokens`` or ``prepared_window_tokens`` when the strategy's
+            solver is not kv-stable, naming the setting (a :class:`ConfigError`);
+            nothing changes.
         ArgumentError
-            For a ``tail_tokens`` that is not an int of at least 0 (an
-            :class:`ArgumentTypeError` for the wrong type); a tail the strategy's config
-            refuses (one that does not fit the window it was sized for) is a
-            :class:`ConfigError` naming ``tail_tokens``. Nothing changes.
+            For a setting that is not an int of at least 0 (an
+            :class:`ArgumentTypeError` for the wrong type); a value the strategy's
+            config refuses (a tail that does not fit the window it was sized for) is a
+            :class:`ConfigError` naming the setting. Nothing changes.
 
         Examples
         --------

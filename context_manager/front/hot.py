@@ -40,8 +40,8 @@ def update(
     checked: dict[str, int | None] = {}
     for name in HOT_SETTINGS:
         value = given[name]
-        low = 0 if name == "tail_tokens" else 1
-        checked[name] = None if value is None else check_int(value, name, low=low)
+        hint = "" if name == "tail_tokens" else "0 turns it off, None keeps it"
+        checked[name] = None if value is None else check_int(value, name, low=0, hint=hint)
     change = getattr(cm._strategy, "update_hot_context_settings", None)
     if not callable(change):
         named = next((n for n in HOT_SETTINGS if checked[n] is not None), "tail_tokens")

@@ -24,12 +24,13 @@ class HotContextSettings:
         The raw tail: the newest messages up to this many tokens are never folded (the
         autobiographical strategy's ``recent_window_tokens``).
     transition_pace_tokens : int or None
-        The most tokens of fold change one compile may make while moving to a prepared
-        window (the reference's kv-stable ``transitionPaceTokens``). Not supported yet:
-        always None.
+        The most tokens a change the wall does not force may make the provider re-read
+        in one compile (the reference's kv-stable ``transitionPaceTokens``: kv-stable's
+        ``reach_tokens`` with ``strict_reach``). None: no hard pace.
     prepared_window_tokens : int or None
-        A future window the fold is aimed at while the current one stays the wall (the
-        reference's kv-stable ``preparedWindowTokens``). Not supported yet: always None.
+        The input tokens of a future window the fold is aimed at while the current one
+        stays the wall (the reference's kv-stable ``preparedWindowTokens``: kv-stable's
+        ``goal_tokens``). None: the current window.
 
     Examples
     --------
@@ -43,11 +44,11 @@ class HotContextSettings:
 
 
 class UnsupportedSettingError(ConfigError):
-    """A hot context setting the strategy does not have (yet). ``setting`` names it.
+    """A hot context setting the strategy does not have. ``setting`` names it.
 
     Examples
     --------
-    >>> error = UnsupportedSettingError("prepared_window_tokens", "not supported yet")
+    >>> error = UnsupportedSettingError("prepared_window_tokens", "kv-stable only")
     >>> error.setting, isinstance(error, ConfigError)
     ('prepared_window_tokens', True)
     """

@@ -177,8 +177,8 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "channel_id": st.sampled_from(["ops", "dev"]),
     "offset": st.integers(0, 10),
     "tail_tokens": st.one_of(st.none(), st.integers(0, 400)),
-    "transition_pace_tokens": st.none(),  # not supported yet: refused when given
-    "prepared_window_tokens": st.none(),
+    "transition_pace_tokens": st.one_of(st.none(), st.integers(0, 2_000)),
+    "prepared_window_tokens": st.one_of(st.none(), st.integers(0, 2_000)),
 }
 
 

@@ -154,7 +154,13 @@ class AutobiographicalStrategy(Strategy):
         >>> AutobiographicalStrategy(recent_window_tokens=900).hot_context_settings()
         HotContextSettings(tail_tokens=900, transition_pace_tokens=None, prepared_window_tokens=None)
         """  # noqa: E501
-        return HotContextSettings(tail_tokens=self.config.recent_window_tokens)
+        method, options = self.solver
+        pace = goal = None
+        if method == "kv-stable":
+            if options.get("strict_reach"):
+                pace = options.get("reach_tokens")
+            goal = options.get("goal_tokens")
+        return HotContextSettings(self.config.recent_window_tokens, pace, goal)
 
     def update_hot_context_settings(
         self,
@@ -167,48 +173,75 @@ class AutobiographicalStrategy(Strategy):
         use them. Held in memory only (the config is the host's: a strategy built
         again from it has the config's values). A setting left None keeps its value.
 
-        ``tail_tokens`` is ``recent_window_tokens``: the config is validated again with
-        it (it must fit the window the config was sized for). ``transition_pace_tokens``
-        and ``prepared_window_tokens`` (the reference's kv-stable prepared-window
-        transitions) are not supported yet: giving one raises
-        :class:`~context_manager.strategies.hot.UnsupportedSettingError`.
+        ``tail_tokens`` is ``recent_window_tokens``. The other two are kv-stable's
+        prepared-window transition (:mod:`solvers.kv_stable`), in ``solver_options``:
+        ``prepared_window_tokens`` is ``goal_tokens``, the input tokens of the window
+        the agent will move to (the fold is aimed at it while the current window stays
+        the wall), and ``transition_pace_tokens`` is ``reach_tokens`` with
+        ``strict_reach``: the most a change the wall does not force may make the
+        provider re-read in one compile. ``0`` turns either off. The config is
+        validated again with the new values.
 
         Raises
         ------
         UnsupportedSettingError
-            For ``transition_pace_tokens`` or ``prepared_window_tokens``.
+            For ``transition_pace_tokens`` or ``prepared_window_tokens`` when the solver
+            is not kv-stable (or ``adaptive_resolution`` is off).
         ConfigError
-            When the config refuses the new tail, naming ``tail_tokens``; nothing
-            changes.
+            When the config refuses a new value, naming the setting; nothing changes.
 
         Examples
         --------
         >>> strategy = AutobiographicalStrategy(compression_model="m")
-        >>> strategy.update_hot_context_settings(tail_tokens=1200).tail_tokens
-        1200
-        >>> strategy.config.recent_window_tokens
-        1200
-        """
-        for name, given in (
-            ("transition_pace_tokens", transition_pace_tokens),
-            ("prepared_window_tokens", prepared_window_tokens),
-        ):
-            if given is not None:
+        >>> strategy.update_hot_context_settings(tail_tokens=1200, prepared_window_tokens=9000)
+        HotContextSettings(tail_tokens=1200, transition_pace_tokens=None, prepared_window_tokens=9000)
+        >>> strategy.config.recent_window_tokens, strategy.config.solver_options["goal_tokens"]
+        (1200, 9000)
+        """  # noqa: E501
+        method, options = self.solver
+        changes: dict[str, Any] = {}
+        named: list[str] = []
+        if tail_tokens is not None:
+            changes["recent_window_tokens"] = tail_tokens
+            named.append(f"tail_tokens={tail_tokens!r}")
+        if transition_pace_tokens is not None or prepared_window_tokens is not None:
+            setting = (
+                "transition_pace_tokens"
+                if transition_pace_tokens is not None
+                else "prepared_window_tokens"
+            )
+            if method != "kv-stable":
                 raise UnsupportedSettingError(
-                    name,
-                    f"{name} is not supported yet: the kv-stable solver has no prepared-"
-                    "window transition (no goal window, no hard pace). Change the window "
-                    "by compiling with the new max_tokens, and bound what a voluntary "
-                    "change re-reads with solver_options={'fold': 'ideal', "
-                    "'reach_tokens': N}",
+                    setting,
+                    f"{setting} is a setting of the kv-stable solver's prepared-window "
+                    f"transition; this strategy folds with {method!r}: use "
+                    "solver='kv-stable' (with adaptive_resolution on) to tune it",
                 )
-        if tail_tokens is None:
+            given = dict(self.config.solver_options)
+            if transition_pace_tokens is not None:
+                given.pop("reach_tokens", None)
+                given.pop("strict_reach", None)
+                if transition_pace_tokens:
+                    given.update(reach_tokens=transition_pace_tokens, strict_reach=True)
+                named.append(f"transition_pace_tokens={transition_pace_tokens!r}")
+            if prepared_window_tokens is not None:
+                given.pop("goal_tokens", None)
+                if prepared_window_tokens:
+                    given["goal_tokens"] = prepared_window_tokens
+                named.append(f"prepared_window_tokens={prepared_window_tokens!r}")
+            changes["solver_options"] = given
+        if not changes:
             return self.hot_context_settings()
-        config = self._overridden(
-            {"recent_window_tokens": tail_tokens}, f"tail_tokens={tail_tokens!r} rejected: "
-        )
+        what = f"{', '.join(named)} rejected: "
+        config = self._overridden(changes, what)
+        method, options = config.solver_and_options
+        try:
+            solver = solvers.configure(method, options)
+        except solvers.SolverConfigError as exc:
+            raise ConfigError(f"{what}{exc}") from None
         self.config = self.state.config = config
-        self.state.cache.clear()  # what it derived from the old tail
+        self._solver = solver
+        self.state.cache.clear()  # what it derived from the old settings
         return self.hot_context_settings()
 
     @property

@@ -101,7 +101,7 @@ def test_a_preview_override_leaves_the_settings_alone() -> None:
         ({"tail_tokens": -1}, ArgumentError, "tail_tokens"),
         ({"tail_tokens": 1.5}, ArgumentTypeError, "tail_tokens"),
         ({"tail_tokens": "400"}, ArgumentTypeError, "tail_tokens"),
-        ({"transition_pace_tokens": 0}, ArgumentError, "transition_pace_tokens"),
+        ({"transition_pace_tokens": -1}, ArgumentError, "transition_pace_tokens"),
         ({"prepared_window_tokens": True}, ArgumentTypeError, "prepared_window_tokens"),
     ],
 )
@@ -130,10 +130,35 @@ def test_a_tail_the_window_cannot_hold_is_refused_naming_the_setting() -> None:
         assert cm.get_hot_context_settings() == before
 
 
-@pytest.mark.parametrize("setting", ["transition_pace_tokens", "prepared_window_tokens"])
-def test_the_kv_stable_transition_settings_are_refused_as_not_supported_yet(setting: str) -> None:
+def test_a_prepared_window_brings_the_next_compile_under_it_while_the_wall_stays() -> None:
     with folding() as cm:
-        with pytest.raises(UnsupportedSettingError, match="not supported yet") as info:
+        talk(cm, 40)
+        cm.drain()
+        before = cm.compile(**BUDGET).render_stats["total"]["tokens"]
+        assert before > 400
+        settings = cm.update_hot_context_settings(prepared_window_tokens=400)
+        assert settings == HotContextSettings(100, None, 400)
+        s = cm.strategy
+        assert isinstance(s, AutobiographicalStrategy)
+        assert s.config.solver_options["goal_tokens"] == 400
+        after = cm.compile(**BUDGET)  # the same budget: the wall is still 800
+        assert after.render_stats["budget"] == 900 - 100
+        assert after.render_stats["total"]["tokens"] <= 400
+        # a pace, and both turned off again
+        assert cm.update_hot_context_settings(transition_pace_tokens=300) == HotContextSettings(
+            100, 300, 400
+        )
+        assert s.config.solver_options["reach_tokens"] == 300
+        assert s.config.solver_options["strict_reach"] is True
+        off = cm.update_hot_context_settings(transition_pace_tokens=0, prepared_window_tokens=0)
+        assert off == HotContextSettings(tail_tokens=100)
+        assert not {"goal_tokens", "reach_tokens", "strict_reach"} & set(s.config.solver_options)
+
+
+@pytest.mark.parametrize("setting", ["transition_pace_tokens", "prepared_window_tokens"])
+def test_the_transition_settings_need_the_kv_stable_solver(setting: str) -> None:
+    with folding(solver="oldest-first") as cm:
+        with pytest.raises(UnsupportedSettingError, match="kv-stable") as info:
             cm.update_hot_context_settings(tail_tokens=300, **{setting: 5_000})
         assert info.value.setting == setting
         # nothing changed, the tail given beside it included
