@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import solvers
 from folding import FoldProblem, check_plan
 from folding.testing import chronicle

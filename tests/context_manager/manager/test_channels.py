@@ -161,9 +161,8 @@ def test_token_stats_count_each_channel_and_the_whole_range_with_the_counter() -
             total_messages, total_tokens, by = expected(low, high)
             assert (stats.total_messages, stats.total_tokens) == (total_messages, total_tokens)
             assert {c.channel_id: (c.messages, c.tokens) for c in stats.by_channel} == by
-        assert [
-            m.message.text for m in cm.query_messages_by_channel("ops", from_time=2.0, to_time=4.5).messages
-        ] == ["ops again"]
+        between = cm.query_messages_by_channel("ops", from_time=2.0, to_time=4.5)
+        assert [m.message.text for m in between.messages] == ["ops again"]
 
 
 @pytest.mark.parametrize(
