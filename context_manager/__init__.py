@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .arguments import MAX_WINDOW_TOKENS
+from .channels import ChannelCount, ChannelTokens, ChannelTokenStats
 from .errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -60,6 +61,7 @@ from .store import (
 )
 from .strategies import PassthroughConfig, PassthroughStrategy, Strategy
 from .strategies.autobiographical import IgnoredPinWarning
+from .strategies.hot import HotContextSettings, UnsupportedSettingError
 from .summarizer import Completion, CompletionRequest, ExtractiveSummarizer, Summarizer
 from .thinking import NotedRow, RequestIdentity, StrippedThinking, ThinkingBinding, ThinkingStrip
 from .tokens import (
@@ -83,6 +85,9 @@ __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
     "ByteHeuristicCounter",
+    "ChannelCount",
+    "ChannelTokenStats",
+    "ChannelTokens",
     "CharsCounter",
     "ClaudeEstimateCounter",
     "CompileResult",
@@ -95,6 +100,7 @@ __all__ = [
     "ContextManagerError",
     "ExtractiveSummarizer",
     "FoldedMemory",
+    "HotContextSettings",
     "IgnoredPinWarning",
     "ImageBlock",
     "Injection",
@@ -139,6 +145,7 @@ __all__ = [
     "UncoveredDropError",
     "UnknownMessageError",
     "UnknownRowError",
+    "UnsupportedSettingError",
     "WindowStatus",
     "counter_for_model",
     "enforce_tool_pairs",

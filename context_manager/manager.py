@@ -18,6 +18,7 @@ from .arguments import (
     check_sequence,
     check_text,
 )
+from .channels import ChannelCount, ChannelIndex, ChannelTokenStats
 from .compiler import MAX_CATCH_UP_RECHECKS as MAX_CATCH_UP_RECHECKS
 from .compiler import MAX_CATCH_UP_TICKS as MAX_CATCH_UP_TICKS
 from .compiler import (
@@ -32,6 +33,8 @@ from .errors import (
     NoSummarizerWarning,
     StoreFullWarning,
 )
+from .front import channels as front_channels
+from .front import hot as front_hot
 from .front.compiling import DEFAULT_RESERVE as DEFAULT_RESERVE
 from .front.compiling import CompileFront
 from .front.maintenance import MAX_TICK_CALLS as MAX_TICK_CALLS
@@ -68,6 +71,7 @@ from .strategies.base import (
 )
 from .strategies.contract import REQUIRED_HOOKS, Capabilities, capabilities_of
 from .strategies.default import default_strategy
+from .strategies.hot import HotContextSettings
 from .summarizer import (
     TOPIC_TRANSITION,
     Summarizer,
@@ -574,6 +578,195 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         True
         """
         return self._closed
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether :meth:`close` was called: the reference's name for :attr:`closed`
+        (the same value).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager
+        >>> with ContextManager.open(path=":memory:") as cm:
+        ...     cm.is_closed
+        False
+        >>> cm.is_closed
+        True
+        """
+        return self._closed
+
+    # ---------------------------------------------------------------- channels
+    _channel_index: ChannelIndex | None = None
+    """The channel of each message version read (made by the first channel query)."""
+
+    @operation()
+    def query_messages_by_channel(
+        self,
+        channel_id: str,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        reverse: bool = False,
+        from_time: float | None = None,
+        to_time: float | None = None,
+    ) -> QueryResult:
+        """The live messages of one channel (``metadata["external"]["channelId"]``),
+        oldest first (newest first with ``reverse``): ``offset`` of them skipped, then
+        at most ``limit``; ``total_count`` counts every match before the page.
+
+        An index, not a scan of the bodies: each message's channel is read once per
+        version and kept in the store's derived tables (:mod:`context_manager.channels`),
+        so a reopened manager reads no body for it; an edit re-reads that message
+        alone. ``from_time`` and ``to_time`` bound the messages' timestamps as in
+        :meth:`query_messages` (the reference's ``queryMessagesByTimeAndChannel``).
+
+        Raises
+        ------
+        ArgumentError
+            Naming the argument: a ``channel_id`` that is not a non-empty str, a
+            negative ``limit`` or ``offset``, a time that is not a finite number or
+            ``from_time`` after ``to_time`` (an :class:`ArgumentTypeError` for the
+            wrong type).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     for i, channel in enumerate(["ops", "dev", "ops", "ops"]):
+        ...         where = {"external": {"channelId": channel}}
+        ...         _ = cm.add_message("User", f"m{i}", metadata=where)
+        ...     page = cm.query_messages_by_channel("ops", limit=2, offset=1)
+        >>> [m.message.text for m in page.messages], page.total_count
+        (['m2', 'm3'], 3)
+        """
+        return front_channels.messages_by_channel(
+            self, channel_id, limit, offset, reverse, from_time, to_time
+        )
+
+    @operation()
+    def get_channel_message_counts(self) -> list[ChannelCount]:
+        """How many live messages each channel holds, each channel in the order of its
+        first message (messages without a channel are not counted; see
+        :meth:`query_messages_by_channel` for the index behind it).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     for channel in ["ops", "dev", "ops"]:
+        ...         _ = cm.add_message("User", "hi", metadata={"external": {"channelId": channel}})
+        ...     _ = cm.add_message("User", "no channel")
+        ...     [(c.channel_id, c.messages) for c in cm.get_channel_message_counts()]
+        [('ops', 2), ('dev', 1)]
+        """
+        return front_channels.channel_counts(self)
+
+    @operation()
+    def get_channel_token_stats(
+        self, *, from_time: float | None = None, to_time: float | None = None
+    ) -> ChannelTokenStats:
+        """Messages and raw tokens (the manager's counter, as :meth:`compile` counts a
+        message) per channel, among the live messages whose timestamp is within
+        ``[from_time, to_time]`` (all of them without bounds; a message without a
+        timestamp passes no bound). The totals count the messages without a channel
+        too. Token counts are kept per message (saved, so a reopened manager counts
+        none again).
+
+        Raises
+        ------
+        ArgumentError
+            For a time that is not a finite number, or ``from_time`` after ``to_time``.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.add_message("User", "hello", metadata={"external": {"channelId": "ops"}})
+        ...     _ = cm.add_message("User", "no channel")
+        ...     stats = cm.get_channel_token_stats()
+        >>> stats.total_messages, [(c.channel_id, c.messages) for c in stats.by_channel]
+        (2, [('ops', 1)])
+        """
+        return front_channels.channel_token_stats(self, from_time, to_time)
+
+    # ------------------------------------------------------------ hot settings
+    @operation()
+    def get_hot_context_settings(self) -> HotContextSettings | None:
+        """The live-tunable settings of the strategy (:meth:`update_hot_context_settings`),
+        or None for a strategy without any (:class:`PassthroughStrategy`, the default
+        without a summariser, folds nothing and has no tail to tune).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager
+        >>> with ContextManager.open(path=":memory:") as cm:
+        ...     cm.get_hot_context_settings() is None
+        True
+        """
+        return front_hot.settings(self)
+
+    @operation(writes=True)
+    def update_hot_context_settings(
+        self,
+        *,
+        tail_tokens: int | None = None,
+        transition_pace_tokens: int | None = None,
+        prepared_window_tokens: int | None = None,
+    ) -> HotContextSettings:
+        """Tune the live strategy: the next compile (and tick) uses the new settings,
+        without reopening the manager or swapping the strategy; returns the settings
+        now in force. A setting left None keeps its value.
+
+        ``tail_tokens`` is the raw tail (the autobiographical strategy's
+        ``recent_window_tokens``): a longer tail unfolds the newest history at the next
+        compile, a shorter one lets it fold. The settings are held in memory, not
+        persisted: they belong to the strategy object (:attr:`strategy` shows them in
+        its config), so a manager reopened with the host's config, or a strategy set
+        again with :meth:`set_strategy`, has that config's values. To try a setting
+        without applying it, use :meth:`preview_context` with
+        ``overrides={"recent_window_tokens": N}``.
+
+        ``prepared_window_tokens`` and ``transition_pace_tokens`` are the kv-stable
+        solver's prepared-window transition (the reference's, :mod:`solvers.kv_stable`):
+        ``prepared_window_tokens`` is the input budget of a window the agent will move
+        to (``max_tokens - reserve_for_response`` there): the fold is aimed at it while
+        the current window stays the hard wall, so the requests are under it before the
+        move. ``transition_pace_tokens`` bounds what a change the wall does not force
+        may make the provider re-read in one compile: the move is then made a suffix at
+        a time, and a compile where no step fits holds the request as it was. ``0``
+        turns either off. The prepared window applies from the next compile that
+        changes the frontier (a request that still fits the prepared window is held).
+
+        Raises
+        ------
+        UnsupportedSettingError
+            For a strategy without hot settings (:class:`PassthroughStrategy`), or for
+            ``transition_pace_tokens`` or ``prepared_window_tokens`` when the strategy's
+            solver is not kv-stable, naming the setting (a :class:`ConfigError`);
+            nothing changes.
+        ArgumentError
+            For a setting that is not an int of at least 0 (an
+            :class:`ArgumentTypeError` for the wrong type); a value the strategy's
+            config refuses (a tail that does not fit the window it was sized for) is a
+            :class:`ConfigError` naming the setting. Nothing changes.
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager, CharsCounter, ExtractiveSummarizer
+        >>> with ContextManager.open(
+        ...     path=":memory:", summarizer=ExtractiveSummarizer(), counter=CharsCounter()
+        ... ) as cm:
+        ...     cm.update_hot_context_settings(tail_tokens=4000).tail_tokens
+        ...     cm.strategy.config.recent_window_tokens
+        4000
+        4000
+        """
+        return front_hot.update(
+            self,
+            tail_tokens=tail_tokens,
+            transition_pace_tokens=transition_pace_tokens,
+            prepared_window_tokens=prepared_window_tokens,
+        )
 
     @property
     def _ticker(self) -> Ticker | None:

@@ -48,6 +48,11 @@ With ``fold="ideal"``, each call:
    (a newest suffix of the ideal), else adopt the ideal and record the
    override.
 
+Prepared-window transitions: ``goal_tokens`` aims the band (and the fold) at a
+future window while ``W`` stays the hard wall, and ``strict_reach`` makes P a hard
+pace (a change the wall does not force waits, decision ``"blocked"``, rather than
+re-read more than P), so a move to a smaller window is made a suffix at a time.
+
 When even the fully folded ideal exceeds the wall the result is
 ``over_budget`` with produce requests. The decision and its reason are in
 ``SolveResult.decision``.
@@ -96,6 +101,18 @@ class KvStableConfig(SolverConfig):
     """Hold only while the carried fidelity loss <= (1 + gap) x the ideal's."""
     alpha: float = Field(default=0.7, ge=0.0, allow_inf_nan=False)
     """Age exponent of the fidelity loss used by the quality test."""
+    strict_reach: bool = False
+    """``reach_tokens`` as a hard pace: a change the wall does not force is made only
+    when what it makes the provider re-read fits P (the ideal, else its largest suffix
+    that fits); when none does, the carried frontier is held (decision ``"blocked"``,
+    ``diagnostics["blocked"] == "reach-floor"``). A change the wall forces is still
+    made, whatever it re-reads."""
+    goal_tokens: int | None = Field(default=None, gt=0)
+    """A prepared window: the input tokens of a window the agent will move to. The
+    hold band and the fold are aimed at it (the wall ``min(W, goal)``, the target
+    scaled by the same ratio) while ``W`` stays the hard wall, so a request is brought
+    under the future window before it is used; with ``strict_reach`` the move is paced
+    by ``reach_tokens``. None: the current window."""
     fold: Literal["append", "ideal"] = "append"
     """How a change is made. ``"append"``: hold the carried frontier while it fits and,
     when it must change, fold the raw history after the memories already shown into
@@ -120,6 +137,8 @@ def ideal_cut(
     *,
     scalar: bool | None = None,
     deadline: Deadline | None = None,
+    target: int | None = None,
+    wall: int | None = None,
 ) -> Cut:
     """The ideal frontier, built from scratch: fold to the target, then refill.
 
@@ -137,13 +156,15 @@ def ideal_cut(
     frontier state (the units it replaces must nest in its span), which a forest
     holding only part of the hierarchy needs. On a whole forest the answer is the
     same either way. When ``deadline`` passes, the fold and the refill stop where
-    they are: the cut is valid, possibly above the target.
+    they are: the cut is valid, possibly above the target. ``target`` and ``wall``
+    (default: the problem's) aim the cut at another band, such as a prepared window's.
     """
     if deadline is None:
         deadline = Deadline(None)
     short = False
     idx = problem.index
-    target, wall = problem.budget.target, problem.budget.total
+    target = problem.budget.target if target is None else target
+    wall = problem.budget.total if wall is None else wall
     state = FrontierState(forest, finest_levels(problem))
     if scalar is None:
         scalar = forest.whole
@@ -343,12 +364,14 @@ class KvStable(Solver):
     capabilities = Capabilities(uses_time_limit=True, windowed=True)
 
     @staticmethod
-    def _ahead(problem: FoldProblem, levels: IntArray, tokens: int) -> list[ProduceRequest]:
+    def _ahead(
+        problem: FoldProblem, levels: IntArray, tokens: int, target: int | None = None
+    ) -> list[ProduceRequest]:
         """The memories the next fold will need, once a request of ``levels`` (``tokens``
         long) is past the target: the L1s of the raw history no memory covers yet.
         (Merges are asked for only by a request that does not fit: asked ahead, they cost
         more on the bundled replays than the refolds they spare.)"""
-        if tokens <= problem.budget.target:
+        if tokens <= (problem.budget.target if target is None else target):
             return []
         return [r for r in produce_requests(problem, levels) if r.level == 1]
 
@@ -358,31 +381,46 @@ class KvStable(Solver):
         deadline = Deadline.after(time_limit)
         target, wall = problem.budget.target, problem.budget.total
         reach = cfg.reach_tokens if cfg.reach_tokens is not None else wall
+        # the band the frontier is held in and folded to: the current window's, or the
+        # prepared window's (goal_tokens) while the current wall stays the hard limit
+        band_wall, band_target = wall, target
         forest = Forest(problem)
         carried = carried_levels(problem)
         diag: dict[str, object] = {"reach_tokens": reach}
+        if cfg.goal_tokens is not None and cfg.goal_tokens < wall:
+            band_wall = cfg.goal_tokens
+            band_target = min(target, target * band_wall // max(1, wall))
+            diag["goal_tokens"], diag["goal_target"] = band_wall, band_target
         carried_tokens = None
         if carried is not None:
             carried_tokens = render_levels(problem, carried).total
             diag["carried_tokens"] = carried_tokens
         if cfg.fold == "append" and carried is not None and carried_tokens is not None:
-            if carried_tokens <= wall:  # it fits: a pure append
+            if carried_tokens <= band_wall:  # it fits: a pure append
                 diag["decision"] = "hold"
                 quick = {"planned_tokens": carried_tokens, "time_limit_hit": False}
                 # past the target the next fold is near: ask for the memories it will
                 # fold (the L1s of the raw history no memory covers yet), so they are
                 # written before it, not at it
-                ahead = self._ahead(problem, carried, carried_tokens)
+                ahead = self._ahead(problem, carried, carried_tokens, band_target)
                 return Plan(carried, Status.FEASIBLE, ahead, diag, quick)
             # fold deep: everything raw after the memories that a memory covers, so the
             # next fold is as far away as the raw tail allows
             appended = append_cut(problem, forest, carried)
             diag["append_tokens"] = appended.tokens
-            if appended.tokens <= target:
+            paced = (
+                not cfg.strict_reach
+                or carried_tokens > wall  # forced: the wall comes before the pace
+                or kv_cost(previous_layout(problem), render_levels(problem, appended.levels))
+                <= reach
+            )
+            if appended.tokens <= band_target and paced:
                 diag["decision"] = "append"
                 quick = {"planned_tokens": appended.tokens, "time_limit_hit": False}
                 return Plan(appended.levels, Status.FEASIBLE, diagnostics=diag, stats=quick)
-        ideal = ideal_cut(problem, forest, cfg.alpha, deadline=deadline)
+        ideal = ideal_cut(
+            problem, forest, cfg.alpha, deadline=deadline, target=band_target, wall=band_wall
+        )
         ideal_levels = ideal.levels
         ideal_tokens = render_levels(problem, ideal_levels).total
         diag["ideal_tokens"] = ideal_tokens
@@ -397,7 +435,7 @@ class KvStable(Solver):
             )
         if carried is None or carried_tokens is None:
             diag["decision"] = "bootstrap"
-            ahead = self._ahead(problem, ideal_levels, ideal_tokens)
+            ahead = self._ahead(problem, ideal_levels, ideal_tokens, band_target)
             return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)
         weights = fidelity_weights(problem, cfg.alpha)
 
@@ -406,7 +444,7 @@ class KvStable(Solver):
 
         ideal_loss, carried_loss = loss(ideal_levels), loss(carried)
         diag["ideal_loss"], diag["carried_loss"] = ideal_loss, carried_loss
-        in_band = target <= carried_tokens <= wall
+        in_band = band_target <= carried_tokens <= band_wall
         if np.array_equal(carried, ideal_levels):
             diag["decision"] = "hold"
             return Plan(carried, Status.FEASIBLE, diagnostics=diag, stats=stats)
@@ -418,7 +456,7 @@ class KvStable(Solver):
         diag["ideal_kv"] = ideal_kv
         if ideal_kv <= reach:
             diag["decision"] = "adopt"
-            ahead = self._ahead(problem, ideal_levels, ideal_tokens)
+            ahead = self._ahead(problem, ideal_levels, ideal_tokens, band_target)
             return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)
         seams = np.flatnonzero(_seams(problem, carried) & _seams(problem, ideal_levels))
         differ = np.flatnonzero(carried != ideal_levels)
@@ -442,9 +480,14 @@ class KvStable(Solver):
                 lo = mid + 1
         if best is not None and is_valid_levels(problem, best):
             diag["decision"] = "suffix"
-            ahead = self._ahead(problem, best, render_levels(problem, best).total)
+            ahead = self._ahead(problem, best, render_levels(problem, best).total, band_target)
             return Plan(best, Status.FEASIBLE, ahead, diag, stats)
+        if cfg.strict_reach and carried_tokens <= wall:  # a hard pace: wait
+            diag["decision"] = "blocked"
+            diag["blocked"] = "reach-floor"
+            ahead = self._ahead(problem, carried, carried_tokens, band_target)
+            return Plan(carried, Status.FEASIBLE, ahead, diag, stats)
         diag["decision"] = "override"
         diag["override"] = "infeasible" if carried_tokens > wall else "reach"
-        ahead = self._ahead(problem, ideal_levels, ideal_tokens)
+        ahead = self._ahead(problem, ideal_levels, ideal_tokens, band_target)
         return Plan(ideal_levels, Status.FEASIBLE, ahead, diag, stats)

@@ -174,6 +174,11 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "window_tokens": st.integers(2_000, 100_000),
     "memory_model": SMALL_TEXT,
     "clock": st.just(lambda: 0.0),
+    "channel_id": st.sampled_from(["ops", "dev"]),
+    "offset": st.integers(0, 10),
+    "tail_tokens": st.one_of(st.none(), st.integers(0, 400)),
+    "transition_pace_tokens": st.one_of(st.none(), st.integers(0, 2_000)),
+    "prepared_window_tokens": st.one_of(st.none(), st.integers(0, 2_000)),
 }
 
 

@@ -1015,13 +1015,6 @@ UNSUPPORTED_OPTIONS: dict[str, UnsupportedOption] = {
         "log it yourself",
     ),
     # kv-stable's options (in solver_options)
-    "strict_reach": _U(
-        "strictReach",
-        "solver_options={'reach_tokens': N}, kv-stable's trust region: it bounds what a "
-        "voluntary change re-reads, but a change the wall forces may exceed it (no hard "
-        "pace)",
-        solver="kv-stable",
-    ),
     "cache_cold": _U(
         "cacheCold",
         "solver_options={'fold': 'ideal'} with the default reach_tokens (the whole "

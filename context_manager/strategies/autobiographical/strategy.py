@@ -33,6 +33,7 @@ from ..base import (
     StrategyContext,
     StrategyProfile,
 )
+from ..hot import HotContextSettings, UnsupportedSettingError
 from .chunking import adopt_memories, rebuild_chunks, reconcile
 from .config import AutobiographicalConfig, UnsupportedOptionError, renamed_options
 from .queries import search_summaries, summaries_in_range
@@ -121,24 +122,129 @@ class AutobiographicalStrategy(Strategy):
         >>> base.config.recent_window_tokens
         30000
         """
+        config = self._overridden(overrides, "overrides rejected: ")
+        twin = AutobiographicalStrategy(config)
+        twin.state = State(config, self.state.records)
+        twin.state.carry_over(self.state)
+        return twin
+
+    def _overridden(self, overrides: dict[str, Any], what: str) -> AutobiographicalConfig:
+        """This strategy's config with ``overrides``, validated (``what`` starts the
+        message of a :class:`ConfigError`)."""
         try:
             fields = {**self.config.model_dump(), **renamed_options(overrides)}
-            config = AutobiographicalConfig.model_validate(fields)
+            return AutobiographicalConfig.model_validate(fields)
         except ValidationError as exc:
-            refused = UnsupportedOptionError.of(exc, "overrides rejected: ")
+            refused = UnsupportedOptionError.of(exc, what)
             if refused is not None:
                 raise refused from None
             problems = "; ".join(
                 f"{'.'.join(str(x) for x in e['loc']) or 'options'}: {e['msg']}"
                 for e in exc.errors()
             )
-            raise ConfigError(f"overrides rejected: {problems}") from None
+            raise ConfigError(f"{what}{problems}") from None
         except ValueError as exc:  # an option under both its names
-            raise ConfigError(f"overrides rejected: {exc}") from None
-        twin = AutobiographicalStrategy(config)
-        twin.state = State(config, self.state.records)
-        twin.state.carry_over(self.state)
-        return twin
+            raise ConfigError(f"{what}{exc}") from None
+
+    # ------------------------------------------------------------ hot settings
+    def hot_context_settings(self) -> HotContextSettings:
+        """The settings a host may tune on the live strategy
+        (:meth:`update_hot_context_settings`).
+
+        Examples
+        --------
+        >>> AutobiographicalStrategy(recent_window_tokens=900).hot_context_settings()
+        HotContextSettings(tail_tokens=900, transition_pace_tokens=None, prepared_window_tokens=None)
+        """  # noqa: E501
+        method, options = self.solver
+        pace = goal = None
+        if method == "kv-stable":
+            if options.get("strict_reach"):
+                pace = options.get("reach_tokens")
+            goal = options.get("goal_tokens")
+        return HotContextSettings(self.config.recent_window_tokens, pace, goal)
+
+    def update_hot_context_settings(
+        self,
+        *,
+        tail_tokens: int | None = None,
+        transition_pace_tokens: int | None = None,
+        prepared_window_tokens: int | None = None,
+    ) -> HotContextSettings:
+        """Change the hot settings of this strategy in place: the next compile and tick
+        use them. Held in memory only (the config is the host's: a strategy built
+        again from it has the config's values). A setting left None keeps its value.
+
+        ``tail_tokens`` is ``recent_window_tokens``. The other two are kv-stable's
+        prepared-window transition (:mod:`solvers.kv_stable`), in ``solver_options``:
+        ``prepared_window_tokens`` is ``goal_tokens``, the input tokens of the window
+        the agent will move to (the fold is aimed at it while the current window stays
+        the wall), and ``transition_pace_tokens`` is ``reach_tokens`` with
+        ``strict_reach``: the most a change the wall does not force may make the
+        provider re-read in one compile. ``0`` turns either off. The config is
+        validated again with the new values.
+
+        Raises
+        ------
+        UnsupportedSettingError
+            For ``transition_pace_tokens`` or ``prepared_window_tokens`` when the solver
+            is not kv-stable (or ``adaptive_resolution`` is off).
+        ConfigError
+            When the config refuses a new value, naming the setting; nothing changes.
+
+        Examples
+        --------
+        >>> strategy = AutobiographicalStrategy(compression_model="m")
+        >>> strategy.update_hot_context_settings(tail_tokens=1200, prepared_window_tokens=9000)
+        HotContextSettings(tail_tokens=1200, transition_pace_tokens=None, prepared_window_tokens=9000)
+        >>> strategy.config.recent_window_tokens, strategy.config.solver_options["goal_tokens"]
+        (1200, 9000)
+        """  # noqa: E501
+        method, options = self.solver
+        changes: dict[str, Any] = {}
+        named: list[str] = []
+        if tail_tokens is not None:
+            changes["recent_window_tokens"] = tail_tokens
+            named.append(f"tail_tokens={tail_tokens!r}")
+        if transition_pace_tokens is not None or prepared_window_tokens is not None:
+            setting = (
+                "transition_pace_tokens"
+                if transition_pace_tokens is not None
+                else "prepared_window_tokens"
+            )
+            if method != "kv-stable":
+                raise UnsupportedSettingError(
+                    setting,
+                    f"{setting} is a setting of the kv-stable solver's prepared-window "
+                    f"transition; this strategy folds with {method!r}: use "
+                    "solver='kv-stable' (with adaptive_resolution on) to tune it",
+                )
+            given = dict(self.config.solver_options)
+            if transition_pace_tokens is not None:
+                given.pop("reach_tokens", None)
+                given.pop("strict_reach", None)
+                if transition_pace_tokens:
+                    given.update(reach_tokens=transition_pace_tokens, strict_reach=True)
+                named.append(f"transition_pace_tokens={transition_pace_tokens!r}")
+            if prepared_window_tokens is not None:
+                given.pop("goal_tokens", None)
+                if prepared_window_tokens:
+                    given["goal_tokens"] = prepared_window_tokens
+                named.append(f"prepared_window_tokens={prepared_window_tokens!r}")
+            changes["solver_options"] = given
+        if not changes:
+            return self.hot_context_settings()
+        what = f"{', '.join(named)} rejected: "
+        config = self._overridden(changes, what)
+        method, options = config.solver_and_options
+        try:
+            solver = solvers.configure(method, options)
+        except solvers.SolverConfigError as exc:
+            raise ConfigError(f"{what}{exc}") from None
+        self.config = self.state.config = config
+        self._solver = solver
+        self.state.cache.clear()  # what it derived from the old settings
+        return self.hot_context_settings()
 
     @property
     def profile(self) -> StrategyProfile:

@@ -867,3 +867,12 @@ def test_stats_count_the_record() -> None:
     assert got.branches == len(cm.list_branches()) == 2
     assert got.current_branch == cm.current_branch
     assert got.max_summary_level == cm.get_max_summary_level() >= 2
+
+
+def test_is_closed_says_whether_the_manager_was_closed() -> None:
+    cm = manager()
+    assert cm.is_closed is False
+    cm.close()
+    assert cm.is_closed is True and cm.closed is True
+    with pytest.raises(ContextManagerError, match="closed"):
+        cm.add_message("User", "too late")

@@ -63,7 +63,6 @@ def test_the_issue_options_are_all_in_the_table() -> None:
         "quarantineAlarmIntervalMs",
         "productionBudgetTokens",
         "logEffectiveConfig",
-        "strictReach",
         "cacheCold",
         "deferWhenWarm",
     } <= names
