@@ -3,7 +3,7 @@
 For a candidate frontier with rendered tokens R the score (lower is better) is::
 
     score = F + B(R) + lambda_K * (max(0, K - K_floor) / S_K)**2
-                     + lambda_C * (max(0, C - C_floor) / S_C)**2
+                     + rho * lambda_C * (max(0, C - C_floor) / S_C)**2
 
 * ``F``: fidelity loss, ``sum_i salience_i * age_i**-alpha * raw_i * level_i``.
 * ``B``: the comfort band inside the wall: zero on ``[low, high] x W``,
@@ -12,8 +12,14 @@ For a candidate frontier with rendered tokens R the score (lower is better) is::
 * ``K``: avoidable cache churn against the previous request's layout and its
   breakpoints: ``(write - read) x (R - cached prefix)``.
 * ``C``: avoidable change against the previous frontier: for every leaf whose
-  level changes, ``salience x raw x recency x max(1, |level - previous|)``,
-  recency decaying with the raw tokens between the leaf and the live edge.
+  level changes, ``salience x raw x recency x stability x max(1, |level -
+  previous|)``, recency decaying with the raw tokens between the leaf and the
+  live edge (``q_min + (1 - q_min) 2**(-mid_age / H_C)``) and stability with the
+  accepted presentations the leaf has stayed unchanged
+  (``g_min + (1 - g_min) 2**(-tau / H_tau)``, tau from
+  ``KvUnifiedConfig.stable_for``; 1 when not given).
+* ``rho``: the continuity multiplier in [0, 1] (``continuity_multiplier``, 1 by
+  default; see :class:`ContinuityRelaxation`). The cache term is never relaxed.
 * ``K_floor`` and ``C_floor``: the least churn and change any frontier under
   the wall can have, so only *avoidable* churn and change are penalised. The
   churn floor is exact without a search (one least-tokens sweep per breakpoint of
@@ -28,6 +34,11 @@ re-scored exactly, and the worst under-estimate is reported in
 floor (min-token) frontier, the kv-stable ideal cut, the best vertex of the
 (tokens, fidelity) hull and the carried frontier. Hysteresis: the carried
 frontier is kept when its exact score is within ``adopt_epsilon`` of the best.
+With ``hysteresis_certificate``, a tangent lower bound on every frontier's score
+(one shortest-path sweep per tangent point) can prove that hold before any search,
+which is then skipped. With ``latent_demand``, the plan also asks for the merges it
+would use: each candidate merge is solved again as if it existed, and those that
+improve the best score by more than ``adopt_epsilon`` become produce requests.
 
 The integer model holds variables only where a choice exists: edges no frontier
 under the wall can use are closed, edges the one-representation rows force are
@@ -109,7 +120,15 @@ __all__ = [
 
 
 class KvUnifiedPolicy(BaseModel):
-    """The welfare policy of ``kv-unified``. Every field is required."""
+    """The welfare policy of ``kv-unified``. Every field is required.
+
+    Examples
+    --------
+    >>> from solvers.kv_unified import PRESETS, KvUnifiedPolicy
+    >>> custom = KvUnifiedPolicy(**{**PRESETS["reference"].model_dump(), "alpha": 0.5})
+    >>> custom.alpha, custom.continuity_stable_half_life, custom.continuity_stable_floor
+    (0.5, 16.0, 0.25)
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -200,7 +219,7 @@ class ContinuityRelaxation(BaseModel):
     The score's continuity penalty is multiplied by rho in [0, 1] (the cache term
     never is). A host that has a reason to let the layout change more freely for a
     while (history surgery, a budget transition, an infrastructure change) records
-    one of these and passes :meth:`multiplier_at` the current time as
+    one of these and passes its :meth:`multiplier_at` the current time as
     ``KvUnifiedConfig.continuity_multiplier``. :func:`continuity_multiplier` reads a
     record that may be malformed and fails closed (rho = 1).
 
@@ -1857,6 +1876,8 @@ def _decide(
         if terms.rho != cfg.continuity_multiplier:
             diag["continuity_multiplier_ignored"] = repr(cfg.continuity_multiplier)
     carried = carried_levels(problem)
+    if certify:
+        stats["certified"] = False
     if certify and carried is not None:
         proof = _certify(problem, cfg, terms, space, carried)
         stats["certified"] = proof is not None
