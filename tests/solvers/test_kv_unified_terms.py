@@ -422,6 +422,9 @@ def test_latent_demand_asks_for_the_merges_the_plan_would_use() -> None:
     assert rows[0]["improvement"] == pytest.approx(35_924.1847, abs=1e-3)
     assert rows[1]["improvement"] == pytest.approx(35_854.5985, abs=1e-3)
     assert all(r["requested"] for r in rows)
+    # deterministic: the same inputs, the same requests and report
+    again = _case_22(latent_demand=DEMAND)
+    assert again.produce == result.produce and again.diagnostics == result.diagnostics
 
 
 def test_latent_demand_is_gated_by_epsilon_and_off_by_default() -> None:
