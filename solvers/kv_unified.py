@@ -3,7 +3,7 @@
 For a candidate frontier with rendered tokens R the score (lower is better) is::
 
     score = F + B(R) + lambda_K * (max(0, K - K_floor) / S_K)**2
-                     + lambda_C * (max(0, C - C_floor) / S_C)**2
+                     + rho * lambda_C * (max(0, C - C_floor) / S_C)**2
 
 * ``F``: fidelity loss, ``sum_i salience_i * age_i**-alpha * raw_i * level_i``.
 * ``B``: the comfort band inside the wall: zero on ``[low, high] x W``,
@@ -12,8 +12,14 @@ For a candidate frontier with rendered tokens R the score (lower is better) is::
 * ``K``: avoidable cache churn against the previous request's layout and its
   breakpoints: ``(write - read) x (R - cached prefix)``.
 * ``C``: avoidable change against the previous frontier: for every leaf whose
-  level changes, ``salience x raw x recency x max(1, |level - previous|)``,
-  recency decaying with the raw tokens between the leaf and the live edge.
+  level changes, ``salience x raw x recency x stability x max(1, |level -
+  previous|)``, recency decaying with the raw tokens between the leaf and the
+  live edge (``q_min + (1 - q_min) 2**(-mid_age / H_C)``) and stability with the
+  accepted presentations the leaf has stayed unchanged
+  (``g_min + (1 - g_min) 2**(-tau / H_tau)``, tau from
+  ``KvUnifiedConfig.stable_for``; 1 when not given).
+* ``rho``: the continuity multiplier in [0, 1] (``continuity_multiplier``, 1 by
+  default; see :class:`ContinuityRelaxation`). The cache term is never relaxed.
 * ``K_floor`` and ``C_floor``: the least churn and change any frontier under
   the wall can have, so only *avoidable* churn and change are penalised. The
   churn floor is exact without a search (one least-tokens sweep per breakpoint of
@@ -28,6 +34,11 @@ re-scored exactly, and the worst under-estimate is reported in
 floor (min-token) frontier, the kv-stable ideal cut, the best vertex of the
 (tokens, fidelity) hull and the carried frontier. Hysteresis: the carried
 frontier is kept when its exact score is within ``adopt_epsilon`` of the best.
+With ``hysteresis_certificate``, a tangent lower bound on every frontier's score
+(one shortest-path sweep per tangent point) can prove that hold before any search,
+which is then skipped. With ``latent_demand``, the plan also asks for the merges it
+would use: each candidate merge is solved again as if it existed, and those that
+improve the best score by more than ``adopt_epsilon`` become produce requests.
 
 The integer model holds variables only where a choice exists: edges no frontier
 under the wall can use are closed, edges the one-representation rows force are
@@ -49,15 +60,31 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from folding import FoldProblem, Layout, Status, fidelity_weights, previous_layout, render_levels
+from folding import (
+    FoldProblem,
+    Layout,
+    ProduceRequest,
+    Status,
+    Summary,
+    fidelity_weights,
+    previous_layout,
+    render_levels,
+)
 from folding.render import first_nonhole, resolve_units
 
 from ._atoms import (
@@ -82,11 +109,26 @@ from .kv_stable import ideal_cut
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-__all__ = ["PRESETS", "KvUnifiedConfig", "KvUnifiedPolicy"]
+__all__ = [
+    "PRESETS",
+    "ContinuityRelaxation",
+    "KvUnifiedConfig",
+    "KvUnifiedPolicy",
+    "LatentDemand",
+    "continuity_multiplier",
+]
 
 
 class KvUnifiedPolicy(BaseModel):
-    """The welfare policy of ``kv-unified``. Every field is required."""
+    """The welfare policy of ``kv-unified``. Every field is required.
+
+    Examples
+    --------
+    >>> from solvers.kv_unified import PRESETS, KvUnifiedPolicy
+    >>> custom = KvUnifiedPolicy(**{**PRESETS["reference"].model_dump(), "alpha": 0.5})
+    >>> custom.alpha, custom.continuity_stable_half_life, custom.continuity_stable_floor
+    (0.5, 16.0, 0.25)
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -108,6 +150,11 @@ class KvUnifiedPolicy(BaseModel):
     continuity_scale: float = Field(gt=0.0, allow_inf_nan=False)
     continuity_recency_half_life_tokens: float = Field(gt=0.0, allow_inf_nan=False)
     continuity_recency_floor: float = Field(ge=0.0, le=1.0)
+    continuity_stable_half_life: float = Field(gt=0.0, allow_inf_nan=False)
+    """H_tau: accepted presentations over which a leaf's change weight halves towards
+    ``continuity_stable_floor`` while its representation stays unchanged."""
+    continuity_stable_floor: float = Field(ge=0.0, le=1.0)
+    """g_min: the least share of its change weight a long-stable leaf keeps."""
     adopt_epsilon: float = Field(ge=0.0, allow_inf_nan=False)
     """Hysteresis margin in score units: keep the carried frontier within this of the best."""
 
@@ -137,6 +184,8 @@ PRESETS: dict[str, KvUnifiedPolicy] = {
         continuity_scale=100_000.0,
         continuity_recency_half_life_tokens=100_000.0,
         continuity_recency_floor=0.2,
+        continuity_stable_half_life=16.0,
+        continuity_stable_floor=0.25,
         adopt_epsilon=0.0,
     ),
     # Cache- and continuity-heavy: churn and change cost as much as fidelity.
@@ -154,17 +203,176 @@ PRESETS: dict[str, KvUnifiedPolicy] = {
         continuity_scale=100_000.0,
         continuity_recency_half_life_tokens=100_000.0,
         continuity_recency_floor=0.2,
+        continuity_stable_half_life=16.0,
+        continuity_stable_floor=0.25,
         adopt_epsilon=2_000.0,
     ),
 }
 
 
+RelaxationReason = Literal["surgery", "budget-transition", "infrastructure"]
+
+
+class ContinuityRelaxation(BaseModel):
+    """An audited, expiring relaxation of the continuity term: the multiplier rho.
+
+    The score's continuity penalty is multiplied by rho in [0, 1] (the cache term
+    never is). A host that has a reason to let the layout change more freely for a
+    while (history surgery, a budget transition, an infrastructure change) records
+    one of these and passes its :meth:`multiplier_at` the current time as
+    ``KvUnifiedConfig.continuity_multiplier``. :func:`continuity_multiplier` reads a
+    record that may be malformed and fails closed (rho = 1).
+
+    Parameters
+    ----------
+    reason : {"surgery", "budget-transition", "infrastructure"}
+        Why continuity is relaxed (the audit trail).
+    multiplier : float
+        rho while the relaxation holds, finite in [0, 1].
+    expires_at : float
+        When it stops holding, on the caller's clock (e.g. Unix seconds); from this
+        instant on rho is 1.
+
+    Examples
+    --------
+    >>> from solvers.kv_unified import ContinuityRelaxation
+    >>> r = ContinuityRelaxation(reason="surgery", multiplier=0.25, expires_at=1000.0)
+    >>> r.multiplier_at(999.0), r.multiplier_at(1000.0)
+    (0.25, 1.0)
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: RelaxationReason
+    multiplier: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    expires_at: float = Field(allow_inf_nan=False)
+
+    def multiplier_at(self, now: float) -> float:
+        """rho at time ``now``: the multiplier before ``expires_at``, else 1 (also for a
+        ``now`` that is not a finite number)."""
+        if not isinstance(now, int | float) or not math.isfinite(now) or now >= self.expires_at:
+            return 1.0
+        return self.multiplier
+
+
+def continuity_multiplier(relaxation: object, now: float) -> float:
+    """rho for a relaxation record at time ``now``, failing closed.
+
+    Parameters
+    ----------
+    relaxation : ContinuityRelaxation, mapping or None
+        The record (a mapping is validated as a :class:`ContinuityRelaxation`).
+    now : float
+        The current time on the record's clock.
+
+    Returns
+    -------
+    float
+        The record's multiplier while it is valid and unexpired; 1 when there is no
+        record, when it is malformed (an unknown reason, a multiplier outside [0, 1]
+        or not a number, a missing field) or when it has expired.
+
+    Examples
+    --------
+    >>> from solvers.kv_unified import continuity_multiplier
+    >>> record = {"reason": "surgery", "multiplier": 0.25, "expires_at": 100.0}
+    >>> continuity_multiplier(record, 50.0), continuity_multiplier(record, 150.0)
+    (0.25, 1.0)
+    >>> continuity_multiplier({**record, "multiplier": float("nan")}, 50.0)
+    1.0
+    """
+    if relaxation is None:
+        return 1.0
+    if not isinstance(relaxation, ContinuityRelaxation):
+        if not isinstance(relaxation, Mapping):
+            return 1.0
+        try:
+            relaxation = ContinuityRelaxation.model_validate(dict(relaxation))
+        except ValidationError:
+            return 1.0
+    return relaxation.multiplier_at(now)
+
+
+class LatentDemand(BaseModel):
+    """Options of latent merge demand: which missing merges the solver would use.
+
+    After a plan that fits the wall, each window of ``merge_threshold`` adjacent
+    parentless summaries of one level is a possible merge one level up. Its cost is
+    estimated from the summaries that exist at that level (the median, and
+    conservatively the 80th percentile, never below ``fallback_recall_tokens``;
+    ``fallback_recall_tokens`` alone when there are none). The candidates that would
+    save tokens are solved again with the merge in place; those whose best score
+    improves on the plan's by more than ``adopt_epsilon`` become produce requests,
+    the largest improvement first.
+
+    Parameters
+    ----------
+    merge_threshold : int
+        Siblings per merge (at least 2).
+    fallback_recall_tokens : int
+        Estimated tokens of a merge at a level where no summary exists yet.
+    max_candidates : int, default 16
+        Most candidates solved again (each is one more solve).
+
+    Examples
+    --------
+    >>> from solvers.kv_unified import LatentDemand
+    >>> LatentDemand(merge_threshold=2, fallback_recall_tokens=30).max_candidates
+    16
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    merge_threshold: int = Field(ge=2, le=1024)
+    fallback_recall_tokens: int = Field(ge=0, le=2**40)
+    max_candidates: int = Field(default=16, ge=1, le=256)
+
+
 class KvUnifiedConfig(SolverConfig):
-    """Options of ``kv-unified``. ``policy`` is required (a policy or a preset name)."""
+    """Options of ``kv-unified``. ``policy`` is required (a policy or a preset name).
+
+    Besides the policy and the search's settings, it carries the per-call inputs of
+    the score that are not part of the fold problem: the previous request's cache
+    ``breakpoints``, how long each leaf has been stable (``stable_for``) and the
+    continuity multiplier rho. The continuity baseline itself is the problem's
+    ``previous`` frontier, a plain input: a host sets it from the last request the
+    provider accepted.
+
+    Examples
+    --------
+    >>> from solvers.kv_unified import KvUnifiedConfig
+    >>> cfg = KvUnifiedConfig(policy="reference", stable_for={"m0": 32})
+    >>> cfg.continuity_multiplier, cfg.hysteresis_certificate, cfg.latent_demand
+    (1.0, False, None)
+    """
 
     policy: KvUnifiedPolicy
     breakpoints: tuple[int, ...] | None = None
     """Cache breakpoints of the previous request, as unit counts; None: every unit."""
+    stable_for: dict[str, Annotated[int, Field(ge=0)]] | None = None
+    """tau per leaf id: how many accepted presentations each leaf's representation has
+    stayed unchanged (the reference's ``currentSeq - lastChangedSeq``). A leaf's
+    change weight is multiplied by ``g_min + (1 - g_min) * 2**(-tau / H_tau)`` (the
+    policy's ``continuity_stable_floor`` and ``continuity_stable_half_life``), so a
+    long-stable region may move more cheaply than one that just changed. Leaves not
+    named (and ids that are not leaves of the problem) have tau = 0: full weight,
+    as without this input."""
+    continuity_multiplier: float = 1.0
+    """rho: the continuity penalty is multiplied by it (the cache penalty never is).
+    It fails closed: a value that is not a finite number in [0, 1] counts as 1 and
+    ``diagnostics["continuity_multiplier_ignored"]`` says so. Use
+    :func:`continuity_multiplier` to read an audited, expiring
+    :class:`ContinuityRelaxation`."""
+    hysteresis_certificate: bool = False
+    """Before the search, try to prove that the hysteresis rule would keep the carried
+    frontier (a lower bound on every frontier's score within ``adopt_epsilon`` of
+    the carried score); when the proof succeeds the search is skipped and the carried
+    frontier is returned with ``diagnostics["certificate"]``. It selects what the
+    full solve would select; it only applies with ``adopt_epsilon > 0`` and a carried
+    frontier that fits the wall and that the previous request's cache fully covers."""
+    latent_demand: LatentDemand | None = None
+    """Rank the missing merges the plan would use (see :class:`LatentDemand`); None:
+    produce requests only when the wall cannot be met."""
     pieces: int = Field(default=24, ge=2, le=512)
     """Tangent lines per quadratic term."""
     time_limit: float = Field(default=30.0, gt=0.0)
@@ -209,6 +417,7 @@ class _Terms:
     previous: IntArray
     before: Layout | None  # previous request's layout
     markers: list[int]  # breakpoints of the previous request (unit counts)
+    rho: float = 1.0  # the continuity multiplier in force
 
 
 def _recency(problem: FoldProblem, policy: KvUnifiedPolicy) -> FloatArray:
@@ -219,6 +428,28 @@ def _recency(problem: FoldProblem, policy: KvUnifiedPolicy) -> FloatArray:
     return q + (1.0 - q) * np.exp2(-mid_age / policy.continuity_recency_half_life_tokens)
 
 
+def _stability(problem: FoldProblem, cfg: KvUnifiedConfig) -> FloatArray | None:
+    """``g_min + (1 - g_min) * 2**(-tau / H_tau)`` per leaf (None: every tau is 0, a
+    factor of 1)."""
+    if not cfg.stable_for:
+        return None
+    index = problem.hierarchy.leaf_index
+    tau = np.zeros(problem.index.n, dtype=np.float64)
+    for leaf, value in cfg.stable_for.items():
+        i = index.get(leaf)
+        if i is not None:
+            tau[i] = value
+    g = cfg.policy.continuity_stable_floor
+    return g + (1.0 - g) * np.exp2(-tau / cfg.policy.continuity_stable_half_life)
+
+
+def _rho(cfg: KvUnifiedConfig) -> float:
+    """The continuity multiplier in force: the given one when it is a finite number in
+    [0, 1], else 1 (fails closed)."""
+    rho = cfg.continuity_multiplier
+    return rho if math.isfinite(rho) and 0.0 <= rho <= 1.0 else 1.0
+
+
 def _terms(problem: FoldProblem, cfg: KvUnifiedConfig) -> _Terms:
     policy = cfg.policy
     idx = problem.index
@@ -226,6 +457,9 @@ def _terms(problem: FoldProblem, cfg: KvUnifiedConfig) -> _Terms:
     change = None
     if problem.previous is not None:
         change = idx.salience * idx.leaf_tokens * _recency(problem, policy)
+        stability = _stability(problem, cfg)
+        if stability is not None:
+            change = change * stability
     before = previous_layout(problem)
     markers: list[int] = []
     if before is not None:
@@ -233,7 +467,7 @@ def _terms(problem: FoldProblem, cfg: KvUnifiedConfig) -> _Terms:
             markers = list(range(1, len(before) + 1))
         else:
             markers = sorted({m for m in cfg.breakpoints if 0 < m <= len(before)})
-    return _Terms(weights, change, idx.previous, before, markers)
+    return _Terms(weights, change, idx.previous, before, markers, _rho(cfg))
 
 
 def _band(policy: KvUnifiedPolicy, wall: int, r: float) -> float:
@@ -293,7 +527,10 @@ def _exact_score(
     k_excess = max(0.0, churn - floors[0]) / policy.cache_scale
     c_excess = max(0.0, change - floors[1]) / policy.continuity_scale
     total = (
-        fidelity + band + policy.cache_lambda * k_excess**2 + policy.continuity_lambda * c_excess**2
+        fidelity
+        + band
+        + policy.cache_lambda * k_excess**2
+        + terms.rho * policy.continuity_lambda * c_excess**2
     )
     return _Score(total, fidelity, band, churn, change, r)
 
@@ -832,15 +1069,14 @@ def _objective(
         penalties.append(
             ("churn", floors[0], price * wall, policy.cache_lambda, policy.cache_scale)
         )
-    if terms.change is not None and policy.continuity_lambda > 0:
+    continuity_weight = terms.rho * policy.continuity_lambda
+    if terms.change is not None and continuity_weight > 0:
         _check_magnitude(
             sum(abs(c) for c in change_z) + sum(abs(c) for c in change_r),
             "a scaled objective term",
         )
         most = sum(space.change_z) + sum(space.change_r)
-        penalties.append(
-            ("change", floors[1], most, policy.continuity_lambda, policy.continuity_scale)
-        )
+        penalties.append(("change", floors[1], most, continuity_weight, policy.continuity_scale))
     specs = []
     for name, floor_value, most, weight, scale in penalties:
         # weight * (max(0, value - floor) / scale)**2, by tangents of the excess
@@ -1602,74 +1838,442 @@ class KvUnified(Solver):
     def _plan(self, problem: FoldProblem, time_limit: float | None) -> Plan:
         cfg = self.config
         assert isinstance(cfg, KvUnifiedConfig)
-        policy = cfg.policy
-        wall = problem.budget.total
-        floor = cheapest_levels(problem)
-        assert floor is not None
-        floor_tokens = render_levels(problem, floor).total
-        if floor_tokens > wall:
-            return Plan(None, Status.OVER_BUDGET)
         deadline = Deadline.after(time_limit if time_limit is not None else cfg.time_limit)
-        terms = _terms(problem, cfg)
-        space = _Space(problem, terms)
-        # the kv-stable ideal cut is a strong, valid incumbent for every solve
-        ideal = ideal_cut(problem, Forest(problem), deadline=deadline).levels
-        if render_levels(problem, ideal).total > wall:
-            ideal = floor
-        diag: dict[str, Any] = {"floor_tokens": floor_tokens}
-        stats: dict[str, Any] = {"atoms": space.atoms.n_atoms, "time_limit_hit": False}
-        proven = True
-        carried = carried_levels(problem)
-        carried_fits = carried is not None and render_levels(problem, carried).total <= wall
-        # warm start: the carried frontier when it fits, else the ideal cut
-        hints: list[tuple[str, IntArray]] = [("ideal", ideal)]
-        if carried_fits:
-            assert carried is not None
-            hints.insert(0, ("carried", carried))
-        status: Status | None
-        model: _Model | None
-        try:
-            status, solver, model, k_floor, c_floor, found = _search(
-                problem, cfg, terms, space, hints, deadline, carried_fits, diag, stats
+        plan, pool = _decide(problem, cfg, deadline, certify=cfg.hysteresis_certificate)
+        if cfg.latent_demand is not None and pool is not None:
+            plan = _with_demand(problem, cfg, cfg.latent_demand, plan, pool, deadline)
+        return plan
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The frontiers one solve ranked, to score them again against other floors."""
+
+    problem: FoldProblem
+    terms: _Terms
+    floors: tuple[float, float]
+    candidates: list[tuple[str, IntArray]]  # every one under the wall
+    certified: bool
+
+
+def _decide(
+    problem: FoldProblem, cfg: KvUnifiedConfig, deadline: Deadline, *, certify: bool
+) -> tuple[Plan, _Pool | None]:
+    """One solve: the plan and the frontiers it ranked (None when over budget)."""
+    policy = cfg.policy
+    wall = problem.budget.total
+    floor = cheapest_levels(problem)
+    assert floor is not None
+    floor_tokens = render_levels(problem, floor).total
+    if floor_tokens > wall:
+        return Plan(None, Status.OVER_BUDGET), None
+    terms = _terms(problem, cfg)
+    space = _Space(problem, terms)
+    diag: dict[str, Any] = {"floor_tokens": floor_tokens}
+    stats: dict[str, Any] = {"atoms": space.atoms.n_atoms, "time_limit_hit": False}
+    if terms.change is not None:
+        diag["continuity_multiplier"] = terms.rho
+        if terms.rho != cfg.continuity_multiplier:
+            diag["continuity_multiplier_ignored"] = repr(cfg.continuity_multiplier)
+    carried = carried_levels(problem)
+    if certify:
+        stats["certified"] = False
+    if certify and carried is not None:
+        proof = _certify(problem, cfg, terms, space, carried)
+        stats["certified"] = proof is not None
+        if proof is not None:
+            held = _exact_score(problem, cfg, terms, carried, (0.0, 0.0))
+            diag.update(
+                churn_floor=0.0,
+                change_floor=0.0,
+                floors_proven=True,
+                carried_score=held.total,
+                certificate=proof,
+                decision="carried",
+                score=held.total,
+                fidelity=held.fidelity,
+                band=held.band,
+                churn=held.churn,
+                change=held.change,
             )
-        except _ScaleError as exc:
-            # Beyond 64-bit integer arithmetic (walls near the model's limit with a
-            # steep policy): the exact score still ranks the other candidates.
-            status, solver, model, k_floor, c_floor = None, None, None, 0.0, 0.0
-            found = []
-            diag["fallback"] = (
-                f"no integer search ({exc}); the best of the floor, the ideal cut and the "
-                "carried frontier by the exact score"
-            )
-            diag["floors_proven"] = False
             stats["cpsat_status"] = "not run"
-        proven &= status is Status.OPTIMAL
-        floors = (k_floor, c_floor)
-        candidates: list[tuple[str, IntArray]] = [("floor", floor), ("ideal", ideal), *found]
-        if status is not None:
-            assert model is not None
-            candidates.insert(0, ("optimum", model.levels(solver)))
-        scored = []
-        for label, levels in candidates:
-            score = _exact_score(problem, cfg, terms, levels, floors)
-            scored.append((score.total, score.tokens, tuple(levels.tolist()), label, levels, score))
-        scored.sort(key=lambda s: s[:3])
-        best = scored[0]
-        choice = best
-        if carried is not None:
-            c_score = _exact_score(problem, cfg, terms, carried, floors)
-            diag["carried_score"] = c_score.total
-            if c_score.tokens <= wall and c_score.total <= best[0] + policy.adopt_epsilon:
-                choice = (c_score.total, c_score.tokens, (), "carried", carried, c_score)
-        score = choice[5]
-        diag.update(
-            decision=choice[3],
-            score=score.total,
-            best_score=best[0],
-            fidelity=score.fidelity,
-            band=score.band,
-            churn=score.churn,
-            change=score.change,
+            pool = _Pool(problem, terms, (0.0, 0.0), [("carried", carried)], True)
+            return Plan(carried, Status.FEASIBLE, diagnostics=diag, stats=stats), pool
+    # the kv-stable ideal cut is a strong, valid incumbent for every solve
+    ideal = ideal_cut(problem, Forest(problem), deadline=deadline).levels
+    if render_levels(problem, ideal).total > wall:
+        ideal = floor
+    proven = True
+    carried_fits = carried is not None and render_levels(problem, carried).total <= wall
+    # warm start: the carried frontier when it fits, else the ideal cut
+    hints: list[tuple[str, IntArray]] = [("ideal", ideal)]
+    if carried_fits:
+        assert carried is not None
+        hints.insert(0, ("carried", carried))
+    status: Status | None
+    model: _Model | None
+    try:
+        status, solver, model, k_floor, c_floor, found = _search(
+            problem, cfg, terms, space, hints, deadline, carried_fits, diag, stats
         )
-        final_status = Status.OPTIMAL if proven and choice[3] == "optimum" else Status.FEASIBLE
-        return Plan(choice[4], final_status, diagnostics=diag, stats=stats)
+    except _ScaleError as exc:
+        # Beyond 64-bit integer arithmetic (walls near the model's limit with a
+        # steep policy): the exact score still ranks the other candidates.
+        status, solver, model, k_floor, c_floor = None, None, None, 0.0, 0.0
+        found = []
+        diag["fallback"] = (
+            f"no integer search ({exc}); the best of the floor, the ideal cut and the "
+            "carried frontier by the exact score"
+        )
+        diag["floors_proven"] = False
+        stats["cpsat_status"] = "not run"
+    proven &= status is Status.OPTIMAL
+    floors = (k_floor, c_floor)
+    candidates: list[tuple[str, IntArray]] = [("floor", floor), ("ideal", ideal), *found]
+    if status is not None:
+        assert model is not None
+        candidates.insert(0, ("optimum", model.levels(solver)))
+    scored = []
+    for label, levels in candidates:
+        score = _exact_score(problem, cfg, terms, levels, floors)
+        scored.append((score.total, score.tokens, tuple(levels.tolist()), label, levels, score))
+    scored.sort(key=lambda s: s[:3])
+    best = scored[0]
+    choice = best
+    if carried is not None:
+        c_score = _exact_score(problem, cfg, terms, carried, floors)
+        diag["carried_score"] = c_score.total
+        if c_score.tokens <= wall and c_score.total <= best[0] + policy.adopt_epsilon:
+            choice = (c_score.total, c_score.tokens, (), "carried", carried, c_score)
+    score = choice[5]
+    diag.update(
+        decision=choice[3],
+        score=score.total,
+        best_score=best[0],
+        fidelity=score.fidelity,
+        band=score.band,
+        churn=score.churn,
+        change=score.change,
+    )
+    final_status = Status.OPTIMAL if proven and choice[3] == "optimum" else Status.FEASIBLE
+    ranked = [(label, levels) for *_, label, levels, _ in scored]
+    if carried_fits:
+        assert carried is not None
+        ranked.append(("carried", carried))
+    pool = _Pool(problem, terms, floors, ranked, False)
+    return Plan(choice[4], final_status, diagnostics=diag, stats=stats), pool
+
+
+CERTIFICATE_PASSES = 32
+"""Most tangent points :func:`_certify` tries."""
+
+
+def _band_slope(policy: KvUnifiedPolicy, wall: int, r: float) -> float:
+    """The derivative of :func:`_band` at ``r`` (0 inside the band)."""
+    low, high = policy.budget_low_ratio * wall, policy.budget_high_ratio * wall
+    if r < low and low > 0:
+        return -2.0 * policy.budget_under_lambda * (low - r) / low**2
+    if r > high and wall > high:
+        return 2.0 * policy.budget_over_lambda * (r - high) / (wall - high) ** 2
+    return 0.0
+
+
+def _certify(
+    problem: FoldProblem,
+    cfg: KvUnifiedConfig,
+    terms: _Terms,
+    space: _Space,
+    carried: IntArray,
+) -> dict[str, Any] | None:
+    """A proof that the hysteresis rule keeps ``carried``, or None.
+
+    The churn and change penalties are never negative, so every frontier scores at
+    least ``F + B(R)``; ``B`` is convex, so each tangent ``B(t) + B'(t) (R - t)``
+    bounds it from below, and ``min over frontiers of F + B'(t) R`` is one
+    shortest-path sweep over the atoms (the wall ignored, which only lowers it).
+    ``LB(t) = that minimum + B(t) - B'(t) t`` is then a lower bound on the best score;
+    when the carried score is within ``adopt_epsilon`` of it, the full solve would keep
+    the carried frontier too. The tangent point starts at the carried tokens and is
+    bisected on ``[0, W]`` by whether the sweep's minimiser has more tokens than it
+    (at most :data:`CERTIFICATE_PASSES` sweeps).
+
+    It applies only where the full solve's floors are provably zero and the carried
+    frontier is the one it would compare: ``adopt_epsilon > 0``, the carried frontier
+    is the previous one unchanged (no change), fits the wall and re-reads nothing
+    from the previous request's cache (no churn). Each bound is lowered by a roundoff
+    allowance (relative 1e-9 of the magnitudes summed) so float sums never over-claim.
+    """
+    policy = cfg.policy
+    eps = policy.adopt_epsilon
+    wall = problem.budget.total
+    n_atoms = space.atoms.n_atoms
+    if eps <= 0 or n_atoms == 0:
+        return None
+    held = _exact_score(problem, cfg, terms, carried, (0.0, 0.0))
+    if held.tokens > wall or held.churn > 0 or held.change > 0:
+        return None
+    edges = _Edges.of(space, space.everything)
+    fid = np.concatenate(
+        [np.asarray(space.fidelity, dtype=np.float64)[edges.live_z], np.zeros(edges.live_r.size)]
+    )
+    tokens = edges.tokens
+    order = np.argsort(edges.start, kind="stable").tolist()
+    starts, ends = edges.start.tolist(), edges.end.tolist()
+    constant = float(space.atoms.constant_tokens)
+    lo, hi = 0.0, float(wall)
+    t = float(held.tokens)
+    best = -math.inf
+    worst_roundoff = 0.0
+    for passes in range(1, CERTIFICATE_PASSES + 1):
+        g = _band_slope(policy, wall, t)
+        picked = path_argmin(n_atoms, order, starts, ends, (fid + g * tokens).tolist())
+        if not picked:
+            return None
+        at = np.asarray(picked, dtype=np.int64)
+        r = constant + float(tokens[at].sum())
+        f = float(fid[at].sum())
+        b = _band(policy, wall, t)
+        roundoff = 1e-9 * (abs(f) + abs(g) * (r + t) + b + abs(held.total) + 1.0)
+        worst_roundoff = max(worst_roundoff, roundoff)
+        best = max(best, f + g * r + b - g * t - roundoff)
+        if held.total - best <= eps:
+            return {
+                "lower_bound": best,
+                "carried_score": held.total,
+                "max_improvement": held.total - best,
+                "passes": passes,
+                "roundoff": worst_roundoff,
+            }
+        if r > t:
+            lo = t
+        else:
+            hi = t
+        t = (lo + hi) / 2.0
+    return None
+
+
+@dataclass(frozen=True)
+class _Merge:
+    """A merge that does not exist yet: a summary one level above ``children``."""
+
+    level: int
+    children: tuple[str, ...]  # parentless summaries of level ``level - 1``, in order
+    first: int  # leaf positions of the span
+    last: int
+    expected: int  # estimated tokens (median of the level's summaries)
+    conservative: int  # the 80th percentile, at least the median and the fallback
+    saving: int  # the children's tokens less ``conservative``
+
+
+def _quantile(sorted_values: list[int], q: float) -> int:
+    """The nearest-rank quantile: the least value with at least a share ``q`` at or
+    below it."""
+    return sorted_values[max(0, math.ceil(q * len(sorted_values)) - 1)]
+
+
+def _merges(problem: FoldProblem, demand: LatentDemand) -> list[_Merge]:
+    """The merges latent demand considers, best saving first (at most ``max_candidates``).
+
+    Parentless summaries are taken in leaf order (then by their last leaf, level and
+    id); a run is a sequence of them at one level, each starting right after the one
+    before ends (one that overlaps the run's end is passed over); each run gives its
+    consecutive, non-overlapping windows of ``merge_threshold`` summaries. A merge is
+    kept when its children cost more tokens than its conservative estimate.
+    """
+    h = problem.hierarchy
+    idx = problem.index
+    if not idx.n_summaries:
+        return []
+    has_parent = np.zeros(idx.n_summaries, dtype=np.bool_)
+    for s in h.summaries:
+        for child in s.children:
+            j = h.summary_index.get(child)
+            if j is not None:
+                has_parent[j] = True
+    level = h.summary_level.tolist()
+    first, last = h.span_first.tolist(), h.span_last.tolist()
+    tokens = h.summary_tokens.tolist()
+    ids = [s.id for s in h.summaries]
+    by_level: dict[int, list[int]] = {}
+    for j, lv in enumerate(level):
+        by_level.setdefault(lv, []).append(tokens[j])
+    for values in by_level.values():
+        values.sort()
+    roots = sorted(
+        (j for j in range(idx.n_summaries) if not has_parent[j]),
+        key=lambda j: (first[j], last[j], level[j], ids[j]),
+    )
+    runs: list[list[int]] = []
+    for j in roots:
+        run = runs[-1] if runs else None
+        if run is not None and level[j] == level[run[-1]] and first[j] == last[run[-1]] + 1:
+            run.append(j)
+        elif run is not None and first[j] <= last[run[-1]]:
+            continue  # overlaps the run: another cut of the same messages
+        else:
+            runs.append([j])
+    m = demand.merge_threshold
+    out: list[_Merge] = []
+    for run in runs:
+        for k in range(0, len(run) - m + 1, m):
+            window = run[k : k + m]
+            parent = level[window[0]] + 1
+            samples = by_level.get(parent, [])
+            if samples:
+                expected = _quantile(samples, 0.5)
+                conservative = max(_quantile(samples, 0.8), expected, demand.fallback_recall_tokens)
+            else:
+                expected = conservative = demand.fallback_recall_tokens
+            saving = sum(tokens[j] for j in window) - conservative
+            if saving > 0:
+                out.append(
+                    _Merge(
+                        parent,
+                        tuple(ids[j] for j in window),
+                        first[window[0]],
+                        last[window[-1]],
+                        expected,
+                        conservative,
+                        saving,
+                    )
+                )
+    out.sort(key=lambda x: (-x.saving, x.first, x.level))
+    return out[: demand.max_candidates]
+
+
+def _with_summary(problem: FoldProblem, merge: _Merge, tokens: int) -> FoldProblem:
+    """``problem`` with the merge in place at ``tokens``."""
+    taken = set(problem.hierarchy.leaf_index) | set(problem.hierarchy.summary_index)
+    sid = f"latent:L{merge.level}:{merge.children[0]}:{merge.children[-1]}"
+    while sid in taken:
+        sid += "'"
+    summary = Summary(id=sid, level=merge.level, tokens=tokens, children=merge.children)
+    return FoldProblem(
+        leaves=problem.leaves,
+        summaries=(*problem.summaries, summary),
+        pins=problem.pins,
+        locks=problem.locks,
+        budget=problem.budget,
+        previous=problem.previous,
+        fixed_tokens=problem.fixed_tokens,
+    )
+
+
+def _pool_best(cfg: KvUnifiedConfig, pool: _Pool, frame: tuple[float, float]) -> float:
+    """The best score of a pool's frontiers against the common floors ``frame``."""
+    return min(
+        _exact_score(pool.problem, cfg, pool.terms, levels, frame).total
+        for _, levels in pool.candidates
+    )
+
+
+def _with_demand(
+    problem: FoldProblem,
+    cfg: KvUnifiedConfig,
+    demand: LatentDemand,
+    plan: Plan,
+    base: _Pool,
+    deadline: Deadline,
+) -> Plan:
+    """The plan with the merges it would use as produce requests (see :class:`LatentDemand`).
+
+    Each candidate of :func:`_merges` is solved again with the merge in place at its
+    conservative cost (a what-if). Every pool (the plan's and each what-if's) is
+    scored again against common floors: the least churn and change floors over all
+    of them, so the improvements compare like with like. A merge whose best score
+    improves on the plan's best by more than ``adopt_epsilon`` is solved once more at
+    its expected cost (when that differs) and requested; requests are ranked by the
+    conservative improvement, then the expected one, then level and position. The
+    improvements are each merge's alone, not those of several merges together.
+    """
+    merges = _merges(problem, demand)
+    diag = plan.diagnostics
+    stats = plan.stats
+    evaluations = 0
+    if not merges:
+        diag["latent_demand"] = []
+        stats["latent_evaluations"] = 0
+        return plan
+    sub = cfg.model_copy(update={"latent_demand": None, "hysteresis_certificate": False})
+    if base.certified:  # the certificate ranked no frontier but the carried one
+        _, full = _decide(problem, sub, deadline, certify=False)
+        assert full is not None
+        base = full
+
+    def what_if(merge: _Merge, tokens: int, left: int) -> _Pool | None:
+        nonlocal evaluations
+        if deadline.expired():
+            return None
+        share = Deadline.after(deadline.remaining(cfg.time_limit) / left)
+        evaluations += 1
+        return _decide(_with_summary(problem, merge, tokens), sub, share, certify=False)[1]
+
+    conservative = [what_if(x, x.conservative, len(merges) - k) for k, x in enumerate(merges)]
+    pools = [base, *(p for p in conservative if p is not None)]
+
+    def frame() -> tuple[float, float]:
+        return min(p.floors[0] for p in pools), min(p.floors[1] for p in pools)
+
+    eps = cfg.policy.adopt_epsilon
+    common = frame()
+    survivors = [
+        k
+        for k, p in enumerate(conservative)
+        if p is not None and _pool_best(cfg, base, common) - _pool_best(cfg, p, common) > eps
+    ]
+    expected: dict[int, _Pool | None] = {}
+    for n, k in enumerate(survivors):
+        x = merges[k]
+        if x.expected == x.conservative:
+            expected[k] = conservative[k]
+        else:
+            expected[k] = what_if(x, x.expected, len(survivors) - n)
+            if expected[k] is not None:
+                pools.append(expected[k])  # type: ignore[arg-type]
+    common = frame()
+    base_best = _pool_best(cfg, base, common)
+    rows: list[tuple[float, float, int, int, int]] = []
+    report: list[dict[str, Any]] = []
+    for k, x in enumerate(merges):
+        p = conservative[k]
+        gain = base_best - _pool_best(cfg, p, common) if p is not None else None
+        e = expected.get(k)
+        gain_expected = base_best - _pool_best(cfg, e, common) if e is not None else None
+        wanted = gain is not None and gain > eps
+        if wanted:
+            assert gain is not None
+            rows.append(
+                (
+                    -gain,
+                    -(gain_expected if gain_expected is not None else gain),
+                    x.level,
+                    x.first,
+                    k,
+                )
+            )
+        report.append(
+            {
+                "level": x.level,
+                "children": list(x.children),
+                "expected_cost": x.expected,
+                "conservative_cost": x.conservative,
+                "improvement": gain,
+                "expected_improvement": gain_expected,
+                "requested": wanted,
+            }
+        )
+    rows.sort()
+    ids = problem.hierarchy.leaf_ids
+    produce = list(plan.produce)
+    for *_, k in rows:
+        x = merges[k]
+        request = ProduceRequest(level=x.level, first=ids[x.first], last=ids[x.last])
+        if request not in produce:
+            produce.append(request)
+    diag["latent_demand"] = report
+    stats["latent_evaluations"] = evaluations
+    if evaluations < len(merges) + sum(
+        1 for k in survivors if merges[k].expected != merges[k].conservative
+    ):
+        diag["latent_demand_incomplete"] = "the time limit ran out before every what-if"
+    return Plan(plan.levels, plan.status, produce, diag, stats)
