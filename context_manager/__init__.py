@@ -24,6 +24,7 @@ from .errors import (
     SummarizerNotConfiguredError,
     SummarizerTimeoutError,
     UncoveredDropError,
+    UnknownCompileError,
     UnknownMessageError,
 )
 from .manager import (
@@ -127,6 +128,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "UncoveredDropError",
+    "UnknownCompileError",
     "UnknownMessageError",
     "UnknownRowError",
     "WindowStatus",
