@@ -107,11 +107,15 @@ def test_the_hash_is_of_the_retry_that_was_answered_not_the_first_request() -> N
 
 def test_provenance_survives_reopen(tmp_path: Path) -> None:
     cm, strategy, _ = drained(tmp_path)
-    before = {m.id: (m.stop_reason, m.request_hash, m.model) for m in strategy.summaries.values()}
+
+    def provenance(strategy: AutobiographicalStrategy) -> dict[str, tuple[Any, ...]]:
+        return {m.id: (m.stop_reason, m.request_hash, m.model) for m in strategy.summaries.values()}
+
+    before = provenance(strategy)
     cm.close()
     cm, strategy = open_cm(tmp_path, ScriptedSummarizer(), merge_threshold=2)
     with cm:
-        after = {m.id: (m.stop_reason, m.request_hash, m.model) for m in strategy.summaries.values()}
+        after = provenance(strategy)
     assert after == before and before
 
 
@@ -383,4 +387,3 @@ def test_a_receipt_body_round_trips_and_a_damaged_one_is_refused() -> None:
     assert FoldReceipt.from_body(json.loads(json.dumps(receipt.body()))) == receipt
     with pytest.raises(ValueError, match="unit"):
         FoldReceipt.from_body({**receipt.body(), "units": [["L1-0", 1]]})
-
