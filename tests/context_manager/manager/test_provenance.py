@@ -105,6 +105,19 @@ def test_the_hash_is_of_the_retry_that_was_answered_not_the_first_request() -> N
         assert first.model == "scripted-2"
 
 
+def test_the_same_history_gives_the_same_request_hashes() -> None:
+    def hashes() -> list[tuple[str, str | None]]:
+        cm, strategy = open_cm(None, ScriptedSummarizer(), merge_threshold=2)
+        with cm:
+            for i in range(12):
+                cm.add_message("User", words(20, f"m{i}"), timestamp=1_700_000_000.0 + i)
+            cm.drain()
+            return sorted((m.id, m.request_hash) for m in strategy.summaries.values())
+
+    first = hashes()
+    assert first and first == hashes()
+
+
 def test_provenance_survives_reopen(tmp_path: Path) -> None:
     cm, strategy, _ = drained(tmp_path)
 
