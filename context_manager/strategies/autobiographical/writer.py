@@ -548,9 +548,8 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         return False  # wait until the agent's tools are known
     steps = ladder(st, ctx, index[chunk.source_ids[0]], index)
     request = _canonical(st, ctx, stored, chunk, steps)
-    completion: Completion | None = _ask(
-        st, ctx, request, chunk.id
-    )  # queued_chunks held back refused shapes
+    # (queued_chunks held back the shapes every rung refused)
+    completion: Completion | None = _ask(st, ctx, request, chunk.id)
     if completion is not None and completion.stop_reason == "refusal":
         after = _after_refusal(st, ctx, stored, chunk, steps, request, completion)
         if isinstance(after, list):  # the split rung's parts, in order
@@ -563,7 +562,7 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
                 tokens=sum(tokens) if all(tokens) and bounded == text else 0,
                 stitched=True,
                 values=l1_values(cfg, ctx.counter, messages, bounded, raw=raw),
-                provenance=_stitched(after, request.model),
+                provenance=_stitched(after),
                 witnessed=seen,
             )
             st.demanded_chunks.discard(chunk.id)
@@ -584,7 +583,7 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         completion.text,
         tokens=completion.usage.output_tokens,
         values=l1_values(cfg, ctx.counter, messages, completion.text, raw=raw),
-        provenance=_provenance(completion, request.model),
+        provenance=_provenance(completion),
         witnessed=seen,
     )
     st.demanded_chunks.discard(chunk.id)
@@ -727,17 +726,17 @@ class _Answer(Completion):
     model: str
 
 
-def _provenance(answer: Completion, model: str) -> Provenance:
-    """The provenance of a memory accepted from ``answer`` (asked of ``model``)."""
-    if isinstance(answer, _Answer):
-        return Provenance(answer.stop_reason, answer.request_hash, answer.model)
-    raise TypeError(f"an answer without its request's hash (asked of {model})")
+def _provenance(answer: Completion) -> Provenance:
+    """The provenance of a memory accepted from ``answer`` (one :func:`_ask` returned)."""
+    if not isinstance(answer, _Answer):
+        raise TypeError("an answer without the hash of its request: not one _ask returned")
+    return Provenance(answer.stop_reason, answer.request_hash, answer.model)
 
 
-def _stitched(parts: Sequence[Completion], model: str) -> Provenance:
+def _stitched(parts: Sequence[Completion]) -> Provenance:
     """The provenance of a memory stitched from the split's ``parts``: the hash of the
     JSON list of the parts' request hashes, in order; the first part's model."""
-    each = [_provenance(p, model) for p in parts]
+    each = [_provenance(p) for p in parts]
     hashes = json.dumps([p.request_hash for p in each], separators=(",", ":"))
     return Provenance("end_turn", hashlib.sha256(hashes.encode("ascii")).hexdigest(), each[0].model)
 
@@ -912,7 +911,7 @@ def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
         answer.text,
         answer.usage.output_tokens,
         values=values,
-        provenance=_provenance(answer, request.model),
+        provenance=_provenance(answer),
     )
     st.demanded_merges = [g for g in st.demanded_merges if g != ids]
     return True
