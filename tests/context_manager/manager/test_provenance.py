@@ -105,6 +105,27 @@ def test_the_hash_is_of_the_retry_that_was_answered_not_the_first_request() -> N
         assert first.model == "scripted-2"
 
 
+def test_a_stitched_memory_hashes_the_requests_of_its_parts_in_order() -> None:
+    def answer(request: CompletionRequest, n: int) -> Completion:
+        if len(request.messages) <= 7:  # a part of at most five messages: answered
+            return Completion(text=f"Part {n}.", stop_reason="end_turn", model="parts-model")
+        return Completion(text="No.", stop_reason="refusal")
+
+    s = ScriptedSummarizer(answer)
+    cm, strategy = open_cm(None, s, compression_split_fallback=True)
+    with cm:
+        for i in range(12):
+            cm.add_message("User", words(8, f"m{i}"))
+        cm.drain()
+        memory = strategy.summaries[strategy.chunks[0].summary_id or ""]
+        assert memory.stitched
+        answered = [r for r in s.requests if len(r.messages) <= 7]
+        assert len(answered) == 2  # ten messages: two halves of five
+        parts = json.dumps([canonical_hash(r) for r in answered], separators=(",", ":"))
+        assert memory.request_hash == hashlib.sha256(parts.encode()).hexdigest()
+        assert (memory.stop_reason, memory.model) == ("end_turn", "parts-model")
+
+
 def test_the_same_history_gives_the_same_request_hashes() -> None:
     def hashes() -> list[tuple[str, str | None]]:
         cm, strategy = open_cm(None, ScriptedSummarizer(), merge_threshold=2)
