@@ -18,12 +18,15 @@ frontier (runs ``(first id, last id, level)``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
+    from .request import CompileResult
     from .store import RecordStore
 
 __all__ = [
@@ -31,7 +34,9 @@ __all__ = [
     "RECEIPTS_SLOT",
     "FoldReceipt",
     "ReceiptUnit",
+    "compiled_request_hash",
     "last_receipt",
+    "layout_hash",
     "read_receipts",
     "units_of",
 ]
@@ -81,7 +86,8 @@ class FoldReceipt(BaseModel):
     >>> unit = ReceiptUnit(memory="L1-0", level=1, first="1", last="4", messages=4)
     >>> raw = ReceiptUnit(memory=None, level=0, first="5", last="6", messages=2)
     >>> receipt = FoldReceipt(seq=1, compile_id="ab12", branch="main", accepted_at=0.0,
-    ...                       units=(unit, raw))
+    ...                       units=(unit, raw), request_hash="0" * 64,
+    ...                       layout_hash=layout_hash((unit, raw)))
     >>> receipt.runs(), [f.memory for f in receipt.folds]
     ([('1', '4', 1)], ['L1-0'])
     >>> FoldReceipt.from_body(receipt.body()) == receipt
@@ -102,6 +108,13 @@ class FoldReceipt(BaseModel):
     """What the provider reported for the round, as given (token counts by name)."""
     units: tuple[ReceiptUnit, ...] = ()
     """The request's rows from the record, in order, as runs (injections left out)."""
+    request_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """The SHA-256 of the request as compiled (:func:`compiled_request_hash`): the
+    same bytes sent again hash the same."""
+    layout_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """The SHA-256 of :attr:`units` (:func:`layout_hash`): two receipts with the same
+    layout showed the same memories and raw runs (a keep-alive round, say), whatever
+    their exact bytes."""
 
     @property
     def folds(self) -> tuple[ReceiptUnit, ...]:
@@ -121,7 +134,9 @@ class FoldReceipt(BaseModel):
             "branch": self.branch,
             "accepted_at": self.accepted_at,
             "usage": self.usage,
-            "units": [[u.memory, u.level, u.first, u.last, u.messages] for u in self.units],
+            "units": _unit_rows(self.units),
+            "request_hash": self.request_hash,
+            "layout_hash": self.layout_hash,
         }
 
     @classmethod
@@ -136,6 +151,50 @@ class FoldReceipt(BaseModel):
                 raise ValueError(f"a receipt unit is a list of {len(fields)} values, got {u!r}")
             units.append(ReceiptUnit(**dict(zip(fields, u, strict=True))))
         return cls.model_validate({**body, "units": tuple(units)})
+
+
+def _unit_rows(units: Sequence[ReceiptUnit]) -> list[list[Any]]:
+    return [[u.memory, u.level, u.first, u.last, u.messages] for u in units]
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def layout_hash(units: Sequence[ReceiptUnit]) -> str:
+    """The SHA-256 (hex) of ``units`` as stored (``[memory, level, first, last,
+    messages]`` lists, compact JSON).
+
+    Examples
+    --------
+    >>> unit = ReceiptUnit(memory=None, level=0, first="1", last="2", messages=2)
+    >>> len(layout_hash([unit])), layout_hash([unit]) == layout_hash([unit])
+    (64, True)
+    """
+    return _digest(_unit_rows(units))
+
+
+def compiled_request_hash(result: CompileResult) -> str:
+    """The SHA-256 (hex) of a compiled request: its system prompt, system injections,
+    tool definitions and messages as JSON (``model_dump(mode="json")``), keys sorted, no
+    spaces, past-ASCII characters escaped.
+
+    Examples
+    --------
+    >>> from context_manager import CompileResult, Message
+    >>> result = CompileResult([Message.text_message("User", "hi")], system_prompt="Be brief.")
+    >>> len(compiled_request_hash(result))
+    64
+    """
+    return _digest(
+        {
+            "system": result.system_prompt,
+            "system_injections": [b.model_dump(mode="json") for b in result.system_injections],
+            "tools": result.tools,
+            "messages": [m.model_dump(mode="json") for m in result.messages],
+        }
+    )
 
 
 def units_of(

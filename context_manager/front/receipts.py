@@ -10,6 +10,7 @@ opened can be accepted.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -27,7 +28,9 @@ from ..receipts import (
     RECEIPTS_SLOT,
     FoldReceipt,
     ReceiptUnit,
+    compiled_request_hash,
     last_receipt,
+    layout_hash,
     read_receipts,
     units_of,
 )
@@ -54,6 +57,9 @@ class _Flight:
     compile_id: str
     branch: str
     units: tuple[ReceiptUnit, ...]
+    request: CompileResult
+    """The compile's result as returned, hashed only when accepted (a copy of its
+    messages: the host may change its list)."""
 
 
 @dataclass
@@ -95,7 +101,13 @@ def compiled(cm: ContextManager, result: CompileResult) -> None:
 
     state = _state(cm)
     units = tuple(units_of(result.provenance, level_of))
-    state.flight = _Flight(result.compile_id, cm._store.branch, units)
+    kept = dataclasses.replace(
+        result,
+        messages=list(result.messages),
+        system_injections=list(result.system_injections),
+        tools=[dict(t) for t in result.tools],
+    )
+    state.flight = _Flight(result.compile_id, cm._store.branch, units, kept)
     state.issued.append(result.compile_id)
 
 
@@ -165,6 +177,8 @@ def accept_round(
         accepted_at=time.time(),
         usage=counts,
         units=flight.units,
+        request_hash=compiled_request_hash(flight.request),
+        layout_hash=layout_hash(flight.units),
     )
     with store.transaction():
         item = store.append(slot(RECEIPTS_SLOT), receipt.body())

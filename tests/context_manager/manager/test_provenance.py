@@ -318,6 +318,29 @@ def test_an_accepted_round_is_a_receipt_of_its_folds_that_survives_reopen(place:
         assert [r.seq for r in cm.list_fold_receipts()] == [1, 2]
 
 
+def test_a_receipt_hashes_the_request_as_compiled_and_its_layout() -> None:
+    with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        cm.set_system_prompt("Be brief.")
+        cm.add_message("User", "hello")
+        first = cm.compile(max_tokens=1000)
+        sent = {
+            "system": "Be brief.",
+            "system_injections": [],
+            "tools": [],
+            "messages": [m.model_dump(mode="json") for m in first.messages],
+        }
+        first.messages.append(first.messages[0])  # the host's list: not what was compiled
+        receipt = cm.accept_round(first.compile_id)
+        text = json.dumps(sent, sort_keys=True, separators=(",", ":"))
+        assert receipt.request_hash == hashlib.sha256(text.encode()).hexdigest()
+        again = cm.accept_round(cm.compile(max_tokens=1000).compile_id)  # the same rows
+        assert again.seq == 2 and again.layout_hash == receipt.layout_hash
+        cm.add_message("User", "more")
+        grown = cm.accept_round(cm.compile(max_tokens=1000).compile_id)
+        assert grown.layout_hash != receipt.layout_hash
+        assert grown.request_hash != receipt.request_hash
+
+
 def test_an_unknown_compile_id_is_refused_naming_it_and_stores_nothing() -> None:
     with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
         cm.add_message("User", "hello")
