@@ -25,6 +25,7 @@ from .errors import (
     SummarizerNotConfiguredError,
     SummarizerTimeoutError,
     UncoveredDropError,
+    UnknownCompileError,
     UnknownMessageError,
 )
 from .manager import (
@@ -143,6 +144,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "UncoveredDropError",
+    "UnknownCompileError",
     "UnknownMessageError",
     "UnknownRowError",
     "UnsupportedSettingError",

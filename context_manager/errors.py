@@ -17,6 +17,7 @@ __all__ = [
     "SummarizerNotConfiguredError",
     "SummarizerTimeoutError",
     "UncoveredDropError",
+    "UnknownCompileError",
     "UnknownMessageError",
 ]
 
@@ -73,6 +74,30 @@ class UnknownMessageError(ContextManagerError, KeyError):
         self.text = text
         self.param = param
         self.ids = ids
+        super().__init__(text)
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.text
+
+
+class UnknownCompileError(ContextManagerError, KeyError):
+    """A ``compile_id`` that cannot be accepted (nothing was stored); a :class:`KeyError`.
+
+    Attributes
+    ----------
+    compile_id : str
+        The id refused.
+    stale : bool
+        True when this manager issued it and a later compile has superseded it (or it
+        was compiled on another branch); False when this manager never issued it (a
+        preview's, another manager's, one from before the store was reopened).
+    """
+
+    def __init__(self, text: str, *, compile_id: str, stale: bool) -> None:
+        self.text = text
+        self.param = "compile_id"
+        self.compile_id = compile_id
+        self.stale = stale
         super().__init__(text)
 
     def __str__(self) -> str:  # KeyError would quote the message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -35,6 +35,7 @@ from .errors import (
 )
 from .front import channels as front_channels
 from .front import hot as front_hot
+from .front import receipts
 from .front.compiling import DEFAULT_RESERVE as DEFAULT_RESERVE
 from .front.compiling import CompileFront
 from .front.maintenance import MAX_TICK_CALLS as MAX_TICK_CALLS
@@ -48,6 +49,7 @@ from .front.messages import MessagesFront
 from .front.windows import WindowsFront
 from .operations import Gate, Ticker, operation
 from .presented import PresentedWindow
+from .receipts import FoldReceipt
 from .record_cache import RecordCache, SavedCounts, counter_key
 from .request import (
     INJECTION_PREFIX,
@@ -306,6 +308,103 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
     _answers: Answers | None
     _ctx: StrategyContext
     _compiler: Compiler
+
+    # ------------------------------------------------------------ fold receipts
+    @operation(writes=True)
+    def accept_round(
+        self, compile_id: str, *, usage: Mapping[str, int | None] | None = None
+    ) -> FoldReceipt:
+        """Record that the provider accepted the request compiled as ``compile_id``.
+
+        Stores a :class:`~context_manager.receipts.FoldReceipt` (one transaction, in
+        this manager's namespace, on the current branch): the compile's id, the time,
+        ``usage`` and the request's rows as runs, each raw messages or one memory shown
+        in place of the messages it stands for (which memories at which levels
+        replaced which messages). The newest receipt is what the provider holds, the
+        baseline a cache-aware compile can keep stable
+        (``AutobiographicalStrategy.accepted_receipt``). Listeners
+        (:meth:`on_fold_receipt`) are told once it is committed. Accepting the last
+        accepted compile again returns its receipt and stores nothing.
+
+        Parameters
+        ----------
+        compile_id : str
+            :attr:`CompileResult.compile_id` of this manager's last live compile (a
+            preview's or a dry run's is never accepted).
+        usage : mapping of str to int, optional
+            The token counts the provider reported for the round (None values dropped).
+
+        Returns
+        -------
+        FoldReceipt
+
+        Raises
+        ------
+        UnknownCompileError
+            For a ``compile_id`` superseded by a later compile or compiled on another
+            branch (``stale``), or one this manager never returned since it was opened
+            (a ``KeyError`` naming it; nothing is stored).
+        ArgumentError
+            For a ``compile_id`` that is not a str, or a ``usage`` that is not a
+            mapping of token counts.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     _ = cm.add_message("User", "hello")
+        ...     result = cm.compile(max_tokens=1000, reserve_for_response=100)
+        ...     receipt = cm.accept_round(result.compile_id, usage={"input_tokens": 5})
+        ...     [(u.memory, u.messages) for u in receipt.units], len(cm.list_fold_receipts())
+        ([(None, 1)], 1)
+        """
+        return receipts.accept_round(self, compile_id, usage)
+
+    def on_fold_receipt(self, listener: Callable[[FoldReceipt], None]) -> Callable[[], None]:
+        """Call ``listener`` with each fold receipt stored from now on (:meth:`accept_round`).
+
+        The listener runs on the accepting thread once the receipt's transaction has
+        committed, outside the store's lock (it may call the manager); an acceptance
+        that raised stored nothing and tells no one, and a duplicate acceptance stores
+        nothing new and tells no one either. An exception of the listener is logged,
+        never raised into the acceptance.
+
+        Returns
+        -------
+        callable
+            Call it to stop listening (idempotent).
+
+        Raises
+        ------
+        ArgumentTypeError
+            For a ``listener`` that is not callable.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager
+        >>> heard = []
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter()) as cm:
+        ...     stop = cm.on_fold_receipt(lambda r: heard.append(r.seq))
+        ...     _ = cm.add_message("User", "hello")
+        ...     _ = cm.accept_round(cm.compile(max_tokens=1000).compile_id)
+        ...     stop()
+        >>> heard
+        [1]
+        """
+        return receipts.on_fold_receipt(self, listener)
+
+    @operation()
+    def list_fold_receipts(self) -> list[FoldReceipt]:
+        """The current branch's fold receipts, oldest first (:meth:`accept_round`).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager
+        >>> with ContextManager.open(path=":memory:") as cm:
+        ...     cm.list_fold_receipts()
+        []
+        """
+        return receipts.list_fold_receipts(self)
 
     # ----------------------------------------------------------------- opening
     @classmethod

@@ -14,6 +14,8 @@ model.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from collections import Counter
@@ -35,6 +37,7 @@ __all__ = [
     "Summarizer",
     "Usage",
     "needs_tool_definitions",
+    "request_hash",
 ]
 
 StopReason = Literal["end_turn", "max_tokens", "refusal", "tool_use", "error"]
@@ -92,6 +95,28 @@ class CompletionRequest(BaseModel):
                 f"most {MAX_CACHE_BREAKPOINTS}"
             )
         return self
+
+
+def request_hash(request: CompletionRequest) -> str:
+    """The SHA-256 (hex) of ``request``'s canonical bytes: its JSON form
+    (``model_dump(mode="json")``) without ``timeout``, keys sorted, no spaces, every
+    character past ASCII escaped (``json.dumps`` defaults), encoded as ASCII.
+
+    ``timeout`` is how long the caller waits, not what it asks, so it is left out: the
+    same request under another deadline has the same hash. Same request, same hash, in
+    every process; a memory's ``request_hash`` names the request that produced it.
+
+    Examples
+    --------
+    >>> from context_manager.messages import Message
+    >>> request = CompletionRequest(model="m", messages=(Message.text_message("User", "hi"),))
+    >>> digest = request_hash(request)
+    >>> len(digest), digest == request_hash(request.model_copy(update={"timeout": 5.0}))
+    (64, True)
+    """
+    body = request.model_dump(mode="json", exclude={"timeout"})
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
 class Usage(BaseModel):

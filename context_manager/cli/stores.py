@@ -152,6 +152,10 @@ def inspect(
             if s.values:  # the exact values it keeps, the first few
                 more = f" (+{len(s.values) - 4})" if len(s.values) > 4 else ""
                 label += f" [dim]values: {escape('; '.join(s.values[:4]))}{more}[/dim]"
+            if s.model is not None:  # who wrote it (memories stored before say nothing)
+                label += f" [dim]by {escape(s.model)}[/dim]"
+            if s.witnessed:
+                label += " [dim](witnessed)[/dim]"
             node = branch.add(label)
             if s.level > 1 and depth < 2:
                 for child in s.source_ids:
@@ -169,12 +173,29 @@ def inspect(
             "last compiled frontier: "
             + (", ".join(f"{v} runs at L{k}" for k, v in sorted(shown.items())) or "all raw")
         )
+        console.print(_receipts_line(db, namespace), markup=False, highlight=False)
         for pin in records.pins:
             console.print(
                 f"pin {pin.id} {pin.name or ''}: {pin.first}..{pin.last} "
                 f"level={pin.level} max_level={pin.max_level}"
             )
         console.print(_window_line(db, namespace, [item.id for item in messages]))
+
+
+def _receipts_line(db: Any, namespace: str) -> str:
+    """What the provider accepted on the branch (``ContextManager.accept_round``)."""
+    from ..receipts import RECEIPTS_SLOT, last_receipt
+
+    count = len(db.items(f"{namespace}/{RECEIPTS_SLOT}"))
+    last = last_receipt(db, lambda name: f"{namespace}/{name}")
+    if last is None:
+        return "fold receipts: none (no accepted round)"
+    levels: dict[int, int] = {}
+    for fold in last.folds:
+        if fold.level is not None:
+            levels[fold.level] = levels.get(fold.level, 0) + 1
+    shown = ", ".join(f"{v} at L{k}" for k, v in sorted(levels.items())) or "no memories"
+    return f"fold receipts: {count:,}; the last accepted (compile {last.compile_id}) showed {shown}"
 
 
 def _window_line(db: Any, namespace: str, record: Sequence[str]) -> str:

@@ -48,6 +48,7 @@ from ..thinking import (
     RequestIdentity,
     ThinkingBinding,
 )
+from . import receipts
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
@@ -338,6 +339,7 @@ class CompileFront:
         result = self._compiler.run(budget, injections, overhead, dry_run, thinking)
         if not dry_run:
             self._render_stats = plain_copy(result.render_stats)  # the caller's is theirs
+            receipts.compiled(self, result)  # the compile accept_round takes
         return result
 
     @operation(writes=True)

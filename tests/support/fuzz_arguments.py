@@ -137,6 +137,7 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "identity": st.one_of(st.none(), st.just("claude-test")),
     "rows": st.lists(st.one_of(IDS, st.just(NotedRow(unstored=True))), max_size=3),
     "compile_id": SMALL_TEXT,
+    "usage": st.one_of(st.none(), st.fixed_dictionaries({"input_tokens": st.integers(0, 50)})),
     "overrides": st.one_of(
         st.none(), st.fixed_dictionaries({"recent_window_tokens": st.integers(0, 400)})
     ),

@@ -346,6 +346,26 @@ class AutobiographicalConfig(BaseModel):
         ge=1,
         description="Summariser calls one split of a refused chunk may make.",
     )
+    witnessed_before_sequence: int | None = Field(
+        default=None,
+        ge=1,
+        description="An inherited record: a chunk whose messages all have a store "
+        "sequence below this (``StoredMessage.seq``, as ``get_messages()`` gives them; "
+        "``current_sequence() + 1`` once the record is loaded) is remembered in the third "
+        "person, each event attributed to the participant named in it, the first person "
+        "kept for the agent's own reading and carrying of the record. Its memory is "
+        "flagged ``witnessed``, and a merge of witnessed memories only keeps that voice "
+        "(and the flag). A chunk across the boundary is the agent's own. None: every "
+        "memory is the agent's own.",
+    )
+    witnessed_instruction: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The closing instruction of every witnessed memory request (L1 and "
+        "merges), in place of the built-in one; ``{targetTokens}`` is replaced by "
+        "``summary_target_tokens`` and ``[CM] `` is put before it when it does not start "
+        "so (the strategy's own turns do). None: the built-in instruction.",
+    )
     summary_target_tokens: int = Field(
         default=2000,
         gt=0,
@@ -948,17 +968,6 @@ UNSUPPORTED_OPTIONS: dict[str, UnsupportedOption] = {
         "identityReminder",
         "ContextManager.set_system_prompt: every memory request carries the host's "
         "system prompt, so say there who the agent is",
-    ),
-    "witnessed_before_sequence": _U(
-        "witnessedBeforeSequence",
-        "head_window_tokens to keep an inherited record raw and never folded, or store "
-        "it under its speakers' participant names; every memory is written in the "
-        "agent's first person",
-    ),
-    "witnessed_instruction": _U(
-        "witnessedInstruction",
-        "head_window_tokens to keep an inherited record raw and never folded; every "
-        "memory is written in the agent's first person",
     ),
     "persist_mint_preimages": _U(
         "persistMintPreimages",

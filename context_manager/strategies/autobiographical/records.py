@@ -34,6 +34,7 @@ __all__ = [
     "ChunkRecord",
     "IgnoredPinWarning",
     "Pin",
+    "Provenance",
     "Records",
     "SummaryEntry",
     "frontier_runs",
@@ -58,6 +59,17 @@ def _is_ids(value: Any) -> bool:
 
 def _is_optional_id(value: Any) -> bool:
     return value is None or isinstance(value, str)
+
+
+def _is_optional_text(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and bool(value))
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_optional_hash(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and len(value) == 64 and set(value) <= _HEX)
 
 
 def _rule(check: Callable[[Any], bool], says: str) -> dict[str, Any]:
@@ -176,6 +188,33 @@ class SummaryEntry:
     """The exact values kept beside the prose, best first
     (:mod:`context_manager.exact_values`); a context shows them after it, on one line.
     Memories stored before values were kept have none."""
+    stop_reason: str | None = field(
+        default=None, metadata=_rule(_is_optional_text, "its stop_reason is not text")
+    )
+    """Why the summariser stopped writing the answer this memory was accepted from:
+    always ``"end_turn"`` (no other answer becomes memory). None for a stub (no request
+    was made) and for memories stored before provenance was kept."""
+    request_hash: str | None = field(
+        default=None,
+        metadata=_rule(_is_optional_hash, "its request_hash is not 64 lowercase hex digits"),
+    )
+    """The SHA-256 of the canonical bytes of the memory request whose answer this memory
+    is (:func:`~context_manager.summarizer.request_hash`): the rung or retry actually
+    answered, not the first request. A stitched memory's is the SHA-256 of the JSON
+    list of its parts' hashes, in order. None when :attr:`stop_reason` is."""
+    model: str | None = field(
+        default=None, metadata=_rule(_is_optional_text, "its model is not text")
+    )
+    """The model that wrote it, as the summariser named it in its answer
+    (``Completion.model``; ``"extractive"`` for the extractive summariser), else the
+    request's ``compression_model``. None when :attr:`stop_reason` is."""
+    witnessed: bool = field(
+        default=False,
+        metadata=_rule(lambda v: isinstance(v, bool), "its witnessed flag is not true or false"),
+    )
+    """Written as inherited record: an L1 whose messages all precede
+    ``witnessed_before_sequence``, or a memory over witnessed memories only (in the
+    third person, attributing events to their participants). Stored only when true."""
 
     def __post_init__(self) -> None:
         # a list as read back from the store; anything but text is no value
@@ -225,7 +264,44 @@ class SummaryEntry:
             "stub": self.stub,
             **({"stitched": True} if self.stitched else {}),
             **({"values": list(self.values)} if self.values else {}),
+            **({"stop_reason": self.stop_reason} if self.stop_reason is not None else {}),
+            **({"request_hash": self.request_hash} if self.request_hash is not None else {}),
+            **({"model": self.model} if self.model is not None else {}),
+            **({"witnessed": True} if self.witnessed else {}),
         }
+
+    @property
+    def provenance(self) -> Provenance | None:
+        """How the memory was accepted (None for a stub or a memory stored before
+        provenance was kept).
+
+        Examples
+        --------
+        >>> entry = SummaryEntry("", "L1-0", 1, "Booked.", 2, ["m1"], "m1", "m1",
+        ...                      stop_reason="end_turn", request_hash="0" * 64, model="m")
+        >>> entry.provenance.model
+        'm'
+        """
+        if self.stop_reason is None or self.request_hash is None or self.model is None:
+            return None
+        return Provenance(self.stop_reason, self.request_hash, self.model)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """How a memory was accepted: the summariser's stop reason, the hash of the request
+    it answered and the model that wrote it (the fields of :class:`SummaryEntry` of
+    those names).
+
+    Examples
+    --------
+    >>> Provenance("end_turn", "ab" * 32, "extractive").stop_reason
+    'end_turn'
+    """
+
+    stop_reason: str
+    request_hash: str
+    model: str
 
 
 class IgnoredPinWarning(UserWarning):
@@ -596,9 +672,11 @@ class Records:
         stub: bool = False,
         stitched: bool = False,
         values: Sequence[str] = (),
+        provenance: Provenance | None = None,
+        witnessed: bool = False,
     ) -> SummaryEntry:
         """The memory of ``chunk``, stored with the chunk marked compressed (with its
-        exact ``values``)."""
+        exact ``values``, its ``provenance`` and its ``witnessed`` flag)."""
         store = self._store()
         with store.transaction():
             summary = SummaryEntry(
@@ -613,6 +691,10 @@ class Records:
                 stub=stub,
                 stitched=stitched,
                 values=tuple(values),
+                stop_reason=provenance.stop_reason if provenance else None,
+                request_hash=provenance.request_hash if provenance else None,
+                model=provenance.model if provenance else None,
+                witnessed=witnessed,
             )
             summary.item = store.append(self.slot(SUMMARIES_SLOT), summary.body()).id
             body = {**chunk.body(), "compressed": True, "summary_id": summary.id}
@@ -628,9 +710,11 @@ class Records:
         tokens: int,
         *,
         values: Sequence[str] = (),
+        provenance: Provenance | None = None,
     ) -> SummaryEntry:
         """The memory one level above ``sources`` (contiguous, parentless, one level),
-        stored with their parent pointers (and its exact ``values``)."""
+        stored with their parent pointers (and its exact ``values`` and
+        ``provenance``); witnessed when every source is."""
         store = self._store()
         level = sources[0].level + 1
         with store.transaction():
@@ -644,6 +728,10 @@ class Records:
                 first=sources[0].first,
                 last=sources[-1].last,
                 values=tuple(values),
+                stop_reason=provenance.stop_reason if provenance else None,
+                request_hash=provenance.request_hash if provenance else None,
+                model=provenance.model if provenance else None,
+                witnessed=all(s.witnessed for s in sources),
             )
             parent.item = store.append(self.slot(SUMMARIES_SLOT), parent.body()).id
             for s in sources:

@@ -33,7 +33,17 @@ __all__ = [
     "source_only_request",
     "tool_prose_request",
     "variants",
+    "witnessed",
 ]
+
+
+def witnessed(
+    st: State, stored: Sequence[StoredMessage], index: dict[str, int], ids: Sequence[str]
+) -> bool:
+    """Whether the messages ``ids`` are inherited record: every one stored below
+    ``witnessed_before_sequence`` (False when it is unset)."""
+    bound = st.config.witnessed_before_sequence
+    return bound is not None and all(stored[index[i]].seq < bound for i in ids)
 
 
 def ladder(
@@ -83,9 +93,33 @@ def _ladder_marks(
     return marks
 
 
-def _instruction(st: State, level: int) -> Message:
+def _instruction(st: State, level: int, inherited: bool = False) -> Message:
     n = st.config.summary_target_tokens
-    if level == 1:
+    own = st.config.witnessed_instruction
+    if inherited and own is not None:
+        text = own.replace("{targetTokens}", str(n))
+        if not text.startswith("[CM] "):
+            text = f"[CM] {text}"
+    elif inherited and level == 1:
+        text = (
+            "[CM] The messages since the memory notification above are an inherited "
+            "record: you read them, you did not take part in them. Write the memory of "
+            "what they record, attributing each event, decision and statement to the "
+            "participant named in it; use the first person only for your own reading and "
+            "carrying of the record. Keep concrete details: paths, values, decisions and "
+            f"open questions. Aim for about {n} tokens. Output only the memory itself, with "
+            "no preamble."
+        )
+    elif inherited:
+        text = (
+            "[CM] You have just reviewed, in order, memories of an inherited record that "
+            f"came since the memory notification above. Write one memory (level {level}) "
+            "that keeps its through-line: what happened, decisions, open threads and "
+            "concrete details, each attributed to the participant named in it, the first "
+            f"person only for your own reading of the record, about {n} tokens. Output only "
+            "the memory itself."
+        )
+    elif level == 1:
         text = (
             "[CM] Write the memory of what happened since the memory notification above, "
             "in the first person, from your own perspective. Keep concrete details: paths, "
@@ -175,7 +209,8 @@ def l1_request(
     marker = _l1_marker()
     body = [by.message for by in stored[start : index[chunk.source_ids[-1]] + 1]]
     body = _capped_sources(st, ctx, body)
-    messages = [*head, *recall, *middle, marker, *body, _instruction(st, 1)]
+    inherited = witnessed(st, stored, index, chunk.source_ids)
+    messages = [*head, *recall, *middle, marker, *body, _instruction(st, 1, inherited)]
     marks = [len(head) - 1] if head else []
     marks += _ladder_marks(st, steps, len(head), start, index)
     return _request(st, ctx, messages, marks)
@@ -210,7 +245,8 @@ def source_only_request(
     breakpoint."""
     index = st.positions(ctx, stored)
     body = _capped_sources(st, ctx, [stored[index[i]].message for i in source_ids])
-    return _request(st, ctx, [_l1_marker(), *body, _instruction(st, 1)], [0])
+    closing = _instruction(st, 1, witnessed(st, stored, index, source_ids))
+    return _request(st, ctx, [_l1_marker(), *body, closing], [0])
 
 
 def tool_prose_request(
@@ -293,7 +329,8 @@ def merge_request(
         f"{MEMORY_MARKER} (level {level}) from the {what} that follow; you will write it "
         "afterwards in your own voice.",
     )
-    return _request(st, ctx, [*recall, marker, *target, _instruction(st, level)], marks)
+    closing = _instruction(st, level, all(s.witnessed for s in sources))
+    return _request(st, ctx, [*recall, marker, *target, closing], marks)
 
 
 def variants(

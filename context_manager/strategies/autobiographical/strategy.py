@@ -24,6 +24,7 @@ from ...arguments import check_pin_levels
 from ...errors import ConfigError, UnknownMessageError
 from ...images import ImagePolicy
 from ...message_caps import MessageCaps, caps_of
+from ...receipts import FoldReceipt, last_receipt
 from ..base import (
     Entry,
     RequestBudget,
@@ -312,6 +313,25 @@ class AutobiographicalStrategy(Strategy):
         """The last committed frontier: runs ``(first id, last id, level)`` of messages
         shown at a level above 0, oldest first."""
         return self.state.records.runs
+
+    @property
+    def accepted_receipt(self) -> FoldReceipt | None:
+        """The last request the provider accepted on the current branch, as its host
+        reported it (``ContextManager.accept_round``): None before the first. Unlike
+        :attr:`resolutions` (what the last live compile committed, sent or not), this
+        is what the provider's prompt cache holds."""
+        records = self.state.records
+        if records.store is None:
+            return None
+        return last_receipt(records.store, records.slot)
+
+    @property
+    def accepted_resolutions(self) -> list[tuple[str, str, int]] | None:
+        """The folds of :attr:`accepted_receipt` in the form of :attr:`resolutions`: runs
+        ``(first id, last id, level)`` of the memories the accepted request showed,
+        oldest first (None before the first acceptance)."""
+        receipt = self.accepted_receipt
+        return None if receipt is None else receipt.runs()
 
     @property
     def chunk_attempts(self) -> dict[str, int]:

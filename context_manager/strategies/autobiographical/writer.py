@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import logging
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -29,11 +30,12 @@ from ...summarizer import (
     Summarizer,
     Usage,
     needs_tool_definitions,
+    request_hash,
 )
 from ..base import AnswerNeeded, Answers, StoredMessage, StrategyContext
 from .chunking import orphaned, rebuild_chunks
 from .prompts import NO_TOOLS, PLAIN_PROSE, clean, cut, shape, shorter, with_suffix
-from .records import ChunkRecord, SummaryEntry
+from .records import ChunkRecord, Provenance, SummaryEntry
 from .requests import (
     l1_request,
     ladder,
@@ -41,6 +43,7 @@ from .requests import (
     source_only_request,
     tool_prose_request,
     variants,
+    witnessed,
 )
 from .state import State
 from .values import l1_values, parent_values
@@ -533,10 +536,11 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         isinstance(b, ToolUseBlock | ToolResultBlock) for m in messages for b in m.content
     )
     text = "".join(m.text for m in messages)
+    seen = witnessed(st, stored, index, chunk.source_ids)
     if not has_tools and len("".join(text.split())) < cfg.min_chunk_chars_for_llm:
         content = f"A quiet stretch of {len(messages)} routine messages."
         values = l1_values(cfg, ctx.counter, messages, content, raw=raw)
-        records.add_l1(chunk, content, stub=True, values=values)
+        records.add_l1(chunk, content, stub=True, values=values, witnessed=seen)
         st.demanded_chunks.discard(chunk.id)
         return True
     if has_tools and not ctx.tools() and needs_tool_definitions(ctx.summarizer):
@@ -544,7 +548,8 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         return False  # wait until the agent's tools are known
     steps = ladder(st, ctx, index[chunk.source_ids[0]], index)
     request = _canonical(st, ctx, stored, chunk, steps)
-    completion = _ask(st, ctx, request, chunk.id)  # queued_chunks held back refused shapes
+    # (queued_chunks held back the shapes every rung refused)
+    completion: Completion | None = _ask(st, ctx, request, chunk.id)
     if completion is not None and completion.stop_reason == "refusal":
         after = _after_refusal(st, ctx, stored, chunk, steps, request, completion)
         if isinstance(after, list):  # the split rung's parts, in order
@@ -557,6 +562,8 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
                 tokens=sum(tokens) if all(tokens) and bounded == text else 0,
                 stitched=True,
                 values=l1_values(cfg, ctx.counter, messages, bounded, raw=raw),
+                provenance=_stitched(after),
+                witnessed=seen,
             )
             st.demanded_chunks.discard(chunk.id)
             return True
@@ -576,6 +583,8 @@ def _compress(st: State, ctx: StrategyContext, chunk: ChunkRecord) -> bool:
         completion.text,
         tokens=completion.usage.output_tokens,
         values=l1_values(cfg, ctx.counter, messages, completion.text, raw=raw),
+        provenance=_provenance(completion),
+        witnessed=seen,
     )
     st.demanded_chunks.discard(chunk.id)
     return True
@@ -708,9 +717,31 @@ def _tell_undeclared(st: State, request: CompletionRequest, tool: str) -> None:
     )
 
 
-def _ask(
-    st: State, ctx: StrategyContext, request: CompletionRequest, key: str
-) -> Completion | None:
+class _Answer(Completion):
+    """A summariser's answer as the writer keeps it: its text cleaned, with the hash of
+    the request it answered (:func:`~context_manager.summarizer.request_hash`) and the
+    model that wrote it (the answer's own name for it, else the request's)."""
+
+    request_hash: str
+    model: str
+
+
+def _provenance(answer: Completion) -> Provenance:
+    """The provenance of a memory accepted from ``answer`` (one :func:`_ask` returned)."""
+    if not isinstance(answer, _Answer):
+        raise TypeError("an answer without the hash of its request: not one _ask returned")
+    return Provenance(answer.stop_reason, answer.request_hash, answer.model)
+
+
+def _stitched(parts: Sequence[Completion]) -> Provenance:
+    """The provenance of a memory stitched from the split's ``parts``: the hash of the
+    JSON list of the parts' request hashes, in order; the first part's model."""
+    each = [_provenance(p) for p in parts]
+    hashes = json.dumps([p.request_hash for p in each], separators=(",", ":"))
+    return Provenance("end_turn", hashlib.sha256(hashes.encode("ascii")).hexdigest(), each[0].model)
+
+
+def _ask(st: State, ctx: StrategyContext, request: CompletionRequest, key: str) -> _Answer | None:
     """Call the summariser for work ``key``; retry a tool call or an empty answer.
 
     A ``tool_use`` answer is retried once with a no-tools sentence, then once
@@ -721,6 +752,7 @@ def _ask(
     said ``error``, the summariser raised, the call missed its deadline
     (``summary_timeout_seconds``; it is abandoned on the worker) or an abandoned call
     still holds the worker. The work then backs off (none of this is a verdict).
+    The answer carries the hash of the request it answered (the last retry's).
     """
     request = request.model_copy(update={"timeout": st.config.summary_timeout_seconds})
     completion = _call(st, ctx, request, key)
@@ -728,17 +760,26 @@ def _ask(
         request = with_suffix(request, NO_TOOLS)
         completion = _call(st, ctx, request, key)
         if completion is not None and completion.stop_reason == "tool_use":
-            completion = _call(st, ctx, request.model_copy(update={"tools": None}), key)
+            request = request.model_copy(update={"tools": None})
+            completion = _call(st, ctx, request, key)
     elif (
         completion is not None
         and completion.stop_reason == "end_turn"
         and not clean(completion.text)
     ):
-        completion = _call(st, ctx, with_suffix(request, PLAIN_PROSE), key)
+        request = with_suffix(request, PLAIN_PROSE)
+        completion = _call(st, ctx, request, key)
     if completion is None:
         return None
     st.backoff.pop(key, None)
-    return completion.model_copy(update={"text": clean(completion.text)})
+    return _Answer.model_validate(
+        {
+            **completion.model_dump(),
+            "text": clean(completion.text),
+            "request_hash": request_hash(request),
+            "model": completion.model or request.model,
+        }
+    )
 
 
 def _within_limit(
@@ -843,7 +884,7 @@ def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
     key = "+".join(ids)
     before = st.calls
     request = merge_request(st, ctx, sources)
-    answer = _ask(st, ctx, request, key)
+    answer: Completion | None = _ask(st, ctx, request, key)
     if answer is None:  # no answer: not a verdict, retried after a backoff
         if st.calls > before:  # a call failed (not a worker still busy: nothing was asked)
             st.merge_failed(key)
@@ -865,6 +906,12 @@ def _merge(st: State, ctx: StrategyContext, ids: list[str]) -> bool:
         # above, rank by rank: reading every message a high memory covers would cost
         # more the older the agent
         values = parent_values(st.config, ctx.counter, sources, covered, answer.text)
-    st.records.add_parent(sources, answer.text, answer.usage.output_tokens, values=values)
+    st.records.add_parent(
+        sources,
+        answer.text,
+        answer.usage.output_tokens,
+        values=values,
+        provenance=_provenance(answer),
+    )
     st.demanded_merges = [g for g in st.demanded_merges if g != ids]
     return True

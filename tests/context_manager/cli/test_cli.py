@@ -285,6 +285,39 @@ def test_inspect_says_what_the_agent_window_holds(tmp_path: Path) -> None:
     )
 
 
+def test_inspect_names_each_memorys_model_and_the_last_accepted_round(tmp_path: Path) -> None:
+    from context_manager import CharsCounter, ContextManager
+
+    store = tmp_path / "cm.db"
+    strategy = AutobiographicalStrategy(
+        compression_model="claude-x",
+        target_chunk_tokens=100,
+        summary_target_tokens=15,
+        recent_window_tokens=0,
+        l1_holdback_chunks=0,
+        min_chunk_chars_for_llm=0,
+    )
+    summarizer = ExtractiveSummarizer(model="extractive-offline")
+    parts: dict[str, Any] = {"strategy": strategy, "summarizer": summarizer}
+    with ContextManager.open(path=store, counter=CharsCounter(), **parts) as cm:
+        for i in range(12):
+            filler = "More words here. " * 8
+            cm.add_message("User", f"Message {i} says item{i} is at /srv/m{i}.txt. {filler}")
+        cm.drain()
+    before = _run(["inspect", str(store)], env=WIDE)
+    with ContextManager.open(path=store, counter=CharsCounter(), **parts) as cm:
+        result = cm.compile(max_tokens=400, reserve_for_response=20)
+        cm.accept_round(result.compile_id)
+    assert "fold receipts: none (no accepted round)" in before.output
+    after = _run(["inspect", str(store)], env=WIDE)
+    assert after.exit_code == 0, after.output
+    assert "by extractive-offline" in after.output
+    assert f"fold receipts: 1; the last accepted (compile {result.compile_id}) showed " in (
+        after.output
+    )
+    assert "showed 2 at L1" in after.output
+
+
 def test_inspect_refuses_an_unknown_namespace_naming_the_existing_ones(tmp_path: Path) -> None:
     store = tmp_path / "cm.db"
     _tool_store(store)

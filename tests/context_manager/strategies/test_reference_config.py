@@ -57,7 +57,6 @@ def test_the_issue_options_are_all_in_the_table() -> None:
         "compressionMergeSourceOnly",
         "compressionMaxTokens",
         "identityReminder",
-        "witnessedBeforeSequence",
         "compressionSplitPlaceholder",
         "compressionSplitMaxCallsPer10Min",
         "quarantineAlarmIntervalMs",
