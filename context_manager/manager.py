@@ -78,7 +78,7 @@ from .summarizer import (
     TOPIC_TRANSITION,
     Summarizer,
 )
-from .tokens import TiktokenCounter, TokenCounter
+from .tokens import TiktokenCounter, TokenCounter, counter_for_model
 from .topology.policy import POLICIES, TopologyPolicy, check_at_open
 
 __all__ = [
@@ -426,6 +426,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         window_tokens: int | None = None,
         memory_model: str | None = None,
         topology_policy: TopologyPolicy = "ignore",
+        model: str | None = None,
     ) -> ContextManager:
         """Open a manager on a store file (``path``), an agent's store in a PostgreSQL
         database (``url="postgresql://HOST/DB"`` and ``agent=``, the ``postgres`` extra:
@@ -469,6 +470,12 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         cannot edit or remove them (:class:`ConfigError` names the writer), and its
         record follows what they write.
 
+        ``model`` names the model the requests go to; it picks the token counter
+        (:func:`~context_manager.tokens.counter_for_model`: the exact ``o200k_base``
+        encoding for GPT-4o, GPT-4.1, GPT-5 and the o-series, ``cl100k_base`` for older
+        GPT-4 and GPT-3.5, the documented estimate for Claude models) when no
+        ``counter`` is given. Without either, counts are exact ``cl100k_base``.
+
         Before the strategy reads the store, its memory tree is audited
         (:mod:`context_manager.topology`: every memory a contiguous run of messages,
         every parent listing its children...). ``topology_policy`` says what a broken
@@ -490,8 +497,9 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
             Unless exactly one of ``path``, ``url`` and ``store`` is given, when
             ``agent`` is given without ``url``, when ``isolate``
             is set without a ``namespace``, when ``window_tokens`` or ``memory_model``
-            is given with a ``strategy`` (size the strategy itself), or when the
-            default strategy has a summariser but no model to name in its requests.
+            is given with a ``strategy`` (size the strategy itself), when both
+            ``counter`` and ``model`` are given, or when the default strategy has a
+            summariser but no model to name in its requests.
         ArgumentError
             For an argument of the wrong type or out of range (an :class:`ArgumentTypeError`
             for the wrong type), naming it; nothing is opened.
@@ -508,6 +516,14 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         check_flag(isolate, "isolate")
         if not isinstance(auto_tick, bool) and auto_tick != "after_compile":
             raise ArgumentError("auto_tick", auto_tick, "True, False or 'after_compile'")
+        if model is not None:
+            check_text(model, "model", empty=False)
+            if counter is not None:
+                raise ConfigError(
+                    "model= picks the token counter for that model; a counter= given too "
+                    "would be ignored: give one of them"
+                )
+            counter = counter_for_model(model)
         if strategy is None:
             strategy = default_strategy(summarizer, window_tokens, memory_model)
         elif window_tokens is not None or memory_model is not None:

@@ -19,6 +19,7 @@ from context_manager import (
     ArgumentTypeError,
     CharsCounter,
     ClaudeEstimateCounter,
+    ConfigError,
     ContextManager,
     TiktokenCounter,
     TokenizerDataError,
@@ -403,3 +404,23 @@ def test_claude_estimate_against_the_exact_o200k_counts() -> None:
     assert claude.count_text(json_text) == 19 < 20  # dense: 42 / 2.3 = 18.26
     japanese, _, _ = KNOWN[4]  # 18 characters, 12 tokens
     assert claude.count_text(japanese) == 8 < 12  # dense: 18 / 2.3 = 7.83
+
+
+def test_open_picks_the_counter_of_the_model_the_requests_go_to(offline: Path) -> None:
+    text = "Привет, как дела? Всё хорошо."  # 9 o200k tokens, 17 cl100k (KNOWN)
+    with ContextManager.open(path=":memory:", model="gpt-4o") as cm:
+        cm.add_message("User", text)
+        gpt4o = cm.compile(max_tokens=1_000, reserve_for_response=0).render_stats["tokens"]
+    with ContextManager.open(path=":memory:", model="gpt-4") as cm:
+        cm.add_message("User", text)
+        gpt4 = cm.compile(max_tokens=1_000, reserve_for_response=0).render_stats["tokens"]
+    assert gpt4 - gpt4o == 17 - 9
+    with ContextManager.open(path=":memory:", model="claude-sonnet-4") as cm:
+        cm.add_message("User", text)
+        claude = cm.compile(max_tokens=1_000, reserve_for_response=0).render_stats["tokens"]
+    assert claude == 13  # dense text (Cyrillic is not ASCII): ceil(29 chars / 2.3)
+
+
+def test_open_refuses_a_model_beside_a_counter() -> None:
+    with pytest.raises(ConfigError, match="model= picks the token counter"):
+        ContextManager.open(path=":memory:", model="gpt-4o", counter=CharsCounter())

@@ -174,6 +174,7 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "auxiliary_views": st.just(()),
     "window_tokens": st.integers(2_000, 100_000),
     "memory_model": SMALL_TEXT,
+    "model": st.sampled_from(["gpt-4o", "gpt-4", "claude-sonnet-4"]),
     "clock": st.just(lambda: 0.0),
     "channel_id": st.sampled_from(["ops", "dev"]),
     "offset": st.integers(0, 10),
