@@ -156,14 +156,20 @@ class PassthroughStrategy(Strategy):
         self.config = config if config is not None else PassthroughConfig(**options)
 
     @property
+    def _options(self) -> PassthroughConfig:
+        """Its config: the defaults for a subclass that sets none."""
+        config = getattr(self, "config", None)
+        return config if isinstance(config, PassthroughConfig) else PassthroughConfig()
+
+    @property
     def message_caps(self) -> MessageCaps:
         """The caps on each message sent (see :class:`PassthroughConfig`)."""
-        return caps_of(self.config)
+        return caps_of(self._options)
 
     @property
     def image_policy(self) -> ImagePolicy:
         """The images each compile sends live (see :class:`PassthroughConfig`)."""
-        config = self.config
+        config = self._options
         return ImagePolicy(
             max_live_images=config.max_live_images,
             image_strip_depth_tokens=config.image_strip_depth_tokens,
