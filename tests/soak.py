@@ -74,6 +74,7 @@ def main(goal: int) -> int:
         f"to the recount, its tool pairs whole; {TALLY['over_budget']:,} refusals over budget "
         f"(each with actual > budget), {TALLY['conflicts']:,} constraint conflicts; "
         f"{TALLY['with_images']:,} requests with images, each within the image limits; "
+        f"{TALLY['accepted']:,} requests accepted, each receipt stored once; "
         f"{TALLY['healed']:,} heals after summariser faults, each ending with every chunk "
         "no hold keeps back remembered (0 stalls); records agreeing with the messages after "
         f"every step; {TALLY['from_scratch']:,} compiles equal to a from-scratch strategy's "

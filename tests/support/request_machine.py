@@ -49,6 +49,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -71,6 +72,8 @@ from context_manager import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    UnknownCompileError,
+    UnsupportedSettingError,
     tool_pair_problems,
 )
 from context_manager.compiler import MAX_CATCH_UP_BATCH
@@ -98,9 +101,12 @@ IMAGE_LIMITS = {
 the longest messages the machine adds."""
 
 
-def machine_strategy(method: str, head: int = 0) -> AutobiographicalStrategy | PassthroughStrategy:
+def machine_strategy(
+    method: str, head: int = 0, tail: int | None = None
+) -> AutobiographicalStrategy | PassthroughStrategy:
     """The strategy the machine runs for ``method`` (a solver, ``threshold-pyramid`` or
-    ``passthrough``), with a raw head window of ``head`` tokens."""
+    ``passthrough``), with a raw head window of ``head`` tokens and the tail a host
+    tuned live (``tail``; a host configures it again when it reopens)."""
     if method == "passthrough":
         return PassthroughStrategy(**IMAGE_LIMITS)
     options: dict[str, Any] = {
@@ -117,6 +123,8 @@ def machine_strategy(method: str, head: int = 0) -> AutobiographicalStrategy | P
         "head_window_tokens": head,
         **IMAGE_LIMITS,
     }
+    if tail is not None:
+        options["recent_window_tokens"] = tail
     if method == "threshold-pyramid":  # the renderer of adaptive_resolution=False
         options["adaptive_resolution"] = False
     else:
@@ -240,6 +248,9 @@ class RequestMachine(RuleBasedStateMachine):
         """Per branch, the agent's window as the machine keeps it: None while it is the
         record, then the rows presented and not taken out, in order (rows another
         manager removed included, until the host takes them out)."""
+        self.tail: int | None = None
+        """The tail the host set live (hot settings live in the process: the host
+        configures its strategy with it when it opens the store again)."""
         self.history: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         """Per branch, what the machine kept of it (the thinking record, the window) after
         each change, with the store sequence then: what a branch cut there starts with."""
@@ -273,7 +284,7 @@ class RequestMachine(RuleBasedStateMachine):
     def _open(self, *, first: bool = False) -> None:
         """Open the manager on the store; the first time, give it the agent's tools (the
         store keeps them, with the system prompt, for every later open)."""
-        self.strategy = machine_strategy(self.method, self.head)
+        self.strategy = machine_strategy(self.method, self.head, self.tail)
         self.cm = ContextManager.open(
             path=self.path,
             strategy=self.strategy,
@@ -284,6 +295,9 @@ class RequestMachine(RuleBasedStateMachine):
         if first and self.tools:
             self.cm.set_tool_definitions(self.tools)
         self.last = None
+        self.accept_id: str | None = None
+        """The compile id of the machine's last live compile (accepted by the provider
+        when a rule says so)."""
 
     def teardown(self) -> None:
         self.summarizer.set(None)
@@ -386,6 +400,34 @@ class RequestMachine(RuleBasedStateMachine):
             self._add("User", [TextBlock(text=f"{k}w0 look"), *pictures])
         reply = self.mark()
         self._add("Claude", f"{reply}w0 seen")
+
+    @precondition(lambda self: self.cm is not None and self.accept_id is not None)
+    @rule()
+    def accept(self) -> None:
+        """The provider accepted the last request: its receipt is stored once, and is the
+        newest listed, until the next compile."""
+        assert self.accept_id is not None
+        try:
+            receipt = self.manager.accept_round(self.accept_id, usage={"input_tokens": 10})
+        except UnknownCompileError:
+            TALLY["stale_accepts"] += 1  # a later compile, a branch switch or a reopen
+            return
+        assert receipt.compile_id == self.accept_id
+        assert self.manager.list_fold_receipts()[-1] == receipt
+        assert self.manager.accept_round(self.accept_id) == receipt  # once only
+        TALLY["accepted"] += 1
+
+    @rule(tail=st.sampled_from([0, 60, 120, 400]))
+    def hot_tail(self, tail: int) -> None:
+        """The host changes the tail live; the passthrough strategy has none to change."""
+        if self.method == "passthrough":
+            with pytest.raises(UnsupportedSettingError):
+                self.manager.update_hot_context_settings(tail_tokens=tail)
+            return
+        self.manager.update_hot_context_settings(tail_tokens=tail)
+        self.tail = tail
+        settings = self.manager.get_hot_context_settings()
+        assert settings is not None and settings.tail_tokens == tail
 
     @rule()
     def add_orphan_result(self) -> None:
@@ -682,6 +724,7 @@ class RequestMachine(RuleBasedStateMachine):
             reread = sum(COUNTER.count_message(m) for m in again.messages[d:])
             assert again.render_stats["kv_cost"] == reread
         self.last = (key, again.messages)
+        self.accept_id = again.compile_id
 
     # an agent compiles once per turn: three rules of the twenty keep compiles frequent
     compile_now = rule(**COMPILE_ARGS)(compile)
@@ -785,7 +828,7 @@ class RequestMachine(RuleBasedStateMachine):
             return
         cm = self.manager
         live = cm._strategy
-        fresh = machine_strategy(self.method, self.head)
+        fresh = machine_strategy(self.method, self.head, self.tail)
         with cm._lock:
             fresh.initialize(cm._ctx)
             cm._strategy = fresh
@@ -1063,7 +1106,7 @@ class RequestMachine(RuleBasedStateMachine):
         child = self.manager.derive(self.dir / f"derived-{self.n}.db")
         derived = ContextManager.open(
             path=child,
-            strategy=machine_strategy(self.method, self.head),
+            strategy=machine_strategy(self.method, self.head, self.tail),
             summarizer=self.summarizer,
             counter=COUNTER,
             clock=self.clock,
