@@ -35,6 +35,7 @@ from ...render_stats import Composition, LevelBucket
 from ...store import damaged
 from ..base import Entry, RequestBudget, Selection, StoredMessage, StrategyContext
 from ..capping import MAX_CAP_ROUNDS, Capped, cap_forms, cap_message
+from .accepted import accepted_carried, position_runs
 from .chunking import rebuild_chunks
 from .state import State
 from .tree import Node, Tree, tree
@@ -380,7 +381,7 @@ def snapshot(
     locks = sorted(position[x] for x in records.locks if x in position)
     if win.held_from is not None:
         pins, locks = _held_wins(st, stored, pins, locks, win.held_from)
-    carried = _carried(st, ctx, position) if records.compiled else None
+    carried = _baseline(st, ctx, position)
     memories = tree(st, ctx, position)
     found: list[Block] = []
     window: Sequence[tuple[int, int, int]] = ()
@@ -631,6 +632,19 @@ def _outside(found: Sequence[Block], n: int) -> list[tuple[int, int]]:
     return out
 
 
+def _baseline(
+    st: State, ctx: StrategyContext, position: dict[str, int]
+) -> list[tuple[int, int, int]] | None:
+    """The frontier a compile is stated against, as position runs ``(first, last,
+    level)``: the newest fold receipt's under ``continuity_baseline='accepted'`` once
+    one exists, else the last committed one (None before the first compile)."""
+    if st.config.continuity_baseline == "accepted":
+        accepted = accepted_carried(st, ctx, position)
+        if accepted is not None:
+            return accepted
+    return _carried(st, ctx, position) if st.records.compiled else None
+
+
 def _carried(
     st: State, ctx: StrategyContext, position: dict[str, int]
 ) -> list[tuple[int, int, int]]:
@@ -640,19 +654,7 @@ def _carried(
     key = (ctx.version(), len(position))
     if kept is not None and kept[0] is runs and kept[1] == key:
         return kept[2]  # type: ignore[no-any-return]
-    out = []
-    for first_id, last_id, level in runs:
-        a, b = position.get(first_id), position.get(last_id)
-        if a is not None and b is not None and a <= b:
-            out.append((a, b, level))
-    out.sort()
-    merged: list[tuple[int, int, int]] = []
-    for a, b, level in out:  # overlapping runs (a stale record): the later start wins
-        if merged and a <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], a - 1, merged[-1][2])
-            if merged[-1][1] < merged[-1][0]:
-                merged.pop()
-        merged.append((a, b, level))
+    merged = position_runs(runs, position)
     st.cache[("carried",)] = (runs, key, merged)
     return merged
 
