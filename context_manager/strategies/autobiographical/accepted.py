@@ -71,7 +71,14 @@ def position_runs(
 ) -> list[tuple[int, int, int]]:
     """Frontier runs ``(first id, last id, level)`` as position runs, in order: runs
     naming a message no longer stored are left out, and of two overlapping runs (a
-    stale record) the later start wins."""
+    stale record) the later start wins.
+
+    Examples
+    --------
+    >>> position = {"a": 0, "b": 1, "c": 2, "d": 3}
+    >>> position_runs([("c", "d", 2), ("a", "b", 1), ("x", "y", 1)], position)
+    [(0, 1, 1), (2, 3, 2)]
+    """
     out = []
     for first_id, last_id, level in runs:
         a, b = position.get(first_id), position.get(last_id)
@@ -213,6 +220,22 @@ def advance(
     plus the table's runs, whatever the number of messages they cover. ``ids`` are the
     stored message ids by position; ``branch`` the current one (a receipt inherited
     from the branch forked from names that one).
+
+    Examples
+    --------
+    >>> from context_manager.receipts import FoldReceipt, ReceiptUnit, layout_hash
+    >>> def accepted(seq, *units):
+    ...     made = tuple(ReceiptUnit(memory=m, level=lv, first=a, last=b, messages=1)
+    ...                  for m, lv, a, b in units)
+    ...     return FoldReceipt(seq=seq, compile_id=str(seq), branch="main", accepted_at=0.0,
+    ...                        units=made, request_hash="0" * 64, layout_hash=layout_hash(made))
+    >>> ids = ["a", "b", "c", "d"]
+    >>> position = {x: i for i, x in enumerate(ids)}
+    >>> first = advance(None, accepted(1, (None, 0, "a", "c")), position, ids, "main")
+    >>> second = advance(first, accepted(2, ("L1-0", 1, "a", "b"), (None, 0, "c", "d")),
+    ...                  position, ids, "main")
+    >>> second.presentations, second.runs
+    (2, (('a', 'b', 'L1-0', 1, 2), ('c', 'c', None, 0, 1), ('d', 'd', None, 0, 2)))
     """
     follows = table is not None and table.branch == branch and table.seq == receipt.seq - 1
     if table is not None and follows and receipt.layout_hash == table.layout_hash:
@@ -298,7 +321,16 @@ def leaf_stability(
     """tau per leaf (``KvUnifiedConfig.stable_for``): for a leaf whose messages
     ``[start, end)`` the table covers whole, the presentations since the newest change
     among them; leaves with tau 0 (changed in the newest, or not all covered: new to
-    the accepted request) are left out. ``spans`` are in message order."""
+    the accepted request) are left out. ``spans`` are in message order.
+
+    Examples
+    --------
+    >>> runs = (("a", "b", "L1-0", 1, 2), ("c", "c", None, 0, 4))
+    >>> table = Stability("main", 5, 5, "0" * 64, runs)
+    >>> position = {"a": 0, "b": 1, "c": 2, "d": 3}
+    >>> leaf_stability(table, position, {"c-0": (0, 2), "c": (2, 3), "d": (3, 4)})
+    {'c-0': 3, 'c': 1}
+    """
     runs = _table_runs(table, position)
     out: dict[str, int] = {}
     k = 0

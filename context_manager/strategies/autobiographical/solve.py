@@ -410,6 +410,10 @@ def snapshot(
     of the last frontier; the previous frontier the solver is given stays the last one.
     ``whole`` states the whole history message by message, with the last frontier as
     the previous one.
+
+    "The last frontier" is the newest fold receipt's under
+    :attr:`~.config.AutobiographicalConfig.continuity_baseline` ``'accepted'`` (once
+    the branch has one), else the last committed one.
     """
     cfg = st.config
     records = st.records
