@@ -504,6 +504,22 @@ class AutobiographicalConfig(BaseModel):
         "solvers built for long-lived agents (``solvers.capabilities(name).windowed``: "
         "kv-stable, kv-unified) are given the window; the others always see all of it.",
     )
+    continuity_baseline: Literal["compiled", "accepted"] = Field(
+        default="compiled",
+        description="What a compile's solver is told the last request showed (the fold "
+        "problem's ``previous``, the baseline its continuity and hysteresis compare with; "
+        "with ``fold_window``, also where the window's blocks are read from). "
+        "``'compiled'``: the last live compile's frontier, sent or not. ``'accepted'``: the "
+        "newest fold receipt of the branch (``ContextManager.accept_round``), the request the "
+        "provider actually holds, so a compile that was never sent moves nothing; before the "
+        "first receipt, the last compile's frontier. Under ``'accepted'`` with kv-unified, "
+        "the receipts also give each leaf's stability tau (``KvUnifiedConfig.stable_for``: "
+        "accepted presentations since its representation last changed). The reference "
+        "measures continuity against accepted presentations only (``reference()`` sets "
+        "``'accepted'``); this library's default stays ``'compiled'``: a host that reports "
+        "only some acceptances (or stops reporting them) would otherwise have every compile "
+        "compared with an old request, and the bundled benchmark figures are measured so.",
+    )
     window_tokens: int | None = Field(
         default=None,
         gt=0,
@@ -876,6 +892,7 @@ _REFERENCE_DEFAULTS: dict[str, Any] = {
     "compression_source_only": False,
     "memory_values_tokens": 0,
     "fold_window": False,
+    "continuity_baseline": "accepted",
 }
 """The options :meth:`AutobiographicalConfig.reference` sets (with ``summary_max_tokens``,
 which depends on ``summary_target_tokens``)."""

@@ -35,6 +35,14 @@ from ...render_stats import Composition, LevelBucket
 from ...store import damaged
 from ..base import Entry, RequestBudget, Selection, StoredMessage, StrategyContext
 from ..capping import MAX_CAP_ROUNDS, Capped, cap_forms, cap_message
+from .accepted import (
+    Stability,
+    accepted_carried,
+    leaf_stability,
+    position_runs,
+    save_stability,
+    stability,
+)
 from .chunking import rebuild_chunks
 from .state import State
 from .tree import Node, Tree, tree
@@ -70,14 +78,15 @@ def select(
     cap_at: dict[int, int] = {}
     level: int | None = None
     wanted: list[tuple[int, int, int]] = []  # the memories that would have spared a cap
+    stable = _stability(st, ctx, stored, solver)
     for _ in range(MAX_CAP_ROUNDS + 1):
-        plan, snap, stated = _solve(st, ctx, stored, budget, solver, caps)
+        plan, snap, stated = _solve(st, ctx, stored, budget, solver, caps, stable)
         error = plan.error
         if not isinstance(error, OverBudgetError):
             break
         wanted += [p for p in plan.produce if p not in wanted]
         if held:  # whole does not fit: the kept caps, if the request fits with them
-            with_held = _solve(st, ctx, stored, budget, solver, held)
+            with_held = _solve(st, ctx, stored, budget, solver, held, stable)
             if not isinstance(with_held[0].error, OverBudgetError):
                 plan, snap, stated = with_held
                 caps, cap_at, level = held, held_at, min(held_at.values())
@@ -148,6 +157,8 @@ def select(
     if not dry_run:
         st.records.commit_frontier([(stored[a].id, stored[b - 1].id, v) for a, b, v in plan.levels])
         st.records.commit_caps(sent_caps, budget.input_tokens)
+        if stable is not None and stable[1]:
+            save_stability(st, stable[0])
     marks: tuple[int, ...] = ()
     if st.config.compression_cache_breakpoints:
         head = {s.id for s in stored[snap.head_start : snap.head_end]}
@@ -224,6 +235,7 @@ def _solve(
     budget: RequestBudget,
     solver: solvers.Solver,
     caps: Mapping[int, Capped],
+    stable: tuple[Stability, bool] | None = None,
 ) -> tuple[Plan, Snapshot, StatedProblem]:
     """Solve the compile, following a windowed answer's blocks, with ``caps`` applied.
 
@@ -233,7 +245,10 @@ def _solve(
 
     Following answers can come back to blocks it solved already (the answer over one
     window prefers the other's frontier, and back): the solves then repeat, so the
-    answer the last round would give is read from those already made."""
+    answer the last round would give is read from those already made.
+
+    With ``stable`` (the receipts' stability table), each problem is solved with its
+    leaves' tau as kv-unified's ``stable_for``."""
     snap = _with_caps(snapshot(st, ctx, stored, budget), caps)
     whole = False
     fitted: tuple[Plan, Snapshot, StatedProblem] | None = None  # the whole history's
@@ -250,7 +265,8 @@ def _solve(
         except InvalidProblemError as exc:  # stated from the stored records alone
             where = f"the memory records of namespace {ctx.namespace!r}"
             raise damaged(ctx.store.path, where, f"they contradict each other: {exc}") from None
-        plan = read_plan(snap, stated, solver.solve(stated.problem))
+        solving = solver if stable is None else _stabilised(st, ctx, stored, solver, stable, stated)
+        plan = read_plan(snap, stated, solving.solve(stated.problem))
         if isinstance(plan.error, OverBudgetError) and snap.blocks:
             if fitted is not None:  # the blocks of its answer: the answer still fits
                 return fitted
@@ -272,6 +288,35 @@ def _solve(
         trail.append((key, k, plan, snap, stated))
         snap = again
     return plan, snap, stated
+
+
+def _stability(
+    st: State, ctx: StrategyContext, stored: Sequence[StoredMessage], solver: solvers.Solver
+) -> tuple[Stability, bool] | None:
+    """The receipts' stability table, when it feeds the solver: kv-unified under
+    ``continuity_baseline='accepted'``, with no ``stable_for`` of its own in
+    ``solver_options``, once a receipt exists (see :func:`.accepted.stability`)."""
+    if st.config.continuity_baseline != "accepted" or solver.name != "kv-unified":
+        return None
+    if getattr(solver.config, "stable_for", None) is not None:
+        return None  # the host's own tau
+    return stability(st, ctx, st.positions(ctx, stored), _Ids(stored))
+
+
+def _stabilised(
+    st: State,
+    ctx: StrategyContext,
+    stored: Sequence[StoredMessage],
+    solver: solvers.Solver,
+    stable: tuple[Stability, bool],
+    stated: StatedProblem,
+) -> solvers.Solver:
+    """``solver`` with the stated leaves' tau as ``stable_for`` (itself when none has
+    tau above 0)."""
+    taus = leaf_stability(stable[0], st.positions(ctx, stored), stated.spans)
+    if not taus:
+        return solver
+    return type(solver)(solver.config.model_copy(update={"stable_for": taus}))
 
 
 def _repeated(
@@ -365,6 +410,10 @@ def snapshot(
     of the last frontier; the previous frontier the solver is given stays the last one.
     ``whole`` states the whole history message by message, with the last frontier as
     the previous one.
+
+    "The last frontier" is the newest fold receipt's under
+    :attr:`~.config.AutobiographicalConfig.continuity_baseline` ``'accepted'`` (once
+    the branch has one), else the last committed one.
     """
     cfg = st.config
     records = st.records
@@ -380,7 +429,7 @@ def snapshot(
     locks = sorted(position[x] for x in records.locks if x in position)
     if win.held_from is not None:
         pins, locks = _held_wins(st, stored, pins, locks, win.held_from)
-    carried = _carried(st, ctx, position) if records.compiled else None
+    carried = _baseline(st, ctx, position)
     memories = tree(st, ctx, position)
     found: list[Block] = []
     window: Sequence[tuple[int, int, int]] = ()
@@ -631,6 +680,19 @@ def _outside(found: Sequence[Block], n: int) -> list[tuple[int, int]]:
     return out
 
 
+def _baseline(
+    st: State, ctx: StrategyContext, position: dict[str, int]
+) -> list[tuple[int, int, int]] | None:
+    """The frontier a compile is stated against, as position runs ``(first, last,
+    level)``: the newest fold receipt's under ``continuity_baseline='accepted'`` once
+    one exists, else the last committed one (None before the first compile)."""
+    if st.config.continuity_baseline == "accepted":
+        accepted = accepted_carried(st, ctx, position)
+        if accepted is not None:
+            return accepted
+    return _carried(st, ctx, position) if st.records.compiled else None
+
+
 def _carried(
     st: State, ctx: StrategyContext, position: dict[str, int]
 ) -> list[tuple[int, int, int]]:
@@ -640,19 +702,7 @@ def _carried(
     key = (ctx.version(), len(position))
     if kept is not None and kept[0] is runs and kept[1] == key:
         return kept[2]  # type: ignore[no-any-return]
-    out = []
-    for first_id, last_id, level in runs:
-        a, b = position.get(first_id), position.get(last_id)
-        if a is not None and b is not None and a <= b:
-            out.append((a, b, level))
-    out.sort()
-    merged: list[tuple[int, int, int]] = []
-    for a, b, level in out:  # overlapping runs (a stale record): the later start wins
-        if merged and a <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], a - 1, merged[-1][2])
-            if merged[-1][1] < merged[-1][0]:
-                merged.pop()
-        merged.append((a, b, level))
+    merged = position_runs(runs, position)
     st.cache[("carried",)] = (runs, key, merged)
     return merged
 
