@@ -38,12 +38,14 @@ class Tree:
     """Memory id -> the valid memories listing it as a child, in store order."""
     spans: dict[str, tuple[int, int] | None] = field(default_factory=dict)
     """Memory id -> its message positions (inclusive) when it is a sound run."""
+    chunked: set[str] = field(default_factory=set)
+    """Message ids the well-formed chunk records hold."""
 
 
 def parse(records: StoredRecords, findings: list[Finding] | None = None) -> Tree:
     """Parse the records; note unreadable, empty and duplicate ones in ``findings``."""
     out = findings if findings is not None else []
-    position = {m: i for i, m in enumerate(records.messages)}
+    position = {m: i for i, m in enumerate(records.rows)}
     seen: dict[str, list[SummaryEntry]] = {}
     invalid: dict[str, str] = {}
     for raw in records.summaries:
@@ -122,6 +124,7 @@ def parse(records: StoredRecords, findings: list[Finding] | None = None) -> Tree
         chunks.append(ChunkRecord(item=raw.item, **raw.body))
     tree = Tree(records, position, valid, invalid, chunks)
     tree.named = {c.summary_id for c in chunks if c.summary_id is not None}
+    tree.chunked = {i for c in chunks for i in c.source_ids}
     for s in valid.values():
         if s.level > 1:
             for child in dict.fromkeys(s.source_ids):
@@ -235,7 +238,7 @@ def analyse(records: StoredRecords, findings: list[Finding]) -> Tree:
 
 def _check_span(tree: Tree, s: SummaryEntry, out: list[Finding]) -> None:
     """Is ``s`` a sound run (its children checked first)? Sets ``tree.spans[s.id]``."""
-    position, messages = tree.position, tree.records.messages
+    position, messages = tree.position, tree.records.rows
     claimed = _positions(s.first, s.last, position)
 
     def finding(kind: Kind, detail: str) -> None:
@@ -344,11 +347,23 @@ def _check_links(tree: Tree, s: SummaryEntry, out: list[Finding]) -> None:
             finding(Kind.DANGLING_PARENT, f"its parent {s.parent_id} does not list it as a child")
     elif len(parents) == 1:
         finding(Kind.UNLINKED_CHILD, f"{parents[0]} lists it as a child, but its parent is empty")
-    if s.level == 1 and tree.chunks and s.id not in tree.named:
+    if s.level == 1 and tree.chunks and s.id not in tree.named and not _set_aside(tree, s):
         finding(
             Kind.UNCHUNKED,
             "no chunk record names it, so the strategy neither shows nor merges it",
         )
+
+
+def _set_aside(tree: Tree, s: SummaryEntry) -> bool:
+    """Whether the L1 ``s``, which no chunk record names, is one the strategy set aside
+    when it adopted the memories of a store without chunk records: no memory lists it
+    and no parent is named, and some of its messages are held by a chunk record (the
+    memory adopted over them). Such a memory is neither shown nor merged, and its
+    messages are not summarised twice."""
+    if s.parent_id is not None or tree.claimants.get(s.id):
+        return False
+    held = tree.chunked
+    return any(i in held for i in s.source_ids)
 
 
 def chunk_runs(
@@ -366,7 +381,7 @@ def chunk_runs(
 
 
 def _check_chunks(tree: Tree, out: list[Finding]) -> None:
-    position, messages = tree.position, tree.records.messages
+    position, messages = tree.position, tree.records.rows
     for c in tree.chunks:
         claimed = _positions(c.source_ids[0], c.source_ids[-1], position)
 

@@ -75,6 +75,11 @@ class StoredRecords:
         The strategy namespace the records were read from.
     message_slot : str
         The slot the messages were read from.
+    window : tuple of str or None
+        Once the namespace's agent is presented rows
+        (:meth:`~context_manager.ContextManager.present_rows`): the rows of its
+        window the record holds, in window order. None while the window is the
+        record itself.
     """
 
     messages: tuple[str, ...]
@@ -83,6 +88,21 @@ class StoredRecords:
     chunk_counter: int = 0
     namespace: str = "default"
     message_slot: str = "messages"
+    window: tuple[str, ...] | None = None
+
+    @property
+    def rows(self) -> tuple[str, ...]:
+        """The rows the strategy reads, in its order: what its records are judged
+        over (the window when the agent is presented rows, else the record).
+
+        Examples
+        --------
+        >>> StoredRecords(messages=("a", "x", "b")).rows
+        ('a', 'x', 'b')
+        >>> StoredRecords(messages=("a", "x", "b"), window=("a", "b")).rows
+        ('a', 'b')
+        """
+        return self.window if self.window is not None else self.messages
 
     def slot(self, name: str) -> str:
         """The store slot ``name`` in the records' namespace."""

@@ -12,8 +12,17 @@ strategy's records before the strategy reads them (:func:`check_at_open`), and b
     writes the repair :func:`~.plan.plan_repair` plans, in one transaction, and logs
     each action: broken memories are dropped and their messages summarised again; no
     message is touched.
-``"ignore"`` (the default)
+``"ignore"``
     opens as it is, the strategy working around what it can (no audit is run).
+
+``reject`` is the default: the audit judges the records the way the strategy writes
+them (:mod:`.checks`: over the rows each was written over, the agent's window once a
+host presents rows), so a store the strategy wrote audits clean.
+
+An ``audit_only=True`` open runs the audit (:func:`audit_at_open`) and keeps the
+findings for :meth:`ContextManager.topology_findings
+<context_manager.ContextManager.topology_findings>` whatever they are; it neither
+refuses nor repairs.
 """
 
 from __future__ import annotations
@@ -52,6 +61,23 @@ class StoreTopologyError(StoreError):
     def __init__(self, message: str, findings: Sequence[Finding]) -> None:
         super().__init__(message)
         self.findings = list(findings)
+
+
+def audit_at_open(store: RecordStore, namespace: str) -> list[Finding]:
+    """The audit's findings on the memory tree of ``namespace`` in ``store``, nothing
+    written (what an ``audit_only=True`` open keeps).
+
+    Examples
+    --------
+    >>> from context_manager.store import Store
+    >>> with Store.open(":memory:") as store:
+    ...     audit_at_open(store, "default")
+    []
+    """
+    records = read_stored(store, namespace)
+    if not records.summaries and not records.chunks:
+        return []
+    return audit(records)
 
 
 def check_at_open(

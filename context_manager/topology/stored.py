@@ -16,6 +16,7 @@ from ..strategies.autobiographical.records import (
     ChunkRecord,
     next_chunk_number,
 )
+from ..window import WindowIndex, WindowRecord
 from .model import Action, Op, Raw, StoredRecords
 
 
@@ -55,14 +56,43 @@ def read_stored(
             if isinstance(it.body, dict)
         ]
         counter = next_chunk_number(known)
+    messages = tuple(it.id for it in store.items(message_slot))
     return StoredRecords(
-        messages=tuple(it.id for it in store.items(message_slot)),
+        messages=messages,
         summaries=tuple(Raw(it.id, it.body) for it in store.items(f"{namespace}/{SUMMARIES_SLOT}")),
         chunks=tuple(Raw(it.id, it.body) for it in chunks),
         chunk_counter=counter,
         namespace=namespace,
         message_slot=message_slot,
+        window=read_window(store, namespace, messages),
     )
+
+
+def read_window(
+    store: RecordStore, namespace: str, messages: Sequence[str]
+) -> tuple[str, ...] | None:
+    """The rows of the namespace's window the record (``messages``) holds, in window
+    order; None while the agent was never presented rows (the window is the record),
+    or when the window's records cannot be read (the manager refuses those itself).
+
+    Examples
+    --------
+    >>> from context_manager.store import Store
+    >>> with Store.open(":memory:") as store:
+    ...     _ = store.append("default/window", {"kind": "present", "ids": ["b", "a", "z"]})
+    ...     read_window(store, "default", ["a", "b", "c"])
+    ('b', 'a')
+    """
+    try:
+        index = WindowIndex.replay(
+            WindowRecord.from_body(it.body, it.seq) for it in store.items(f"{namespace}/window")
+        )
+    except ValueError:
+        return None
+    if index.legacy:
+        return None
+    held = set(messages)
+    return tuple(i for i in index.held() if i in held)
 
 
 # ------------------------------------------------------------------- applying
