@@ -1,6 +1,29 @@
 """The audit's checks of the memory tree and the chunk records: :func:`audit` parses
 the records (:func:`parse`, into a :class:`Tree`) and notes every broken invariant as
 a :class:`~.model.Finding`.
+
+What is a defect is what the strategy would not have written. Its rules:
+
+* **Contiguity is judged over the rows the strategy reads**
+  (:attr:`~.model.StoredRecords.rows`): the record until a host presents rows, then
+  the agent's window (the rows presented and not retracted that the record still
+  holds, in the order presented). The strategy closes chunks over that view, so a
+  chunk over presented rows that passes over a row of the record never presented is
+  one run, and sound. The current window is the view each record was written over:
+  rows enter it only at its end (a row presented again too), and a retraction the
+  strategy hears drops or shrinks the records over that row, so a record written as
+  one run stays one run. A memory that is not one run, in order, of that view (its
+  leaves skip a row of the view, repeat one, or come out of order; an L2+ whose
+  children are not adjacent in it) is a defect: the strategy never writes one.
+* **A chunk record that names rows outside the view** (removed, or out of the
+  window) is not a finding: the strategy follows it when it loads (``reconcile``).
+  An L1 over such rows is (``missing_messages``): its memory tells of rows the agent
+  no longer has.
+* **An L1 no chunk record names** is a defect (``unchunked``: its rows would be
+  summarised again) unless the strategy set it aside when it adopted the memories
+  of a store written without chunk records: then no memory lists it, its parent is
+  empty and some of its rows are held by a chunk record (the memory adopted over
+  them), so it is neither shown nor merged and nothing is summarised twice.
 """
 
 from __future__ import annotations
