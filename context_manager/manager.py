@@ -569,7 +569,8 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
                 "audit_only=True never writes, and auto_tick ticks (and writes) in the "
                 "background: leave auto_tick=False"
             )
-        _auxiliary_slots(auxiliary_views, f"{namespace}/messages" if isolate else "messages")
+        message_slot = f"{namespace}/messages" if isolate else "messages"
+        aux_slots = _auxiliary_slots(auxiliary_views, message_slot)
         owns = store is None
         if store is not None:
             opened = store
@@ -580,10 +581,20 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
             opened = Store.open(path)
         try:
             findings: list[Finding] = []
+            name = namespace or DEFAULT_NAMESPACE
             if audit_only:
-                findings = audit_at_open(opened, namespace or DEFAULT_NAMESPACE)
+                findings = audit_at_open(
+                    opened, name, message_slot=message_slot, auxiliary_slots=aux_slots
+                )
             else:
-                check_at_open(opened, namespace or DEFAULT_NAMESPACE, topology_policy, opened.path)
+                check_at_open(
+                    opened,
+                    name,
+                    topology_policy,
+                    opened.path,
+                    message_slot=message_slot,
+                    auxiliary_slots=aux_slots,
+                )
             return cls(
                 opened,
                 owns_store=owns,

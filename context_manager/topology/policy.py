@@ -63,7 +63,13 @@ class StoreTopologyError(StoreError):
         self.findings = list(findings)
 
 
-def audit_at_open(store: RecordStore, namespace: str) -> list[Finding]:
+def audit_at_open(
+    store: RecordStore,
+    namespace: str,
+    *,
+    message_slot: str | None = None,
+    auxiliary_slots: Sequence[str] = (),
+) -> list[Finding]:
     """The audit's findings on the memory tree of ``namespace`` in ``store``, nothing
     written (what an ``audit_only=True`` open keeps).
 
@@ -74,14 +80,22 @@ def audit_at_open(store: RecordStore, namespace: str) -> list[Finding]:
     ...     audit_at_open(store, "default")
     []
     """
-    records = read_stored(store, namespace)
+    records = read_stored(
+        store, namespace, message_slot=message_slot, auxiliary_slots=auxiliary_slots
+    )
     if not records.summaries and not records.chunks:
         return []
     return audit(records)
 
 
 def check_at_open(
-    store: RecordStore, namespace: str, policy: TopologyPolicy, shown: str
+    store: RecordStore,
+    namespace: str,
+    policy: TopologyPolicy,
+    shown: str,
+    *,
+    message_slot: str | None = None,
+    auxiliary_slots: Sequence[str] = (),
 ) -> list[Action]:
     """Audit the memory tree of ``namespace`` in ``store`` and apply ``policy``.
 
@@ -94,6 +108,10 @@ def check_at_open(
     policy : {"reject", "repair", "ignore"}
     shown : str
         How the error names the store (its path, or its URL without a password).
+    message_slot : str, optional
+        The manager's message slot (by default as :func:`~.stored.read_stored` finds it).
+    auxiliary_slots : sequence of str
+        The message slots its record merges with its own (``auxiliary_views``).
 
     Returns
     -------
@@ -116,7 +134,9 @@ def check_at_open(
     """
     if policy == "ignore":
         return []
-    records = read_stored(store, namespace)
+    records = read_stored(
+        store, namespace, message_slot=message_slot, auxiliary_slots=auxiliary_slots
+    )
     if not records.summaries and not records.chunks:
         return []
     findings = audit(records)

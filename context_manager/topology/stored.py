@@ -6,6 +6,7 @@ strategy's slots.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 from ..store import RecordStore, StoreError
@@ -22,7 +23,11 @@ from .model import Action, Op, Raw, StoredRecords
 
 # --------------------------------------------------------------------- reading
 def read_stored(
-    store: RecordStore, namespace: str = "default", *, message_slot: str | None = None
+    store: RecordStore,
+    namespace: str = "default",
+    *,
+    message_slot: str | None = None,
+    auxiliary_slots: Sequence[str] = (),
 ) -> StoredRecords:
     """The branch's message ids and the strategy's raw records, as stored.
 
@@ -39,6 +44,9 @@ def read_stored(
     message_slot : str, optional
         Where the messages are: by default ``<namespace>/messages`` when that slot
         holds any (a manager opened with ``isolate=True``), else ``messages``.
+    auxiliary_slots : sequence of str
+        Other writers' message slots the manager's record merges with its own, by
+        the order they were stored (its ``auxiliary_views``).
 
     Returns
     -------
@@ -56,7 +64,11 @@ def read_stored(
             if isinstance(it.body, dict)
         ]
         counter = next_chunk_number(known)
-    messages = tuple(it.id for it in store.items(message_slot))
+    items = store.items(message_slot)
+    if auxiliary_slots:  # the other writers' rows, in the order stored
+        others = [store.items(slot) for slot in auxiliary_slots]
+        items = list(heapq.merge(items, *others, key=lambda i: i.seq))
+    messages = tuple(it.id for it in items)
     return StoredRecords(
         messages=messages,
         summaries=tuple(Raw(it.id, it.body) for it in store.items(f"{namespace}/{SUMMARIES_SLOT}")),
