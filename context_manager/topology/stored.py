@@ -69,40 +69,51 @@ def read_stored(
         others = [store.items(slot) for slot in auxiliary_slots]
         items = list(heapq.merge(items, *others, key=lambda i: i.seq))
     messages = tuple(it.id for it in items)
+    log = read_window_log(store, namespace)
+    window = _held(log, messages)
     return StoredRecords(
         messages=messages,
-        summaries=tuple(Raw(it.id, it.body) for it in store.items(f"{namespace}/{SUMMARIES_SLOT}")),
-        chunks=tuple(Raw(it.id, it.body) for it in chunks),
+        summaries=tuple(
+            Raw(it.id, it.body, it.rev) for it in store.items(f"{namespace}/{SUMMARIES_SLOT}")
+        ),
+        chunks=tuple(Raw(it.id, it.body, it.rev) for it in chunks),
         chunk_counter=counter,
         namespace=namespace,
         message_slot=message_slot,
-        window=read_window(store, namespace, messages),
+        window=window,
+        window_log=log if window is not None else (),
     )
 
 
-def read_window(
-    store: RecordStore, namespace: str, messages: Sequence[str]
-) -> tuple[str, ...] | None:
-    """The rows of the namespace's window the record (``messages``) holds, in window
-    order; None while the agent was never presented rows (the window is the record),
-    or when the window's records cannot be read (the manager refuses those itself).
+def read_window_log(store: RecordStore, namespace: str) -> tuple[tuple[int, WindowRecord], ...]:
+    """The namespace's window records, each with its store record number, in the order
+    written; empty while the agent was never presented rows (the window is the record)
+    or when they cannot be read (the manager refuses those itself).
 
     Examples
     --------
     >>> from context_manager.store import Store
     >>> with Store.open(":memory:") as store:
-    ...     _ = store.append("default/window", {"kind": "present", "ids": ["b", "a", "z"]})
-    ...     read_window(store, "default", ["a", "b", "c"])
-    ('b', 'a')
+    ...     _ = store.append("default/window", {"kind": "present", "ids": ["b", "a"]})
+    ...     [r.ids for _, r in read_window_log(store, "default")]
+    [('b', 'a')]
     """
     try:
-        index = WindowIndex.replay(
-            WindowRecord.from_body(it.body, it.seq) for it in store.items(f"{namespace}/window")
+        return tuple(
+            (it.rev, WindowRecord.from_body(it.body, it.seq))
+            for it in store.items(f"{namespace}/window")
         )
     except ValueError:
+        return ()
+
+
+def _held(
+    log: Sequence[tuple[int, WindowRecord]], messages: Sequence[str]
+) -> tuple[str, ...] | None:
+    """The rows of the window ``log`` leaves that the record holds, in window order."""
+    if not log:
         return None
-    if index.legacy:
-        return None
+    index = WindowIndex.replay(r for _, r in log)
     held = set(messages)
     return tuple(i for i in index.held() if i in held)
 

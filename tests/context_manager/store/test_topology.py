@@ -864,3 +864,82 @@ def test_reject_is_the_default_policy(store: Path) -> None:
     name, _ = _plant_gap(store)
     with pytest.raises(StoreTopologyError, match=name):
         _manager(store)
+
+
+def _window_records(l1_rev: int) -> StoredRecords:
+    """An L1 over b, c, d (store record ``l1_rev``); the window written down as a..e at
+    record 10, then c retracted and presented again (records 30 and 31): c now stands
+    after e."""
+    from context_manager.window import WindowRecord
+
+    log = (
+        (10, WindowRecord("write-down", tuple("abcde"))),
+        (30, WindowRecord("retract", ("c",))),
+        (31, WindowRecord("present", ("c",))),
+    )
+    l1 = _l1("1", "L1-0", list("bcd"))
+    return StoredRecords(
+        messages=tuple("abcde"),
+        summaries=(Raw(l1.item, l1.body, l1_rev),),
+        chunks=(
+            Raw(
+                "2",
+                {"id": "c-0", "source_ids": list("bcd"), "compressed": True, "summary_id": "L1-0"},
+                l1_rev,
+            ),
+        ),
+        window=tuple("abdec"),
+        window_log=log,
+    )
+
+
+def test_a_record_written_before_a_redo_it_never_heard_is_judged_by_the_window_then() -> None:
+    # written at record 20, when b, c, d stood together: the strategy lets go of it
+    # when it loads (it follows the redo), so it is no defect
+    assert audit(_window_records(20)) == []
+
+
+def test_a_record_written_after_the_redo_is_judged_by_the_window_now() -> None:
+    found = audit(_window_records(40))  # b, c, d were not one run when it was written
+    assert [(f.id, f.kind) for f in found] == [
+        ("L1-0", Kind.NON_CONTIGUOUS),
+        ("c-0", Kind.NON_CONTIGUOUS_CHUNK),
+    ]
+
+
+def test_an_l2_written_before_a_redo_moved_one_of_its_children_is_no_defect() -> None:
+    from context_manager.window import WindowRecord
+
+    log = (
+        (10, WindowRecord("write-down", tuple("abcdef"))),
+        (30, WindowRecord("retract", ("c", "d"))),
+        (31, WindowRecord("present", ("c", "d"))),
+    )
+
+    def records(l2_rev: int) -> StoredRecords:
+        one, two = _l1("1", "L1-0", list("ab"), "L2-2"), _l1("2", "L1-1", list("cd"), "L2-2")
+        return StoredRecords(
+            messages=tuple("abcdef"),
+            summaries=(
+                Raw(one.item, one.body, 20),
+                Raw(two.item, two.body, 20),
+                Raw(
+                    "3",
+                    {
+                        "id": "L2-2",
+                        "level": 2,
+                        "content": "y",
+                        "tokens": 1,
+                        "source_ids": ["L1-0", "L1-1"],
+                        "first": "a",
+                        "last": "d",
+                    },
+                    l2_rev,
+                ),
+            ),
+            window=tuple("abefcd"),  # c, d moved after f: L1-0 and L1-1 no longer adjacent
+            window_log=log,
+        )
+
+    assert audit(records(25)) == []
+    assert [(f.id, f.kind) for f in audit(records(40))] == [("L2-2", Kind.NON_CONTIGUOUS)]
