@@ -160,3 +160,21 @@ def test_audit_only_with_an_option_that_writes_is_refused_naming_it(
         ContextManager.open(path=tmp_path / "s.db", audit_only=True, **options)
     assert "audit_only" in str(refused.value)
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_store_file_opened_audit_only_by_path_keeps_its_bytes(tmp_path: Path) -> None:
+    where = str(tmp_path / "s.db")
+    name = _build(where, gap=True)
+    before = _state(where)
+    with ContextManager.open(
+        path=where,
+        strategy=_strategy(),
+        counter=CharsCounter(),
+        summarizer=ExtractiveSummarizer(),
+        audit_only=True,
+    ) as cm:
+        assert [f.id for f in cm.topology_findings()] == [name]
+        for read in READS:
+            read(cm)
+    assert _state(where) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
