@@ -17,6 +17,7 @@ from .channels import ChannelCount, ChannelTokens, ChannelTokenStats
 from .errors import (
     ArgumentError,
     ArgumentTypeError,
+    AuditOnlyError,
     ConfigError,
     ConstraintConflictError,
     ContextManagerError,
@@ -85,6 +86,7 @@ __all__ = [
     "AnthropicSummarizer",
     "ArgumentError",
     "ArgumentTypeError",
+    "AuditOnlyError",
     "ByteHeuristicCounter",
     "ChannelCount",
     "ChannelTokenStats",

@@ -146,8 +146,10 @@ class ChannelIndex:
     ['c']
     """
 
-    def __init__(self, store: RecordStore) -> None:
+    def __init__(self, store: RecordStore, *, saves: bool = True) -> None:
         self.store = store
+        self.saves = saves
+        """Whether the entries read are saved (not for an ``audit_only`` manager)."""
         self._known: dict[str, Entry] = {}
         self._names: dict[int, str] = {}
         self._loaded = False
@@ -189,6 +191,9 @@ class ChannelIndex:
     def _save(self) -> None:
         """Save the entries read since the last save (a failure only loses the saving:
         they are read again next time)."""
+        if not self.saves:
+            self._unsaved.clear()
+            return
         names: dict[str, int] = {}
         rows = []
         for key, e in self._unsaved.items():

@@ -7,6 +7,7 @@ from typing import Any
 __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
+    "AuditOnlyError",
     "ConfigError",
     "ConstraintConflictError",
     "ContextManagerError",
@@ -223,6 +224,41 @@ class ConstraintConflictError(ContextManagerError):
         super().__init__(
             f"constraints conflict, no level is left for {len(conflicts)} message(s): "
             f"{shown}{more}; unpin, unlock or release one of them"
+        )
+
+
+class AuditOnlyError(ContextManagerError, PermissionError):
+    """A manager opened with ``audit_only=True`` was asked to write.
+
+    An audit-only manager loads and audits its store and never writes to it: every
+    operation that would (adding, editing or removing messages, ``compile``, ``tick``,
+    pins, holds, presenting rows, branches...) raises this before it does anything.
+    ``preview_context`` is the dry compile it allows.
+
+    Attributes
+    ----------
+    operation : str
+        The operation refused (``add_message``, ``compile``...).
+
+    Examples
+    --------
+    >>> from context_manager import ContextManager, CharsCounter
+    >>> with ContextManager.open(path=":memory:", counter=CharsCounter(),
+    ...                          audit_only=True) as cm:
+    ...     try:
+    ...         cm.add_message("User", "hello")
+    ...     except AuditOnlyError as refused:
+    ...         print(refused.operation)
+    add_message
+    """
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+        dry = " (preview_context is the dry compile)" if operation == "compile" else ""
+        super().__init__(
+            f"{operation} writes to the store, and this manager was opened with "
+            f"audit_only=True, which never writes{dry}; open it again without "
+            "audit_only to change the store"
         )
 
 

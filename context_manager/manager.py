@@ -79,7 +79,8 @@ from .summarizer import (
     Summarizer,
 )
 from .tokens import TiktokenCounter, TokenCounter, counter_for_model
-from .topology.policy import POLICIES, TopologyPolicy, check_at_open
+from .topology.model import Finding
+from .topology.policy import POLICIES, TopologyPolicy, audit_at_open, check_at_open
 
 __all__ = [
     "INJECTION_PREFIX",
@@ -189,8 +190,11 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         clock: Callable[[], float],
         auto_tick: bool | Literal["after_compile"] = False,
         auxiliary_views: Sequence[str | None] = (),
+        audit_only: bool = False,
+        topology_findings: Sequence[Finding] = (),
     ) -> None:
         self._store = store
+        self._topology_findings = list(topology_findings)
         self._owns_store = owns_store
         self._strategy = strategy
         self._caps = capabilities_of(strategy)
@@ -238,6 +242,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         self._gate = Gate(
             store, check_open=self._check_open, resync=self._resync, closed=lambda: self._closed
         )
+        self._gate.audit_only = audit_only
         self._lock = self._gate.lock
         self._tick_lock = threading.Lock()
         """Held through a whole tick, its summariser calls included: one tick at a time."""
@@ -262,6 +267,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
             out_of_window=self._presented.out_of_window,
             presenting=lambda: self._presented.presenting,
             answers=lambda: self._answers,
+            audit_only=audit_only,
         )
         self._compiler = Compiler(
             store,
@@ -308,6 +314,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
     _answers: Answers | None
     _ctx: StrategyContext
     _compiler: Compiler
+    _topology_findings: list[Finding]
 
     # ------------------------------------------------------------ fold receipts
     @operation(writes=True)
@@ -425,7 +432,8 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         auxiliary_views: Sequence[str | None] = (),
         window_tokens: int | None = None,
         memory_model: str | None = None,
-        topology_policy: TopologyPolicy = "ignore",
+        topology_policy: TopologyPolicy = "reject",
+        audit_only: bool = False,
         model: str | None = None,
     ) -> ContextManager:
         """Open a manager on a store file (``path``), an agent's store in a PostgreSQL
@@ -477,22 +485,32 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         ``counter`` is given. Without either, counts are exact ``cl100k_base``.
 
         Before the strategy reads the store, its memory tree is audited
-        (:mod:`context_manager.topology`: every memory a contiguous run of messages,
-        every parent listing its children...). ``topology_policy`` says what a broken
-        tree does: ``"reject"`` refuses it with
+        (:mod:`context_manager.topology`: every memory a contiguous run of the rows its
+        strategy reads, which are the agent's window once a host presents rows; every
+        parent listing its children...). ``topology_policy`` says what a broken tree
+        does: ``"reject"`` (the default) refuses it with
         :class:`~context_manager.topology.policy.StoreTopologyError` (the findings and
         the repair command; nothing is written), ``"repair"`` drops the broken memories
         in one transaction and logs what it did (their messages are summarised again;
-        no message is touched), ``"ignore"`` (the default, which skips the audit) opens
-        it as it is. The audit also flags records the strategy itself writes in two
-        cases (a chunk closed over presented rows that skips a row not yet presented,
-        and memories adopted without chunk records), so ``"reject"`` is not yet the
-        default.
+        no message is touched), ``"ignore"`` skips the audit and opens it as it is.
+
+        ``audit_only=True`` opens the store to look at it: the tree is audited (even a
+        broken one opens, its findings in :meth:`topology_findings`), the strategy
+        loads its records as stored (it adopts, follows and chunks nothing), and the
+        manager never writes to the store. Every operation that would write (adding,
+        editing or removing messages, :meth:`compile`, :meth:`tick`, pins, holds,
+        presenting rows, branches...) raises
+        :class:`~context_manager.errors.AuditOnlyError` naming it;
+        :meth:`preview_context` is the dry compile, and every read works.
 
         Raises
         ------
         StoreTopologyError
-            When the store's memory tree is broken and ``topology_policy="reject"``.
+            When the store's memory tree is broken and ``topology_policy="reject"``
+            (and not ``audit_only``).
+        ConfigError
+            When ``audit_only`` is set with ``topology_policy="repair"`` (a repair
+            writes) or with ``auto_tick`` (ticks write).
         ConfigError
             Unless exactly one of ``path``, ``url`` and ``store`` is given, when
             ``agent`` is given without ``url``, when ``isolate``
@@ -555,7 +573,20 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
             raise ArgumentError(
                 "topology_policy", topology_policy, "'reject', 'repair' or 'ignore'"
             )
-        _auxiliary_slots(auxiliary_views, f"{namespace}/messages" if isolate else "messages")
+        check_flag(audit_only, "audit_only")
+        if audit_only and topology_policy == "repair":
+            raise ConfigError(
+                "audit_only=True never writes, and topology_policy='repair' writes the "
+                "repair: open with one or the other (audit_only reports the findings in "
+                "topology_findings())"
+            )
+        if audit_only and auto_tick:
+            raise ConfigError(
+                "audit_only=True never writes, and auto_tick ticks (and writes) in the "
+                "background: leave auto_tick=False"
+            )
+        message_slot = f"{namespace}/messages" if isolate else "messages"
+        aux_slots = _auxiliary_slots(auxiliary_views, message_slot)
         owns = store is None
         if store is not None:
             opened = store
@@ -565,7 +596,21 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
             assert path is not None
             opened = Store.open(path)
         try:
-            check_at_open(opened, namespace or DEFAULT_NAMESPACE, topology_policy, opened.path)
+            findings: list[Finding] = []
+            name = namespace or DEFAULT_NAMESPACE
+            if audit_only:
+                findings = audit_at_open(
+                    opened, name, message_slot=message_slot, auxiliary_slots=aux_slots
+                )
+            else:
+                check_at_open(
+                    opened,
+                    name,
+                    topology_policy,
+                    opened.path,
+                    message_slot=message_slot,
+                    auxiliary_slots=aux_slots,
+                )
             return cls(
                 opened,
                 owns_store=owns,
@@ -577,6 +622,8 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
                 clock=clock,
                 auto_tick=auto_tick,
                 auxiliary_views=auxiliary_views,
+                audit_only=audit_only,
+                topology_findings=findings,
             )
         except BaseException:
             if owns:
@@ -597,7 +644,7 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
                 return
             # what another manager wrote since is not in this one's view: save nothing
             fresh = not self._store.closed and self._gate.fresh
-            if fresh:
+            if fresh and not self._gate.audit_only:
                 with suppress(StoreError):
                     self._records.save(closing=True)
             self._closed = True
@@ -709,6 +756,39 @@ class ContextManager(MessagesFront, CompileFront, MaintenanceFront, MemoryFront,
         True
         """
         return self._closed
+
+    @property
+    def audit_only(self) -> bool:
+        """Whether the manager was opened with ``audit_only=True`` (it never writes).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager
+        >>> with ContextManager.open(path=":memory:", audit_only=True) as cm:
+        ...     cm.audit_only
+        True
+        """
+        return self._gate.audit_only
+
+    def topology_findings(self) -> list[Finding]:
+        """What the audit of the memory tree found when the manager was opened with
+        ``audit_only=True`` (:mod:`context_manager.topology`): empty when the tree is
+        sound. Without ``audit_only`` a broken tree is rejected, repaired or ignored at
+        open (``topology_policy``), so this is empty.
+
+        Returns
+        -------
+        list of Finding
+            A copy, in the audit's order (:func:`~context_manager.topology.audit`).
+
+        Examples
+        --------
+        >>> from context_manager import ContextManager
+        >>> with ContextManager.open(path=":memory:", audit_only=True) as cm:
+        ...     cm.topology_findings()
+        []
+        """
+        return list(self._topology_findings)
 
     # ---------------------------------------------------------------- channels
     _channel_index: ChannelIndex | None = None

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from .errors import AuditOnlyError
 from .store import RecordStore, StoreFullError
 
 __all__ = ["FULL_BACKOFF", "Gate", "Gated", "Tickable", "Ticker", "operation", "store_lock"]
@@ -88,6 +89,9 @@ class Gate:
         self.owner: int | None = None
         """The thread inside an operation of this manager (None between operations)."""
         self.ticker: Ticker | None = None
+        self.audit_only = False
+        """The manager was opened with ``audit_only=True``: every operation that writes
+        raises :class:`~context_manager.errors.AuditOnlyError` before it runs."""
         self.committed: list[Callable[[], None]] = []
         """Calls to make once the outermost operation in progress has returned (its
         transaction committed), outside the store's lock; dropped if it raises."""
@@ -171,6 +175,10 @@ class Gated(Protocol):
     _gate: Gate
 
 
+_PUBLIC = {"_compile_op": "compile", "_tick_pass": "tick"}
+"""The public operation an internal one is part of (what an error names)."""
+
+
 def operation(
     *, writes: bool = False, atomic: bool | None = None
 ) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
@@ -183,8 +191,12 @@ def operation(
     one_transaction = writes if atomic is None else atomic
 
     def wrap(fn: Callable[..., _R]) -> Callable[..., _R]:
+        name = _PUBLIC.get(fn.__name__, fn.__name__)
+
         @functools.wraps(fn)
         def run(self: Gated, *args: Any, **kwargs: Any) -> _R:
+            if writes and self._gate.audit_only:
+                raise AuditOnlyError(name)
             return self._gate.run(
                 lambda: fn(self, *args, **kwargs), writes=writes, one_transaction=one_transaction
             )

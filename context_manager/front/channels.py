@@ -20,7 +20,7 @@ def _index(cm: ContextManager) -> tuple[ChannelIndex, list[Entry]]:
     """The manager's channel index (made on first use) and the live messages' entries."""
     index = cm._channel_index
     if index is None or index.store is not cm._store:
-        index = cm._channel_index = ChannelIndex(cm._store)
+        index = cm._channel_index = ChannelIndex(cm._store, saves=not cm._gate.audit_only)
     return index, index.entries(cm._records.messages())
 
 

@@ -27,6 +27,7 @@ from ..compiler import (
 from ..errors import (
     ArgumentError,
     ArgumentTypeError,
+    AuditOnlyError,
     ConfigError,
     OverBudgetError,
     StoreFullWarning,
@@ -202,6 +203,8 @@ class CompileFront:
         wanted = _injections(injections)
         _check_overhead(overhead)
         self._check_open()
+        if self._gate.audit_only:
+            raise AuditOnlyError("compile")
         budget = self._budget(max_tokens, reserve_for_response)
         try:
             if limit is None or dry_run:

@@ -279,6 +279,10 @@ class StrategyContext:
     answers: Callable[[], Answers | None] = lambda: None
     """The summariser's answers gathered for the tick in progress, when the manager
     runs the summariser outside its lock (:class:`Answers`); None: call it directly."""
+    audit_only: bool = False
+    """The manager was opened with ``audit_only=True``: the strategy loads its records
+    as stored and writes nothing (no chunk closed, no record adopted or followed); the
+    manager refuses every operation that writes."""
 
     def slot(self, name: str) -> str:
         """The store slot ``name`` scoped to this strategy's namespace."""

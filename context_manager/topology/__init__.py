@@ -5,12 +5,15 @@ The autobiographical strategy's memories are records in the store (see
 messages of one chunk record, an L2 or higher covers lower memories. The tree is
 sound when
 
-* every L1 covers a contiguous run of the branch's messages, in order, each once;
+* every L1 covers a contiguous run of the rows the strategy reads, in order, each
+  once (the branch's messages, or once a host presents rows, the agent's window:
+  :mod:`.checks` states what is and is not a defect);
 * every L2+ lists existing memories one level below, adjacent in the messages and
   together contiguous, and its ``first`` / ``last`` name the ends of that run;
 * every memory has content, its id is unique, its parent pointer names a memory
   that lists it, no memory is listed by two parents, and (once chunk records
-  exist) some chunk record names each L1;
+  exist) some chunk record names each L1 but one the strategy set aside when it
+  adopted memories written without chunk records;
 * every chunk record is a contiguous run, and one compressed into an L1 names a
   memory the store holds.
 

@@ -1,10 +1,42 @@
 """The audit's checks of the memory tree and the chunk records: :func:`audit` parses
 the records (:func:`parse`, into a :class:`Tree`) and notes every broken invariant as
 a :class:`~.model.Finding`.
+
+What is a defect is what the strategy would not have written. Its rules:
+
+* **Contiguity is judged over the rows the strategy reads**
+  (:attr:`~.model.StoredRecords.rows`): the record until a host presents rows, then
+  the agent's window (the rows presented and not retracted that the record still
+  holds, in the order presented). The strategy closes chunks over that view, so a
+  chunk over presented rows that passes over a row of the record never presented is
+  one run, and sound. Rows enter the window only at its end (a row presented again
+  too), and a retraction the strategy hears drops or shrinks the records over that
+  row, so a record it wrote as one run stays one run.
+* **A record is judged over the view it was written over.** A retraction or a redo
+  the strategy did not hear (another manager presented or retracted in its
+  namespace) can leave a record it wrote as one run over rows that are no longer
+  one run of the window, or no longer in it; the strategy follows such a change
+  when it loads (``reconcile``: it lets go of those rows, to remember them again).
+  So a record that is not sound in the window now is checked again against the
+  window as it stood when the record was last written (the window records written
+  before it, by store record number): sound then, it is no finding. A memory whose
+  leaves are not one run, in order, of the view it was written over (they skip a
+  row of it, repeat one, or come out of order), or an L2+ whose children are not
+  adjacent, is a defect: the strategy never writes one.
+* **A chunk record that names rows outside the view** (removed, or out of the
+  window) is not a finding: the strategy follows it when it loads (``reconcile``).
+  An L1 over such rows is (``missing_messages``: its memory tells of rows the agent
+  no longer has), unless they were in the view it was written over (above).
+* **An L1 no chunk record names** is a defect (``unchunked``: its rows would be
+  summarised again) unless the strategy set it aside when it adopted the memories
+  of a store written without chunk records: then no memory lists it, its parent is
+  empty and some of its rows are held by a chunk record (the memory adopted over
+  them), so it is neither shown nor merged and nothing is summarised twice.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections import Counter
 from collections.abc import Sequence
@@ -38,12 +70,37 @@ class Tree:
     """Memory id -> the valid memories listing it as a child, in store order."""
     spans: dict[str, tuple[int, int] | None] = field(default_factory=dict)
     """Memory id -> its message positions (inclusive) when it is a sound run."""
+    chunked: set[str] = field(default_factory=set)
+    """Message ids the well-formed chunk records hold."""
+    revs: dict[str, int] = field(default_factory=dict)
+    """Store item -> the store record number of its current body (0 when unknown)."""
+    _then: dict[int, tuple[tuple[str, ...], dict[str, int]]] = field(default_factory=dict)
+    """Window records written -> the rows read then and where each stood (as read)."""
+
+    def sound_when_written(self, item: str, ids: Sequence[str]) -> bool:
+        """Whether the record in ``item``, over the rows ``ids``, was one run, in order,
+        of the rows the strategy read when it was last written: the window as it
+        stood then, when a window record was written after it (a retraction or a
+        redo the strategy had not heard of yet, which it follows when it loads).
+        False when no window record came after it (it is judged by the rows now)."""
+        log = self.records.window_log
+        rev = self.revs.get(item, 0)
+        if not log or not rev:
+            return False
+        count = bisect.bisect_left([r for r, _ in log], rev)
+        if count == len(log):
+            return False
+        if count not in self._then:
+            rows = self.records.rows_at(count)
+            self._then[count] = (rows, {m: i for i, m in enumerate(rows)})
+        rows, position = self._then[count]
+        return all(i in position for i in ids) and not _run_problem(ids, position, rows)
 
 
 def parse(records: StoredRecords, findings: list[Finding] | None = None) -> Tree:
     """Parse the records; note unreadable, empty and duplicate ones in ``findings``."""
     out = findings if findings is not None else []
-    position = {m: i for i, m in enumerate(records.messages)}
+    position = {m: i for i, m in enumerate(records.rows)}
     seen: dict[str, list[SummaryEntry]] = {}
     invalid: dict[str, str] = {}
     for raw in records.summaries:
@@ -122,6 +179,8 @@ def parse(records: StoredRecords, findings: list[Finding] | None = None) -> Tree
         chunks.append(ChunkRecord(item=raw.item, **raw.body))
     tree = Tree(records, position, valid, invalid, chunks)
     tree.named = {c.summary_id for c in chunks if c.summary_id is not None}
+    tree.chunked = {i for c in chunks for i in c.source_ids}
+    tree.revs = {r.item: r.rev for r in (*records.summaries, *records.chunks)}
     for s in valid.values():
         if s.level > 1:
             for child in dict.fromkeys(s.source_ids):
@@ -149,8 +208,16 @@ def _short(ids: Sequence[str], limit: int = 6) -> str:
     return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
-def _run_problem(ids: Sequence[str], position: dict[str, int], messages: Sequence[str]) -> str:
-    """Why the messages ``ids`` (all on the branch) are not one run in order ('' if they are)."""
+def _run_problem(
+    ids: Sequence[str],
+    position: dict[str, int],
+    messages: Sequence[str],
+    missing: Sequence[str] = (),
+) -> str:
+    """Why the messages ``ids`` (all on the branch) are not one run in order ('' if they
+    are); '' too when some are ``missing`` (not on the branch: another finding)."""
+    if missing:
+        return ""
     spots = [position[i] for i in ids]
     repeated = sorted((i for i, n in Counter(ids).items() if n > 1), key=lambda i: position[i])
     if repeated:
@@ -235,7 +302,7 @@ def analyse(records: StoredRecords, findings: list[Finding]) -> Tree:
 
 def _check_span(tree: Tree, s: SummaryEntry, out: list[Finding]) -> None:
     """Is ``s`` a sound run (its children checked first)? Sets ``tree.spans[s.id]``."""
-    position, messages = tree.position, tree.records.messages
+    position, messages = tree.position, tree.records.rows
     claimed = _positions(s.first, s.last, position)
 
     def finding(kind: Kind, detail: str) -> None:
@@ -246,7 +313,11 @@ def _check_span(tree: Tree, s: SummaryEntry, out: list[Finding]) -> None:
     span: tuple[int, int] | None = None
     if s.level == 1:
         missing = [i for i in s.source_ids if i not in position]
-        if missing:
+        if (missing or _run_problem(s.source_ids, position, messages, missing)) and (
+            tree.sound_when_written(s.item, s.source_ids)
+        ):
+            pass  # sound when written: the strategy follows what changed since
+        elif missing:
             noun = "message is" if len(missing) == 1 else "messages are"
             finding(
                 Kind.MISSING_MESSAGES,
@@ -304,9 +375,9 @@ def _check_span(tree: Tree, s: SummaryEntry, out: list[Finding]) -> None:
                         f"{b} (positions {sb[0]}..{sb[1]})"
                     )
                 break
-            if problem:
+            if problem and not tree.sound_when_written(s.item, _leaves(tree, s)):
                 finding(Kind.NON_CONTIGUOUS, problem)
-            else:
+            elif not problem:
                 first, last = spans[0], spans[-1]
                 assert first is not None and last is not None
                 span = (first[0], last[1])
@@ -318,6 +389,18 @@ def _check_span(tree: Tree, s: SummaryEntry, out: list[Finding]) -> None:
             f"its range says {s.first}..{s.last} but it covers "
             f"{messages[span[0]]}..{messages[span[1]]} (positions {span[0]}..{span[1]})",
         )
+
+
+def _leaves(tree: Tree, s: SummaryEntry) -> list[str]:
+    """The messages under the memory ``s``, through its children, in order."""
+    if s.level == 1:
+        return list(s.source_ids)
+    out: list[str] = []
+    for child in s.source_ids:
+        below = tree.valid.get(child)
+        if below is not None and below.level < s.level:
+            out.extend(_leaves(tree, below))
+    return out
 
 
 def _check_links(tree: Tree, s: SummaryEntry, out: list[Finding]) -> None:
@@ -344,11 +427,23 @@ def _check_links(tree: Tree, s: SummaryEntry, out: list[Finding]) -> None:
             finding(Kind.DANGLING_PARENT, f"its parent {s.parent_id} does not list it as a child")
     elif len(parents) == 1:
         finding(Kind.UNLINKED_CHILD, f"{parents[0]} lists it as a child, but its parent is empty")
-    if s.level == 1 and tree.chunks and s.id not in tree.named:
+    if s.level == 1 and tree.chunks and s.id not in tree.named and not _set_aside(tree, s):
         finding(
             Kind.UNCHUNKED,
             "no chunk record names it, so the strategy neither shows nor merges it",
         )
+
+
+def _set_aside(tree: Tree, s: SummaryEntry) -> bool:
+    """Whether the L1 ``s``, which no chunk record names, is one the strategy set aside
+    when it adopted the memories of a store without chunk records: no memory lists it
+    and no parent is named, and some of its messages are held by a chunk record (the
+    memory adopted over them). Such a memory is neither shown nor merged, and its
+    messages are not summarised twice."""
+    if s.parent_id is not None or tree.claimants.get(s.id):
+        return False
+    held = tree.chunked
+    return any(i in held for i in s.source_ids)
 
 
 def chunk_runs(
@@ -366,7 +461,7 @@ def chunk_runs(
 
 
 def _check_chunks(tree: Tree, out: list[Finding]) -> None:
-    position, messages = tree.position, tree.records.messages
+    position, messages = tree.position, tree.records.rows
     for c in tree.chunks:
         claimed = _positions(c.source_ids[0], c.source_ids[-1], position)
 
@@ -386,8 +481,10 @@ def _check_chunks(tree: Tree, out: list[Finding]) -> None:
             )
 
         # a chunk that lost messages is the strategy's to follow on open (reconcile)
-        if all(i in position for i in c.source_ids) and (
-            problem := _run_problem(c.source_ids, position, messages)
+        if (
+            all(i in position for i in c.source_ids)
+            and (problem := _run_problem(c.source_ids, position, messages))
+            and not tree.sound_when_written(c.item, c.source_ids)
         ):
             finding(Kind.NON_CONTIGUOUS_CHUNK, problem)
         if c.summary_id is not None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
+from ..window import WindowIndex, WindowRecord
+
 
 class Kind(StrEnum):
     """What a :class:`Finding` says is wrong."""
@@ -55,6 +57,9 @@ class Raw:
 
     item: str
     body: Any
+    rev: int = 0
+    """The store record holding its current body (store records are numbered in the
+    order written, so a larger ``rev`` was written later); 0 when unknown."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,15 @@ class StoredRecords:
         The strategy namespace the records were read from.
     message_slot : str
         The slot the messages were read from.
+    window : tuple of str or None
+        Once the namespace's agent is presented rows
+        (:meth:`~context_manager.ContextManager.present_rows`): the rows of its
+        window the record holds, in window order. None while the window is the
+        record itself.
+    window_log : tuple of (int, WindowRecord)
+        The window's records, each with its store record number (``rev``), in the
+        order written: what the window was when each record of the strategy was
+        written (:meth:`rows_at`).
     """
 
     messages: tuple[str, ...]
@@ -83,6 +97,43 @@ class StoredRecords:
     chunk_counter: int = 0
     namespace: str = "default"
     message_slot: str = "messages"
+    window: tuple[str, ...] | None = None
+    window_log: tuple[tuple[int, WindowRecord], ...] = ()
+
+    @property
+    def rows(self) -> tuple[str, ...]:
+        """The rows the strategy reads, in its order: what its records are judged
+        over (the window when the agent is presented rows, else the record).
+
+        Examples
+        --------
+        >>> StoredRecords(messages=("a", "x", "b")).rows
+        ('a', 'x', 'b')
+        >>> StoredRecords(messages=("a", "x", "b"), window=("a", "b")).rows
+        ('a', 'b')
+        """
+        return self.window if self.window is not None else self.messages
+
+    def rows_at(self, count: int) -> tuple[str, ...]:
+        """The rows the strategy read once the first ``count`` window records were
+        written: the window they leave (the rows of it the record holds), or the
+        record while there were none.
+
+        Examples
+        --------
+        >>> log = ((5, WindowRecord("write-down", ("a", "b"))),
+        ...        (9, WindowRecord("retract", ("a",))),
+        ...        (12, WindowRecord("present", ("a",))))
+        >>> records = StoredRecords(messages=("a", "b", "x"), window=("b", "a"),
+        ...                         window_log=log)
+        >>> records.rows_at(0), records.rows_at(1), records.rows_at(3)
+        (('a', 'b', 'x'), ('a', 'b'), ('b', 'a'))
+        """
+        if count <= 0:
+            return self.messages
+        index = WindowIndex.replay(r for _, r in self.window_log[:count])
+        held = set(self.messages)
+        return tuple(i for i in index.held() if i in held)
 
     def slot(self, name: str) -> str:
         """The store slot ``name`` in the records' namespace."""

@@ -102,7 +102,7 @@ def plan_repair(findings: Sequence[Finding], records: StoredRecords) -> list[Act
     }
     for c in tree.chunks:
         if c.item in to_split and all(i in position for i in c.source_ids):
-            split[c.item] = chunk_runs(c, position, records.messages)
+            split[c.item] = chunk_runs(c, position, records.rows)
             if c.summary_id in valid and valid[c.summary_id].level == 1:
                 detach.setdefault(c.summary_id, f"its chunk record {c.id} is split; {_AGAIN}")
     # every memory above a detached one goes with it
@@ -141,7 +141,7 @@ def plan_repair(findings: Sequence[Finding], records: StoredRecords) -> list[Act
             )
     for x in fixes:
         if x in kept and (span := tree.spans.get(x)) is not None:
-            first, last = records.messages[span[0]], records.messages[span[1]]
+            first, last = records.rows[span[0]], records.rows[span[1]]
             actions.append(
                 Action(
                     Op.FIX_RANGE,

@@ -12,8 +12,17 @@ strategy's records before the strategy reads them (:func:`check_at_open`), and b
     writes the repair :func:`~.plan.plan_repair` plans, in one transaction, and logs
     each action: broken memories are dropped and their messages summarised again; no
     message is touched.
-``"ignore"`` (the default)
+``"ignore"``
     opens as it is, the strategy working around what it can (no audit is run).
+
+``reject`` is the default: the audit judges the records the way the strategy writes
+them (:mod:`.checks`: over the rows each was written over, the agent's window once a
+host presents rows), so a store the strategy wrote audits clean.
+
+An ``audit_only=True`` open runs the audit (:func:`audit_at_open`) and keeps the
+findings for :meth:`ContextManager.topology_findings
+<context_manager.ContextManager.topology_findings>` whatever they are; it neither
+refuses nor repairs.
 """
 
 from __future__ import annotations
@@ -54,8 +63,39 @@ class StoreTopologyError(StoreError):
         self.findings = list(findings)
 
 
+def audit_at_open(
+    store: RecordStore,
+    namespace: str,
+    *,
+    message_slot: str | None = None,
+    auxiliary_slots: Sequence[str] = (),
+) -> list[Finding]:
+    """The audit's findings on the memory tree of ``namespace`` in ``store``, nothing
+    written (what an ``audit_only=True`` open keeps).
+
+    Examples
+    --------
+    >>> from context_manager.store import Store
+    >>> with Store.open(":memory:") as store:
+    ...     audit_at_open(store, "default")
+    []
+    """
+    records = read_stored(
+        store, namespace, message_slot=message_slot, auxiliary_slots=auxiliary_slots
+    )
+    if not records.summaries and not records.chunks:
+        return []
+    return audit(records)
+
+
 def check_at_open(
-    store: RecordStore, namespace: str, policy: TopologyPolicy, shown: str
+    store: RecordStore,
+    namespace: str,
+    policy: TopologyPolicy,
+    shown: str,
+    *,
+    message_slot: str | None = None,
+    auxiliary_slots: Sequence[str] = (),
 ) -> list[Action]:
     """Audit the memory tree of ``namespace`` in ``store`` and apply ``policy``.
 
@@ -68,6 +108,10 @@ def check_at_open(
     policy : {"reject", "repair", "ignore"}
     shown : str
         How the error names the store (its path, or its URL without a password).
+    message_slot : str, optional
+        The manager's message slot (by default as :func:`~.stored.read_stored` finds it).
+    auxiliary_slots : sequence of str
+        The message slots its record merges with its own (``auxiliary_views``).
 
     Returns
     -------
@@ -90,7 +134,9 @@ def check_at_open(
     """
     if policy == "ignore":
         return []
-    records = read_stored(store, namespace)
+    records = read_stored(
+        store, namespace, message_slot=message_slot, auxiliary_slots=auxiliary_slots
+    )
     if not records.summaries and not records.chunks:
         return []
     findings = audit(records)

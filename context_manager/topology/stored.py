@@ -6,6 +6,7 @@ strategy's slots.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 from ..store import RecordStore, StoreError
@@ -16,12 +17,17 @@ from ..strategies.autobiographical.records import (
     ChunkRecord,
     next_chunk_number,
 )
+from ..window import WindowIndex, WindowRecord
 from .model import Action, Op, Raw, StoredRecords
 
 
 # --------------------------------------------------------------------- reading
 def read_stored(
-    store: RecordStore, namespace: str = "default", *, message_slot: str | None = None
+    store: RecordStore,
+    namespace: str = "default",
+    *,
+    message_slot: str | None = None,
+    auxiliary_slots: Sequence[str] = (),
 ) -> StoredRecords:
     """The branch's message ids and the strategy's raw records, as stored.
 
@@ -38,6 +44,9 @@ def read_stored(
     message_slot : str, optional
         Where the messages are: by default ``<namespace>/messages`` when that slot
         holds any (a manager opened with ``isolate=True``), else ``messages``.
+    auxiliary_slots : sequence of str
+        Other writers' message slots the manager's record merges with its own, by
+        the order they were stored (its ``auxiliary_views``).
 
     Returns
     -------
@@ -55,14 +64,58 @@ def read_stored(
             if isinstance(it.body, dict)
         ]
         counter = next_chunk_number(known)
+    items = store.items(message_slot)
+    if auxiliary_slots:  # the other writers' rows, in the order stored
+        others = [store.items(slot) for slot in auxiliary_slots]
+        items = list(heapq.merge(items, *others, key=lambda i: i.seq))
+    messages = tuple(it.id for it in items)
+    log = read_window_log(store, namespace)
+    window = _held(log, messages)
     return StoredRecords(
-        messages=tuple(it.id for it in store.items(message_slot)),
-        summaries=tuple(Raw(it.id, it.body) for it in store.items(f"{namespace}/{SUMMARIES_SLOT}")),
-        chunks=tuple(Raw(it.id, it.body) for it in chunks),
+        messages=messages,
+        summaries=tuple(
+            Raw(it.id, it.body, it.rev) for it in store.items(f"{namespace}/{SUMMARIES_SLOT}")
+        ),
+        chunks=tuple(Raw(it.id, it.body, it.rev) for it in chunks),
         chunk_counter=counter,
         namespace=namespace,
         message_slot=message_slot,
+        window=window,
+        window_log=log if window is not None else (),
     )
+
+
+def read_window_log(store: RecordStore, namespace: str) -> tuple[tuple[int, WindowRecord], ...]:
+    """The namespace's window records, each with its store record number, in the order
+    written; empty while the agent was never presented rows (the window is the record)
+    or when they cannot be read (the manager refuses those itself).
+
+    Examples
+    --------
+    >>> from context_manager.store import Store
+    >>> with Store.open(":memory:") as store:
+    ...     _ = store.append("default/window", {"kind": "present", "ids": ["b", "a"]})
+    ...     [r.ids for _, r in read_window_log(store, "default")]
+    [('b', 'a')]
+    """
+    try:
+        return tuple(
+            (it.rev, WindowRecord.from_body(it.body, it.seq))
+            for it in store.items(f"{namespace}/window")
+        )
+    except ValueError:
+        return ()
+
+
+def _held(
+    log: Sequence[tuple[int, WindowRecord]], messages: Sequence[str]
+) -> tuple[str, ...] | None:
+    """The rows of the window ``log`` leaves that the record holds, in window order."""
+    if not log:
+        return None
+    index = WindowIndex.replay(r for _, r in log)
+    held = set(messages)
+    return tuple(i for i in index.held() if i in held)
 
 
 # ------------------------------------------------------------------- applying

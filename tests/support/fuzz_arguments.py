@@ -105,6 +105,7 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "caused_by": IDS,
     "listener": st.just(lambda message: None),
     "topology_policy": st.sampled_from(["reject", "repair", "ignore"]),
+    "audit_only": st.booleans(),
     "first_id": IDS,
     "last_id": IDS,
     "relation": st.sampled_from(["copy", "derived", "referenced"]),

@@ -24,7 +24,10 @@ log = logging.getLogger(__name__)
 
 
 def rebuild_chunks(st: State, ctx: StrategyContext) -> None:
-    """Close new chunks over middle messages no record owns (records are persisted)."""
+    """Close new chunks over middle messages no record owns (records are persisted);
+    none in an ``audit_only`` manager, which never writes."""
+    if ctx.audit_only:
+        return
     records = st.records
     stored = ctx.messages()
     if orphaned(st, ctx):

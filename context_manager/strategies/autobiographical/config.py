@@ -1054,17 +1054,17 @@ UNSUPPORTED_OPTIONS: dict[str, UnsupportedOption] = {
         "frontier that still fits the wall, whatever the cache's state",
         solver="kv-stable",
     ),
-    # to be implemented
+    # the open's options, not the strategy's
     "topology_policy": _U(
         "topologyPolicy",
-        "the topology_policy of ContextManager.open ('reject', 'repair' or 'ignore'): "
-        "a store's memory tree is audited when the store opens, not by the strategy",
+        "the topology_policy of ContextManager.open ('reject', the default, 'repair' or "
+        "'ignore'): a store's memory tree is audited when the store opens, not by the strategy",
     ),
     "audit_only": _U(
         "auditOnly",
-        "run `ctxfold audit STORE` or `ctxfold inspect --read-only STORE`, which read a "
-        "store without changing it",
-        planned=True,
+        "ContextManager.open(audit_only=True), which loads and audits the store and "
+        "never writes (findings in topology_findings()): the option is the open's, "
+        "not the strategy's",
     ),
 }
 """The reference's options this config refuses, by snake_case name: the reference's

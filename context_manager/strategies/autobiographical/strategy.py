@@ -353,6 +353,8 @@ class AutobiographicalStrategy(Strategy):
         state = State(self.config, read_records(ctx.store, ctx.slot))
         state.carry_over(self.state)
         self.state = state
+        if ctx.audit_only:  # loaded as stored: nothing adopted, followed or written
+            return
         adopt_memories(self.state, ctx)
         reconcile(self.state, ctx)
 

@@ -84,3 +84,45 @@ def test_views_that_name_nothing_else_are_refused(tmp_path: Path) -> None:
             ContextManager.open(store=store, auxiliary_views="beta")  # type: ignore[arg-type]
         with pytest.raises(ConfigError, match="namespace"):
             ContextManager.open(store=store, auxiliary_views=[""])
+
+
+def test_memories_over_another_writers_rows_pass_the_audit_at_open(tmp_path: Path) -> None:
+    from context_manager import ExtractiveSummarizer
+    from context_manager.strategies.autobiographical import AutobiographicalStrategy
+    from context_manager.topology import read_stored
+
+    def alpha(store: Store) -> ContextManager:
+        strategy = AutobiographicalStrategy(
+            compression_model="extractive",
+            target_chunk_tokens=60,
+            summary_target_tokens=20,
+            recent_window_tokens=100,
+            l1_holdback_chunks=0,
+        )
+        return ContextManager.open(
+            store=store,
+            namespace="alpha",
+            isolate=True,
+            counter=COUNTER,
+            strategy=strategy,
+            summarizer=ExtractiveSummarizer(),
+            auxiliary_views=["beta"],
+        )
+
+    with Store.open(tmp_path / "shared.db") as store:
+        beta = ContextManager.open(store=store, namespace="beta", isolate=True, counter=COUNTER)
+        cm = alpha(store)
+        for i in range(30):
+            writer = cm if i % 2 == 0 else beta
+            writer.add_message("User", f"row {i} " + "the fox runs " * 3)
+        cm.drain()
+        records = read_stored(store, "alpha")
+        theirs = {m.id for m in beta.get_messages()}
+        l1s = [r.body for r in records.summaries if r.body["level"] == 1]
+        assert any(theirs.intersection(b["source_ids"]) for b in l1s)  # memories span both
+        cm.close()
+        beta.close()
+    with Store.open(tmp_path / "shared.db") as store:
+        again = alpha(store)  # the default policy, reject, audits alpha's merged record
+        assert again.topology_findings() == []
+        again.close()

@@ -678,3 +678,268 @@ def test_an_unknown_topology_policy_is_refused_naming_it(tmp_path: Path) -> None
     with pytest.raises(ArgumentError, match="topology_policy"):
         _manager(tmp_path / "s.db", topology_policy="fix")
     assert not (tmp_path / "s.db").exists()  # refused before anything was opened
+
+
+# ------------------------------------------- the audit judges what the strategy writes
+def _presented_store(path: Path, skipped: int = 9) -> tuple[list[str], str]:
+    """A store whose agent was presented every message but one (``skipped``, added by
+    another writer and never shown): chunks close over the window, across that row.
+    Returns the messages and the row never presented."""
+    with _manager(path, topology_policy="ignore") as cm:
+        cm.present_rows([])
+        ids: list[str] = []
+        for i in range(60):
+            who = "User" if i % 2 == 0 else "Claude"
+            ids.append(cm.add_message(who, f"row {i}: " + "the quick brown fox jumps " * 3))
+            if i != skipped:
+                cm.present_rows([ids[-1]])
+        cm.drain()
+    return ids, ids[skipped]
+
+
+def test_a_chunk_over_presented_rows_across_a_row_never_presented_is_sound(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent.db"
+    ids, unshown = _presented_store(path)
+    with Store.open(path) as db:
+        records = read_stored(db)
+    over = [c.body for c in records.chunks if ids[8] in c.body["source_ids"]]
+    assert over and ids[10] in over[0]["source_ids"]  # the chunk spans the row unshown
+    assert unshown not in over[0]["source_ids"]
+    assert records.window is not None and unshown not in records.window
+    assert audit(records) == []
+    with _manager(path) as cm:  # the default policy, reject, opens it
+        assert unshown not in [m.id for m in cm.get_window_messages()]
+
+
+def test_a_gap_in_the_window_is_still_a_finding(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    _presented_store(path)
+    name, skipped = _plant_gap(path)
+    with pytest.raises(StoreTopologyError) as caught:
+        _manager(path)
+    assert [(f.id, f.kind) for f in caught.value.findings] == [(name, Kind.NON_CONTIGUOUS)]
+    assert skipped in str(caught.value)
+
+
+def test_the_window_read_is_the_rows_the_record_holds_in_window_order() -> None:
+    records = StoredRecords(
+        messages=("a", "b", "x", "c"),
+        summaries=(
+            Raw(
+                "1",
+                {
+                    "id": "L1-0",
+                    "level": 1,
+                    "content": "x",
+                    "tokens": 1,
+                    "source_ids": ["a", "b", "c"],
+                    "first": "a",
+                    "last": "c",
+                },
+            ),
+        ),
+        window=("a", "b", "c"),
+    )
+    assert audit(records) == []  # x was never shown: a, b, c is one run of the window
+    moved = StoredRecords(records.messages, records.summaries, window=("a", "c", "b"))
+    assert [(f.id, f.kind) for f in audit(moved)] == [("L1-0", Kind.NON_CONTIGUOUS)]
+    record = StoredRecords(records.messages, records.summaries)  # no window: the record
+    assert [(f.id, f.kind) for f in audit(record)] == [("L1-0", Kind.NON_CONTIGUOUS)]
+
+
+def _l1(item: str, name: str, ids: list[str], parent: str | None = None) -> Raw:
+    return Raw(
+        item,
+        {
+            "id": name,
+            "level": 1,
+            "content": "x",
+            "tokens": 1,
+            "source_ids": ids,
+            "first": ids[0],
+            "last": ids[-1],
+            "parent_id": parent,
+        },
+    )
+
+
+def test_a_memory_set_aside_when_memories_were_adopted_is_not_a_finding() -> None:
+    # L1-1 overlaps L1-2, which was adopted with a chunk record; L1-1 was not
+    records = StoredRecords(
+        messages=tuple("abcdefgh"),
+        summaries=(
+            _l1("1", "L1-0", list("abc")),
+            _l1("2", "L1-1", list("de")),
+            _l1("3", "L1-2", list("defgh")),
+        ),
+        chunks=(
+            Raw(
+                "4",
+                {"id": "c-0", "source_ids": list("abc"), "compressed": True, "summary_id": "L1-0"},
+            ),
+            Raw(
+                "5",
+                {
+                    "id": "c-1",
+                    "source_ids": list("defgh"),
+                    "compressed": True,
+                    "summary_id": "L1-2",
+                },
+            ),
+        ),
+    )
+    assert audit(records) == []
+
+
+def test_an_l1_no_chunk_record_names_over_messages_none_holds_is_a_finding() -> None:
+    records = StoredRecords(
+        messages=tuple("abcdef"),
+        summaries=(_l1("1", "L1-0", list("abc")), _l1("2", "L1-1", list("def"))),
+        chunks=(
+            Raw(
+                "3",
+                {"id": "c-0", "source_ids": list("abc"), "compressed": True, "summary_id": "L1-0"},
+            ),
+        ),
+    )
+    assert [(f.id, f.kind) for f in audit(records)] == [("L1-1", Kind.UNCHUNKED)]
+
+
+def test_an_unchunked_l1_a_parent_lists_is_a_finding_even_over_held_messages() -> None:
+    records = StoredRecords(
+        messages=tuple("abcd"),
+        summaries=(
+            _l1("1", "L1-0", list("ab"), "L2-2"),
+            _l1("2", "L1-1", list("cd"), "L2-2"),
+            Raw(
+                "3",
+                {
+                    "id": "L2-2",
+                    "level": 2,
+                    "content": "y",
+                    "tokens": 1,
+                    "source_ids": ["L1-0", "L1-1"],
+                    "first": "a",
+                    "last": "d",
+                },
+            ),
+            _l1("4", "L1-3", list("cd")),
+        ),
+        chunks=(
+            Raw(
+                "5",
+                {"id": "c-0", "source_ids": list("ab"), "compressed": True, "summary_id": "L1-0"},
+            ),
+            Raw(
+                "6",
+                {"id": "c-1", "source_ids": list("cd"), "compressed": True, "summary_id": "L1-3"},
+            ),
+        ),
+    )
+    assert [(f.id, f.kind) for f in audit(records)] == [("L1-1", Kind.UNCHUNKED)]
+
+
+def test_a_store_whose_memories_were_adopted_opens_under_the_default_policy(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent.db"
+    with ContextManager.open(path=path, counter=CharsCounter()) as cm:  # passthrough
+        ids = [cm.add_message("User", f"m{i} " + "word " * 20) for i in range(14)]
+        for n, (a, b) in enumerate([(0, 5), (6, 9), (6, 13)]):
+            cm.store.append(
+                SUMMARIES,
+                _l1("", f"L1-{n}", ids[a : b + 1]).body,
+            )
+    for _ in range(2):  # the first open adopts; the second reads what it wrote
+        with _manager(path) as cm:
+            pass
+    with Store.open(path) as db:
+        assert [c.body["summary_id"] for c in db.items(CHUNKS)] == ["L1-0", "L1-2"]
+    assert audit_store(path).findings == []
+
+
+def test_reject_is_the_default_policy(store: Path) -> None:
+    name, _ = _plant_gap(store)
+    with pytest.raises(StoreTopologyError, match=name):
+        _manager(store)
+
+
+def _window_records(l1_rev: int) -> StoredRecords:
+    """An L1 over b, c, d (store record ``l1_rev``); the window written down as a..e at
+    record 10, then c retracted and presented again (records 30 and 31): c now stands
+    after e."""
+    from context_manager.window import WindowRecord
+
+    log = (
+        (10, WindowRecord("write-down", tuple("abcde"))),
+        (30, WindowRecord("retract", ("c",))),
+        (31, WindowRecord("present", ("c",))),
+    )
+    l1 = _l1("1", "L1-0", list("bcd"))
+    return StoredRecords(
+        messages=tuple("abcde"),
+        summaries=(Raw(l1.item, l1.body, l1_rev),),
+        chunks=(
+            Raw(
+                "2",
+                {"id": "c-0", "source_ids": list("bcd"), "compressed": True, "summary_id": "L1-0"},
+                l1_rev,
+            ),
+        ),
+        window=tuple("abdec"),
+        window_log=log,
+    )
+
+
+def test_a_record_written_before_a_redo_it_never_heard_is_judged_by_the_window_then() -> None:
+    # written at record 20, when b, c, d stood together: the strategy lets go of it
+    # when it loads (it follows the redo), so it is no defect
+    assert audit(_window_records(20)) == []
+
+
+def test_a_record_written_after_the_redo_is_judged_by_the_window_now() -> None:
+    found = audit(_window_records(40))  # b, c, d were not one run when it was written
+    assert [(f.id, f.kind) for f in found] == [
+        ("L1-0", Kind.NON_CONTIGUOUS),
+        ("c-0", Kind.NON_CONTIGUOUS_CHUNK),
+    ]
+
+
+def test_an_l2_written_before_a_redo_moved_one_of_its_children_is_no_defect() -> None:
+    from context_manager.window import WindowRecord
+
+    log = (
+        (10, WindowRecord("write-down", tuple("abcdef"))),
+        (30, WindowRecord("retract", ("c", "d"))),
+        (31, WindowRecord("present", ("c", "d"))),
+    )
+
+    def records(l2_rev: int) -> StoredRecords:
+        one, two = _l1("1", "L1-0", list("ab"), "L2-2"), _l1("2", "L1-1", list("cd"), "L2-2")
+        return StoredRecords(
+            messages=tuple("abcdef"),
+            summaries=(
+                Raw(one.item, one.body, 20),
+                Raw(two.item, two.body, 20),
+                Raw(
+                    "3",
+                    {
+                        "id": "L2-2",
+                        "level": 2,
+                        "content": "y",
+                        "tokens": 1,
+                        "source_ids": ["L1-0", "L1-1"],
+                        "first": "a",
+                        "last": "d",
+                    },
+                    l2_rev,
+                ),
+            ),
+            window=tuple("abefcd"),  # c, d moved after f: L1-0 and L1-1 no longer adjacent
+            window_log=log,
+        )
+
+    assert audit(records(25)) == []
+    assert [(f.id, f.kind) for f in audit(records(40))] == [("L2-2", Kind.NON_CONTIGUOUS)]

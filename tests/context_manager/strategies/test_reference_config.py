@@ -66,9 +66,7 @@ def test_the_issue_options_are_all_in_the_table() -> None:
         "deferWhenWarm",
     } <= names
     planned = {n for n, e in UNSUPPORTED_OPTIONS.items() if e.planned}
-    assert planned == {
-        "audit_only",
-    }
+    assert planned == set()
 
 
 def test_no_refused_option_is_an_option_here() -> None:
@@ -128,7 +126,10 @@ def test_the_message_says_not_supported_use() -> None:
         "response reserve); the budget is always enforced"
     )
     message = refusal({"audit_only": True})["msg"]
-    assert message.startswith("audit_only (the reference's auditOnly) is not supported yet")
+    assert message.startswith(
+        "audit_only (the reference's auditOnly) is not supported: use "
+        "ContextManager.open(audit_only=True)"
+    )
 
 
 def test_every_refused_option_given_is_named_in_one_error() -> None:
