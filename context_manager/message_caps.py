@@ -43,7 +43,6 @@ __all__ = [
     "INPUT_TRUNCATED",
     "MessageCaps",
     "cap_form",
-    "caps_of",
     "keep_last_results",
     "older_result_note",
     "truncated_counts",
@@ -114,22 +113,6 @@ class MessageCaps(BaseModel):
         if self.max_message_tokens:
             out = _cap_text(out, self.max_message_tokens, counter)
         return out
-
-
-def caps_of(config: Any) -> MessageCaps:
-    """The caps a strategy's config sets (its fields of the same names).
-
-    Examples
-    --------
-    >>> from context_manager.strategies import PassthroughConfig
-    >>> caps_of(PassthroughConfig(max_message_tokens=900)).max_message_tokens
-    900
-    """
-    return MessageCaps(
-        max_message_tokens=config.max_message_tokens,
-        tool_use_input_max_tokens=config.tool_use_input_max_tokens,
-        tool_result_max_last_n=config.tool_result_max_last_n,
-    )
 
 
 def cap_form(form: SendForm, caps: MessageCaps, counter: TokenCounter) -> SendForm:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from ..errors import ConfigError, OverBudgetError
 from ..images import ImagePolicy
-from ..message_caps import MessageCaps, caps_of
+from ..message_caps import MessageCaps
 from ..messages import USER
 from ..pairing import pair_groups
 from .base import (
@@ -30,11 +30,12 @@ from .base import (
     StrategyContext,
 )
 from .capping import MAX_CAP_ROUNDS, Capped, cap_forms
+from .send_copy import SendCopyOptions
 
 __all__ = ["PassthroughConfig", "PassthroughStrategy"]
 
 
-class PassthroughConfig(BaseModel):
+class PassthroughConfig(SendCopyOptions):
     """Options of :class:`PassthroughStrategy`.
 
     Examples
@@ -62,44 +63,6 @@ class PassthroughConfig(BaseModel):
         ge=0,
         description="The response reserve ``compile()`` takes when none is given. None: "
         "the manager's default.",
-    )
-    max_message_tokens: int = Field(
-        default=0,
-        ge=0,
-        description="The most tokens one message may take in a request: its text (text "
-        "blocks and tool results' text) is cut to its head and tail around a marker in the "
-        "copy sent, whatever the budget; the store keeps it whole. 0: no cap.",
-    )
-    tool_use_input_max_tokens: int = Field(
-        default=0,
-        ge=0,
-        description="A tool call whose input takes more tokens than this (as compact JSON) "
-        "is sent with the input {'_truncated': true, '_originalTokens': N, '_keys': [...]}. "
-        "0: no cap.",
-    )
-    tool_result_max_last_n: int | dict[str, int] | None = Field(
-        default=None,
-        description="Each tool's newest N results are sent whole; older ones become a "
-        "note naming the tool. One N for every tool, or N by tool name (a tool not named "
-        "keeps every result). None: every result.",
-    )
-    max_live_images: int = Field(
-        default=6,
-        ge=0,
-        description="Each compile sends at most this many images, the newest; the others "
-        "become a note in the copy sent (the store keeps them). 0: no limit.",
-    )
-    image_strip_depth_tokens: int = Field(
-        default=30_000,
-        ge=0,
-        description="No image is sent whose message is further than this many tokens from "
-        "the newest message. 0: no limit.",
-    )
-    max_live_image_bytes: int = Field(
-        default=20 * 1024 * 1024,
-        ge=0,
-        description="The images sent, newest first, take at most this many (decoded) bytes. "
-        "0: no limit.",
     )
 
 
@@ -164,17 +127,12 @@ class PassthroughStrategy(Strategy):
     @property
     def message_caps(self) -> MessageCaps:
         """The caps on each message sent (see :class:`PassthroughConfig`)."""
-        return caps_of(self._options)
+        return self._options.message_caps()
 
     @property
     def image_policy(self) -> ImagePolicy:
         """The images each compile sends live (see :class:`PassthroughConfig`)."""
-        config = self._options
-        return ImagePolicy(
-            max_live_images=config.max_live_images,
-            image_strip_depth_tokens=config.image_strip_depth_tokens,
-            max_live_image_bytes=config.max_live_image_bytes,
-        )
+        return self._options.image_policy()
 
     def select(
         self, ctx: StrategyContext, budget: RequestBudget, *, dry_run: bool = False

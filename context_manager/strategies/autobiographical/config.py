@@ -24,6 +24,7 @@ from pydantic_core import PydanticCustomError
 
 from ...errors import ConfigError
 from ...messages import CacheTTL
+from ..send_copy import SendCopyOptions
 
 __all__ = [
     "UNSUPPORTED_OPTIONS",
@@ -100,7 +101,7 @@ MIN_SOURCE_CAP = 64
 """The least ``memory_source_cap_tokens`` may be: a result cut shorter says nothing."""
 
 
-class AutobiographicalConfig(BaseModel):
+class AutobiographicalConfig(SendCopyOptions):
     """Options of :class:`AutobiographicalStrategy` (unknown keys are rejected).
 
     The defaults suit a window of about 200k tokens (a recent window of 30k, chunks of
@@ -130,50 +131,11 @@ class AutobiographicalConfig(BaseModel):
         "messages, or twice this many tokens whatever its length (so a huge message can still "
         "fold). Each closed chunk becomes one L1 memory.",
     )
-    max_message_tokens: int = Field(
-        default=0,
-        ge=0,
-        description="The most tokens one message may take in a request: its text (text "
-        "blocks and tool results' text) is cut to its head and tail around a marker in the "
-        "copy sent, whatever the budget; the store keeps it whole. 0: no cap.",
-    )
-    tool_use_input_max_tokens: int = Field(
-        default=0,
-        ge=0,
-        description="A tool call whose input takes more tokens than this (as compact JSON) "
-        "is sent with the input {'_truncated': true, '_originalTokens': N, '_keys': [...]}. "
-        "0: no cap.",
-    )
-    tool_result_max_last_n: int | dict[str, int] | None = Field(
-        default=None,
-        description="Each tool's newest N results are sent whole; older ones become a "
-        "note naming the tool. One N for every tool, or N by tool name (a tool not named "
-        "keeps every result). None: every result.",
-    )
     attachments_ignore_size: bool = Field(
         default=True,
         description="A chunk's size counts its messages without their images (each image "
         "as the note that replaces it), so a few screenshots do not close a chunk of a "
         "handful of words. False counts images at the counter's price.",
-    )
-    max_live_images: int = Field(
-        default=6,
-        ge=0,
-        description="Each compile sends at most this many images, the newest; the others "
-        "become the note '[image dropped from live context]' in the copy sent (the store "
-        "keeps them). 0: no limit. See context_manager.images.",
-    )
-    image_strip_depth_tokens: int = Field(
-        default=30_000,
-        ge=0,
-        description="No image is sent whose message is further than this many tokens "
-        "(of the messages sent after it) from the newest message. 0: no limit.",
-    )
-    max_live_image_bytes: int = Field(
-        default=20 * 1024 * 1024,
-        ge=0,
-        description="The images sent, newest first, take at most this many (decoded) "
-        "bytes; from the first that does not fit, no older image is sent. 0: no limit.",
     )
     max_compression_image_bytes: int = Field(
         default=12 * 1024 * 1024,

@@ -23,7 +23,7 @@ from ...adapter import Snapshot
 from ...arguments import check_pin_levels
 from ...errors import ConfigError, UnknownMessageError
 from ...images import ImagePolicy
-from ...message_caps import MessageCaps, caps_of
+from ...message_caps import MessageCaps
 from ...receipts import FoldReceipt, last_receipt
 from ..base import (
     Entry,
@@ -264,18 +264,13 @@ class AutobiographicalStrategy(Strategy):
     def message_caps(self) -> MessageCaps:
         """The caps on each message sent (``max_message_tokens``,
         ``tool_use_input_max_tokens``, ``tool_result_max_last_n``)."""
-        return caps_of(self.config)
+        return self.config.message_caps()
 
     @property
     def image_policy(self) -> ImagePolicy:
         """The images each compile sends live (``max_live_images``,
         ``image_strip_depth_tokens``, ``max_live_image_bytes``)."""
-        config = self.config
-        return ImagePolicy(
-            max_live_images=config.max_live_images,
-            image_strip_depth_tokens=config.image_strip_depth_tokens,
-            max_live_image_bytes=config.max_live_image_bytes,
-        )
+        return self.config.image_policy()
 
     @property
     def solver(self) -> tuple[str, dict[str, Any]]:
