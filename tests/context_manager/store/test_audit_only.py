@@ -12,38 +12,19 @@ import pytest
 
 from context_manager import (
     AuditOnlyError,
-    CharsCounter,
     ConfigError,
     ContextManager,
-    ExtractiveSummarizer,
 )
 from context_manager.store import Store
-from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.topology import Kind
+from tests.support.small_agent import open_small
 from tests.support.store_places import Place
 
 SUMMARIES = "default/autobio:summaries"
 
 
-def _strategy() -> AutobiographicalStrategy:
-    return AutobiographicalStrategy(
-        compression_model="extractive",
-        target_chunk_tokens=100,
-        summary_target_tokens=30,
-        recent_window_tokens=200,
-        l1_holdback_chunks=0,
-        merge_threshold=3,
-    )
-
-
 def _open(store: Store, **options: Any) -> ContextManager:
-    return ContextManager.open(
-        store=store,
-        strategy=_strategy(),
-        counter=CharsCounter(),
-        summarizer=ExtractiveSummarizer(),
-        **options,
-    )
+    return open_small(store=store, **options)
 
 
 def _build(where: str, *, gap: bool) -> str | None:
@@ -166,13 +147,7 @@ def test_a_store_file_opened_audit_only_by_path_keeps_its_bytes(tmp_path: Path) 
     where = str(tmp_path / "s.db")
     name = _build(where, gap=True)
     before = _state(where)
-    with ContextManager.open(
-        path=where,
-        strategy=_strategy(),
-        counter=CharsCounter(),
-        summarizer=ExtractiveSummarizer(),
-        audit_only=True,
-    ) as cm:
+    with open_small(path=where, audit_only=True) as cm:
         assert [f.id for f in cm.topology_findings()] == [name]
         for read in READS:
             read(cm)

@@ -24,12 +24,10 @@ from context_manager import (
     ArgumentError,
     CharsCounter,
     ContextManager,
-    ExtractiveSummarizer,
     StoreTopologyError,
 )
 from context_manager.cli import RUNTIME_ERROR, USAGE_ERROR, app
 from context_manager.store import Store
-from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.topology import (
     Kind,
     Op,
@@ -41,30 +39,14 @@ from context_manager.topology import (
     read_stored,
     repair_store,
 )
+from tests.support.small_agent import open_small
 
 SUMMARIES = "default/autobio:summaries"
 CHUNKS = "default/autobio:chunks"
 
 
-def _strategy() -> AutobiographicalStrategy:
-    return AutobiographicalStrategy(
-        compression_model="extractive",
-        target_chunk_tokens=100,
-        summary_target_tokens=30,
-        recent_window_tokens=200,
-        l1_holdback_chunks=0,
-        merge_threshold=3,
-    )
-
-
 def _manager(path: Path, **options: Any) -> ContextManager:
-    return ContextManager.open(
-        path=path,
-        strategy=_strategy(),
-        counter=CharsCounter(),
-        summarizer=ExtractiveSummarizer(),
-        **options,
-    )
+    return open_small(path=path, **options)
 
 
 @pytest.fixture(scope="module")
