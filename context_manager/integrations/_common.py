@@ -133,12 +133,18 @@ def regroup(
     >>> regroup([a, TextBlock(text="c")], [("A", [a]), ("B", [b])])
     ['A', TextBlock(type='text', text='c')]
     """
-    whole = [k for k, (_, blocks) in enumerate(originals) if all(b in content for b in blocks)]
+    remaining = [list(blocks) for _, blocks in originals]
+    owners: list[int | None] = []
+    for block in content:  # each block is claimed by the first original still missing it
+        owner = next((k for k, left in enumerate(remaining) if block in left), None)
+        if owner is not None:
+            remaining[owner].remove(block)
+        owners.append(owner)
+    whole = {k for k, left in enumerate(remaining) if not left and originals[k][1]}
     out: list[_T | ContentBlock] = []
     emitted: set[int] = set()
-    for block in content:
-        owner = next((k for k in whole if block in originals[k][1]), None)
-        if owner is None:
+    for block, owner in zip(content, owners, strict=True):
+        if owner is None or owner not in whole:
             out.append(block)
         elif owner not in emitted:
             emitted.add(owner)
