@@ -56,9 +56,7 @@ def stored_ids(folding: ContextFoldingMiddleware, thread_id: str = "t") -> list[
 
 def request(messages: Sequence[BaseMessage], thread_id: str = "t") -> ModelRequest[Any]:
     model = GenericFakeChatModel(messages=iter(["unused"]))
-    return ModelRequest(
-        model=model, messages=list(messages), tools=[], runtime=runtime(thread_id)
-    )
+    return ModelRequest(model=model, messages=list(messages), tools=[], runtime=runtime(thread_id))
 
 
 def check_agrees(folding: ContextFoldingMiddleware, state: Sequence[BaseMessage]) -> None:

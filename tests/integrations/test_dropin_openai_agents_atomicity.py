@@ -131,7 +131,9 @@ OPERATIONS: dict[str, tuple[Callable[[FoldingSession], None], Callable[[FoldingS
     "add_items": (
         _calls,
         lambda s: run(
-            s.add_items([output("c1", "notes"), output("c2", "more"), said("found", "m1"), user("ok")])
+            s.add_items(
+                [output("c1", "notes"), output("c2", "more"), said("found", "m1"), user("ok")]
+            )
         ),
     ),
     "pop_item (a message's only item)": (_asked, lambda s: run(s.pop_item())),
@@ -217,7 +219,10 @@ def test_tasks_and_threads_on_one_session_lose_and_duplicate_nothing() -> None:
 
     async def tasks(prefix: str) -> None:
         await asyncio.gather(
-            *(session.add_items([user(f"{prefix} {n}"), said(f"re {prefix} {n}")]) for n in range(8)),
+            *(
+                session.add_items([user(f"{prefix} {n}"), said(f"re {prefix} {n}")])
+                for n in range(8)
+            ),
             *(session.get_items() for _ in range(3)),
         )
 
