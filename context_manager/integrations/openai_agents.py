@@ -582,9 +582,9 @@ def _keys(item: Mapping[str, Any]) -> set[str]:
     if isinstance(item_id, str) and item_id and item_id != FAKE_ID:
         keys.add(f"id:{item_id}")
     kind, call_id = item.get("type"), item.get("call_id")
-    if isinstance(call_id, str) and isinstance(kind, str):
-        if kind in _CALLS or kind.endswith("_call_output"):
-            keys.add(f"{kind}:{call_id}")
+    called = isinstance(kind, str) and (kind in _CALLS or kind.endswith("_call_output"))
+    if called and isinstance(call_id, str):
+        keys.add(f"{kind}:{call_id}")
     return keys
 
 

@@ -236,7 +236,7 @@ def test_the_middleware_killed_mid_write_keeps_every_acknowledged_message_once(
 
         acknowledged = killed(child, rng)
         tally["interrupted"] += acknowledged < OPERATIONS
-        folding = ContextFoldingMiddleware(lambda _t: open_manager(path), max_tokens=BIG)
+        folding = ContextFoldingMiddleware(lambda _t, path=path: open_manager(path), max_tokens=BIG)
         ids = [i for s in folding.manager("t").get_messages() for i in s.message.metadata[IDS]]
         tally["trials"] += 1
         tally["duplicated"] += len(ids) - len(set(ids))

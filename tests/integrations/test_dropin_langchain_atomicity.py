@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("langchain.agents")
 
+import contextlib
+
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRequest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -80,17 +82,14 @@ def test_a_failed_write_stores_nothing_and_its_retry_stores_each_message_once(
         state = [*before, *turn(1)]
         fault = WriteFault(fail_at=k)
 
-        def write() -> None:
+        def write(folding: ContextFoldingMiddleware = folding, state: Any = state) -> None:
             if operation == "after_model":
                 folding.after_model({"messages": state}, runtime("t"))
             else:
                 folding.fold(request(state))
 
-        with fault.on(folding.manager("t")):
-            try:
-                write()
-            except StoreFullError:
-                pass
+        with fault.on(folding.manager("t")), contextlib.suppress(StoreFullError):
+            write()
         if not fault.fired:
             break
         faults += 1

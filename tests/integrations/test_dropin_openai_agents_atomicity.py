@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("agents")
 
+import contextlib
+
 from context_manager import CharsCounter, ContextManager, StoreFullError
 from context_manager.integrations.openai_agents import FoldingSession, from_items
 from tests.integrations.dropin_faults import WriteFault
@@ -94,11 +96,8 @@ def test_a_failed_add_stores_nothing_and_its_retry_stores_it_once() -> None:
         session = FoldingSession("s", open_manager(), max_tokens=BIG)
         run(session.add_items([user("hello once")]))
         fault = WriteFault(fail_at=k)
-        with fault.on(session.manager):
-            try:
-                run(session.add_items([user("pay invoice 42")]))
-            except StoreFullError:
-                pass
+        with fault.on(session.manager), contextlib.suppress(StoreFullError):
+            run(session.add_items([user("pay invoice 42")]))
         if not fault.fired:  # k is past the operation's last write
             assert k > 1
             break
@@ -159,11 +158,8 @@ def test_a_fault_at_every_write_point_stores_nothing(name: str) -> None:
         views_agree(session)
         before, history = session.items(), manager_texts(session)
         fault = WriteFault(fail_at=k)
-        with fault.on(session.manager):
-            try:
-                operation(session)
-            except StoreFullError:
-                pass
+        with fault.on(session.manager), contextlib.suppress(StoreFullError):
+            operation(session)
         if not fault.fired:
             break
         faults += 1
@@ -198,7 +194,7 @@ def test_a_reopened_session_makes_the_history_agree_with_its_items(tmp_path: Pat
     session = FoldingSession("s", open_manager(path), max_tokens=BIG)
     run(session.add_items([user("hello once"), said("hi", "msg_0"), user("bye")]))
     cm = session.manager
-    first, second, third = [s.id for s in cm.get_messages()]
+    _first, second, third = [s.id for s in cm.get_messages()]
     cm.add_message("User", "pay invoice 42", metadata={"openai_agents_session": "s"})
     cm.add_message("User", "someone else's", metadata={"openai_agents_session": "other"})
     cm.edit_message(second, "hi there")
