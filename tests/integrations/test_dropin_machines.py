@@ -157,24 +157,25 @@ def _middleware_machine() -> type[RuleBasedStateMachine]:
             path = self.folder / "t.db"
             return ContextFoldingMiddleware(lambda _t: open_manager(path), max_tokens=BIG)
 
-        @rule(kind=st.sampled_from(["human", "calls", "answer"]))
-        def the_state_grows(self, kind: str) -> None:
-            self.n += 1
-            n = self.n
-            if kind == "human":
-                self.state.append(HumanMessage(f"q{n}", id=f"h{n}"))
-            elif kind == "answer":
-                self.state.append(AIMessage(f"answer {n}", id=f"z{n}"))
-            else:
-                calls = [
-                    {"name": "f", "args": {}, "id": f"c{n}{k}", "type": "tool_call"}
-                    for k in range(2)
-                ]
-                self.state.append(AIMessage("", tool_calls=calls, id=f"a{n}"))
-                for k in range(2):
-                    self.state.append(
+        @rule(kinds=st.lists(st.sampled_from(["human", "calls", "answer"]), min_size=1, max_size=3))
+        def the_state_grows(self, kinds: list[str]) -> None:
+            for kind in kinds:
+                self.n += 1
+                n = self.n
+                if kind == "human":
+                    self.state.append(HumanMessage(f"q{n}", id=f"h{n}"))
+                elif kind == "answer":
+                    self.state.append(AIMessage(f"answer {n}", id=f"z{n}"))
+                else:
+                    calls = [
+                        {"name": "f", "args": {}, "id": f"c{n}{k}", "type": "tool_call"}
+                        for k in range(2)
+                    ]
+                    self.state.append(AIMessage("", tool_calls=calls, id=f"a{n}"))
+                    self.state += [
                         ToolMessage(f"r{n}{k}", tool_call_id=f"c{n}{k}", id=f"t{n}{k}")
-                    )
+                        for k in range(2)
+                    ]
 
         def _write(self, call: Any, fail_at: int | None) -> None:
             fault = WriteFault(fail_at)
@@ -183,17 +184,17 @@ def _middleware_machine() -> type[RuleBasedStateMachine]:
             if not fault.fired:
                 self.acknowledged = [m.id for m in self.state]
 
-        @rule(fail_at=st.none() | st.integers(1, 12))
+        @rule(fail_at=st.none() | st.integers(1, 4))
         def after_model(self, fail_at: int | None) -> None:
             state = {"messages": list(self.state)}
             self._write(lambda: self.folding.after_model(state, runtime), fail_at)
 
-        @rule(fail_at=st.none() | st.integers(1, 12))
+        @rule(fail_at=st.none() | st.integers(1, 4))
         def aafter_model(self, fail_at: int | None) -> None:
             state = {"messages": list(self.state)}
             self._write(lambda: asyncio.run(self.folding.aafter_model(state, runtime)), fail_at)
 
-        @rule(fail_at=st.none() | st.integers(1, 14))
+        @rule(fail_at=st.none() | st.integers(1, 6))
         def fold(self, fail_at: int | None) -> None:
             model = GenericFakeChatModel(messages=iter(["unused"]))
             request = ModelRequest(
