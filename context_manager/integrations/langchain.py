@@ -135,6 +135,14 @@ class ContextFoldingMiddleware(AgentMiddleware):
     -----
     The store mirrors what the state adds; messages the state later replaces or
     removes stay in the store as they were.
+
+    Storing a state's new messages (with the system prompt and tools, at a model call)
+    is one store transaction: a call that raises (``StoreFullError`` on a full disk)
+    stored none of them, a process killed mid-write reopens with all of them or none,
+    and the rerun stores each once, by message id. The stored messages are the one
+    record of which ids the store holds (read again after a failed write and when a
+    thread is opened). Calls on one thread, from several threads and asyncio tasks, run
+    one at a time; different threads run side by side.
     """
 
     def __init__(

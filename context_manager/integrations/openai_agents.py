@@ -282,8 +282,33 @@ class FoldingSession:
     session_settings : agents.memory.SessionSettings, optional
         The SDK's session settings (its ``limit`` reads stored items, unfolded).
 
+    Attributes
+    ----------
+    repairs : list of str
+        What the session changed in the manager's history, when it first read its
+        items, to make the history agree with them (empty when they agreed).
+
     Notes
     -----
+    Each of ``add_items``, ``pop_item`` and ``clear_session`` is one store transaction:
+    a call that raises (``StoreFullError`` on a full disk) stored nothing, and one cut
+    short by a killed process is found whole or not at all. Adding is idempotent by
+    id: an item whose ``id`` the session holds (other than the SDK's stand-in
+    :data:`FAKE_ID`), or a call or call output whose type and ``call_id`` it holds, is
+    not stored again, so a batch whose caller never heard back (a cancelled task) can
+    be added again. An item with neither (the user's input) is stored each time it is
+    added: retry only a call that raised.
+
+    The session's items are the record of what it acknowledged, and the manager's
+    history holds them (one message per group). When the session first reads its items
+    it makes the history agree with them: it drops items whose message was removed
+    through the manager, gives a message whose content changed its items' content back,
+    and removes a message of the session's that no item holds; it logs a warning
+    saying what it did and lists it in :attr:`repairs`.
+
+    Calls from several asyncio tasks and threads on one session run one at a time;
+    sessions on different stores run side by side.
+
     :meth:`use_agent` records an agent's instructions and function tools in the manager,
     so that the budget prices them and a model summariser sees them.
     """
