@@ -307,7 +307,8 @@ class FoldingSession:
     saying what it did and lists it in :attr:`repairs`.
 
     Calls from several asyncio tasks and threads on one session run one at a time;
-    sessions on different stores run side by side.
+    sessions on different stores run side by side. Use one session object per session
+    id and store: a second one would not see the first one's items until reopened.
 
     :meth:`use_agent` records an agent's instructions and function tools in the manager,
     so that the budget prices them and a model summariser sees them.
