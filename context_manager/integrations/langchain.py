@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
+from contextlib import suppress
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from threading import RLock
@@ -254,7 +255,8 @@ class ContextFoldingMiddleware(AgentMiddleware):
         try:
             atomically(thread.manager, change)
         except BaseException:
-            thread.known, thread.answered = _held(thread.manager)
+            with suppress(Exception):  # a closed manager: the next call raises anyway
+                thread.known, thread.answered = _held(thread.manager)
             raise
 
     def _thread(self, thread_id: str) -> _Thread:
