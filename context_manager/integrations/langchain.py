@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from contextlib import suppress
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from threading import RLock
 from typing import Any, cast
