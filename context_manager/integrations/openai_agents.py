@@ -307,8 +307,8 @@ class FoldingSession:
     saying what it did and lists it in :attr:`repairs`.
 
     Calls from several asyncio tasks and threads on one session run one at a time;
-    sessions on different stores run side by side. Use one session object per session
-    id and store: a second one would not see the first one's items until reopened.
+    sessions on different stores run side by side. Session objects sharing a manager and
+    a session id read the items again whenever the store's differ from those they hold.
 
     :meth:`use_agent` records an agent's instructions and function tools in the manager,
     so that the budget prices them and a model summariser sees them.
@@ -379,7 +379,7 @@ class FoldingSession:
 
         given = data.model_data
         with self._lock:
-            entries = self._load()
+            entries = self._current()
             latest = entries[-1].item if entries else None
         items = [_plain(i) for i in given.input]
         at = next((k for k in reversed(range(len(items))) if items[k] == latest), None)
@@ -395,7 +395,7 @@ class FoldingSession:
     def items(self) -> list[dict[str, Any]]:
         """Every item of the session, as stored, oldest first."""
         with self._lock:
-            return [copy.deepcopy(e.item) for e in self._load()]
+            return [copy.deepcopy(e.item) for e in self._current()]
 
     def use_agent(self, agent: Agent[Any]) -> None:
         """Record the agent's instructions (when a string) and function tools in the
@@ -423,7 +423,7 @@ class FoldingSession:
     # -------------------------------------------------------------- internals
     def _get_items(self, limit: int | None) -> list[dict[str, Any]]:
         with self._lock:
-            entries = self._load()
+            entries = self._current()
             if limit is not None:
                 return [copy.deepcopy(e.item) for e in (entries[-limit:] if limit > 0 else [])]
             result = compile_folded(
@@ -457,9 +457,9 @@ class FoldingSession:
         other calls: when it raises nothing it wrote is stored, and the items are read
         again from the store."""
         with self._lock:
-            entries = self._load()
+            self._load()
             try:
-                return atomically(self.manager, lambda: change(entries))
+                return atomically(self.manager, lambda: change(self._current()))
             except BaseException:
                 self._entries = None  # rolled back: the store has them as they were
                 raise
@@ -500,6 +500,17 @@ class FoldingSession:
                 self._entries = atomically(self.manager, self._reconcile)
                 self._checked = True
         return self._entries
+
+    def _current(self) -> list[_Entry]:
+        """The items, read again when the store's differ from those held (another
+        session object wrote them)."""
+        entries = self._load()
+        stored = self.manager.store.items(self._slot)
+        if len(stored) != len(entries) or any(
+            s.id != e.id for s, e in zip(stored, entries, strict=True)
+        ):
+            entries = self._entries = self._read()
+        return entries
 
     def _read(self) -> list[_Entry]:
         return [

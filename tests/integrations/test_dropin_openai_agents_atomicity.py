@@ -255,3 +255,17 @@ def test_two_sessions_write_side_by_side() -> None:
     release.set()
     worker.join(30.0)
     assert texts(a.items()) == ["held"]
+
+
+def test_two_session_objects_on_one_store_see_each_others_items() -> None:
+    manager = open_manager()
+    first = FoldingSession("s", manager, max_tokens=BIG)
+    second = FoldingSession("s", manager, max_tokens=BIG)
+    run(first.add_items([user("one"), call("c1", "k1")]))
+    run(second.add_items([output("c1", "notes"), said("two", "m2")]))
+    run(first.add_items([said("three", "m3")]))
+    assert run(second.pop_item()) == said("three", "m3")
+    assert first.items() == second.items()
+    assert texts(first.items()) == ["one", "call c1", "output c1: notes", "two"]
+    views_agree(first)
+    views_agree(second)
