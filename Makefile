@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint schema bench soak scale load fleet notebooks clean postgres-binaries
+.PHONY: demo test lint schema bench soak scale load fleet notebooks clean postgres-binaries dropin-kills
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required, found " + sys.version.split()[0])'
@@ -59,6 +59,12 @@ soak: $(STAMP) postgres-binaries
 	$(BIN)/python tests/soak.py $(SOAK_PG_COMPILES) --postgres
 	$(BIN)/python tests/soak_threads.py $(SOAK_APPENDS)
 	FUZZ_TRIALS=$(SOAK_FUZZ) $(BIN)/python -m pytest -q -p no:cacheprovider tests/context_manager/store/test_damaged_store.py
+
+# the framework drop-ins SIGKILLed mid-write: DROPIN_KILLS trials per integration, each
+# reopened and checked (every acknowledged item once, the history agreeing with it)
+DROPIN_KILLS ?= 50
+dropin-kills: $(STAMP)
+	DROPIN_KILL_TRIALS=$(DROPIN_KILLS) $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/integrations/test_dropin_kills.py
 
 schema: $(STAMP)
 	$(BIN)/python -c 'from folding.schema import write_schema; print(write_schema())'

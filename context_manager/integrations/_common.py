@@ -3,13 +3,20 @@ message back onto the framework objects it was made from."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from ..manager import CompileResult, ContextManager
 from ..messages import ContentBlock, TextBlock
 
-__all__ = ["compile_folded", "content_of", "default_manager", "regroup", "window_reserve"]
+__all__ = [
+    "atomically",
+    "compile_folded",
+    "content_of",
+    "default_manager",
+    "regroup",
+    "window_reserve",
+]
 
 _T = TypeVar("_T")
 
@@ -34,6 +41,33 @@ def default_manager(max_tokens: int) -> ContextManager:
         strategy=AutobiographicalStrategy(config=config),
         summarizer=ExtractiveSummarizer(),
     )
+
+
+def atomically(manager: ContextManager, call: Callable[[], _T]) -> _T:
+    """``call()`` as one write operation of ``manager``: one store transaction.
+
+    Every write ``call`` makes (through the manager's methods or its store) commits
+    together or not at all: under the store's lock (other threads' operations on the
+    store wait), and when it raises nothing it wrote is stored and the manager reloads
+    what it holds in memory from the store. Listeners of the manager hear of the
+    messages once the transaction has committed.
+
+    Examples
+    --------
+    >>> from context_manager import CharsCounter, ContextManager
+    >>> cm = ContextManager.open(path=":memory:", counter=CharsCounter())
+    >>> def two() -> None:
+    ...     cm.add_message("User", "one")
+    ...     raise RuntimeError("the second write failed")
+    >>> try:
+    ...     atomically(cm, two)
+    ... except RuntimeError:
+    ...     pass
+    >>> cm.get_message_count()
+    0
+    >>> cm.close()
+    """
+    return manager._gate.run(call, writes=True, one_transaction=True)
 
 
 def window_reserve(max_tokens: int) -> int:
@@ -99,12 +133,18 @@ def regroup(
     >>> regroup([a, TextBlock(text="c")], [("A", [a]), ("B", [b])])
     ['A', TextBlock(type='text', text='c')]
     """
-    whole = [k for k, (_, blocks) in enumerate(originals) if all(b in content for b in blocks)]
+    remaining = [list(blocks) for _, blocks in originals]
+    owners: list[int | None] = []
+    for block in content:  # each block is claimed by the first original still missing it
+        owner = next((k for k, left in enumerate(remaining) if block in left), None)
+        if owner is not None:
+            remaining[owner].remove(block)
+        owners.append(owner)
+    whole = {k for k, left in enumerate(remaining) if not left and originals[k][1]}
     out: list[_T | ContentBlock] = []
     emitted: set[int] = set()
-    for block in content:
-        owner = next((k for k in whole if block in originals[k][1]), None)
-        if owner is None:
+    for block, owner in zip(content, owners, strict=True):
+        if owner is None or owner not in whole:
             out.append(block)
         elif owner not in emitted:
             emitted.add(owner)

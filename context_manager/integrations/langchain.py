@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from threading import RLock
 from typing import Any, cast
@@ -56,7 +57,14 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ..manager import CompileResult, ContextManager
 from ..messages import AGENT, ContentBlock, Message, ToolResultBlock
 from . import langchain_messages
-from ._common import compile_folded, content_of, default_manager, regroup, window_reserve
+from ._common import (
+    atomically,
+    compile_folded,
+    content_of,
+    default_manager,
+    regroup,
+    window_reserve,
+)
 
 __all__ = ["ContextFoldingMiddleware", "from_langchain", "to_langchain"]
 
@@ -128,6 +136,14 @@ class ContextFoldingMiddleware(AgentMiddleware):
     -----
     The store mirrors what the state adds; messages the state later replaces or
     removes stay in the store as they were.
+
+    Storing a state's new messages (with the system prompt and tools, at a model call)
+    is one store transaction: a call that raises (``StoreFullError`` on a full disk)
+    stored none of them, a process killed mid-write reopens with all of them or none,
+    and the rerun stores each once, by message id. The stored messages are the one
+    record of which ids the store holds (read again after a failed write and when a
+    thread is opened). Calls on one thread, from several threads and asyncio tasks, run
+    one at a time; different threads run side by side.
     """
 
     def __init__(
@@ -177,11 +193,16 @@ class ContextFoldingMiddleware(AgentMiddleware):
         thread = self._thread(_thread_id(request.runtime))
         with thread.lock:
             messages = list(request.messages)
-            self._add_new(thread, messages)
             cm = thread.manager
-            if request.system_message is not None:
-                cm.set_system_prompt(str(request.system_message.text))
-            cm.set_tool_definitions(_tool_definitions(request.tools))
+            tools = _tool_definitions(request.tools)
+
+            def store() -> None:
+                self._add_new(thread, messages)
+                if request.system_message is not None:
+                    cm.set_system_prompt(str(request.system_message.text))
+                cm.set_tool_definitions(tools)
+
+            self._write(thread, store)
             result = compile_folded(
                 cm,
                 max_tokens=self.max_tokens,
@@ -223,17 +244,27 @@ class ContextFoldingMiddleware(AgentMiddleware):
     # -------------------------------------------------------------- internals
     def _record(self, state: Any, runtime: Any) -> None:
         thread = self._thread(_thread_id(runtime))
+        messages = list(state["messages"])
         with thread.lock:
-            self._add_new(thread, list(state["messages"]))
+            self._write(thread, lambda: self._add_new(thread, messages))
+
+    @staticmethod
+    def _write(thread: _Thread, change: Callable[[], None]) -> None:
+        """``change()`` as one store transaction: when it raises nothing it wrote is
+        stored, and what the thread knows is read again from the store."""
+        try:
+            atomically(thread.manager, change)
+        except BaseException:
+            with suppress(Exception):  # a closed manager: the next call raises anyway
+                thread.known, thread.answered = _held(thread.manager)
+            raise
 
     def _thread(self, thread_id: str) -> _Thread:
         with self._lock:
             found = self._threads.get(thread_id)
             if found is None:
                 cm = self._open(thread_id)
-                stored = [s.message for s in cm.get_messages()]
-                known = {i for m in stored for i in m.metadata.get(IDS, ())}
-                answered = {i for m in stored for i in m.tool_result_ids}
+                known, answered = _held(cm)
                 found = self._threads[thread_id] = _Thread(cm, known, answered)
             return found
 
@@ -301,6 +332,15 @@ class ContextFoldingMiddleware(AgentMiddleware):
             return []
         message = Message(participant=participant, content=tuple(blocks))
         return langchain_messages.to_langchain([message], agent=self.agent, start=None)
+
+
+def _held(cm: ContextManager) -> tuple[set[str], set[str]]:
+    """The ids of the LangChain messages the store holds, and the tool calls it holds a
+    result for: read from the stored messages, the one record of both."""
+    stored = [s.message for s in cm.get_messages()]
+    known = {i for m in stored for i in m.metadata.get(IDS, ())}
+    answered = {i for m in stored for i in m.tool_result_ids}
+    return known, answered
 
 
 def _thread_id(runtime: Any) -> str:

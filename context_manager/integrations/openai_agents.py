@@ -39,11 +39,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..manager import CompileResult, ContextManager
 from ..messages import (
@@ -59,7 +60,14 @@ from ..messages import (
     ToolUseBlock,
     text_of,
 )
-from ._common import compile_folded, content_of, default_manager, regroup, window_reserve
+from ._common import (
+    atomically,
+    compile_folded,
+    content_of,
+    default_manager,
+    regroup,
+    window_reserve,
+)
 
 if TYPE_CHECKING:
     from agents import Agent
@@ -71,6 +79,16 @@ __all__ = ["FoldingSession", "from_items", "to_items"]
 
 GROUP = "openai_agents_group"
 """Metadata key of a stored message: the group of session items it holds."""
+
+SESSION = "openai_agents_session"
+"""Metadata key of a stored message: the id of the session whose items it holds."""
+
+FAKE_ID = "__fake_id__"
+"""The id the SDK gives every item converted from a Chat Completions answer: not an
+item's own, so never a key to deduplicate by."""
+
+_log = logging.getLogger(__name__)
+_R = TypeVar("_R")
 
 _CALLS = (
     "function_call",
@@ -264,8 +282,34 @@ class FoldingSession:
     session_settings : agents.memory.SessionSettings, optional
         The SDK's session settings (its ``limit`` reads stored items, unfolded).
 
+    Attributes
+    ----------
+    repairs : list of str
+        What the session changed in the manager's history, when it first read its
+        items, to make the history agree with them (empty when they agreed).
+
     Notes
     -----
+    Each of ``add_items``, ``pop_item`` and ``clear_session`` is one store transaction:
+    a call that raises (``StoreFullError`` on a full disk) stored nothing, and one cut
+    short by a killed process is found whole or not at all. Adding is idempotent by
+    id: an item whose ``id`` the session holds (other than the SDK's stand-in
+    :data:`FAKE_ID`), or a call or call output whose type and ``call_id`` it holds, is
+    not stored again, so a batch whose caller never heard back (a cancelled task) can
+    be added again. An item with neither (the user's input) is stored each time it is
+    added: retry only a call that raised.
+
+    The session's items are the record of what it acknowledged, and the manager's
+    history holds them (one message per group). When the session first reads its items
+    it makes the history agree with them: it drops items whose message was removed
+    through the manager, gives a message whose content changed its items' content back,
+    and removes a message of the session's that no item holds; it logs a warning
+    saying what it did and lists it in :attr:`repairs`.
+
+    Calls from several asyncio tasks and threads on one session run one at a time;
+    sessions on different stores run side by side. Session objects sharing a manager and
+    a session id read the items again whenever the store's differ from those they hold.
+
     :meth:`use_agent` records an agent's instructions and function tools in the manager,
     so that the budget prices them and a model summariser sees them.
     """
@@ -294,6 +338,10 @@ class FoldingSession:
         """The compile behind the latest ``get_items()``."""
         self._slot = f"openai-agents/{session_id}"
         self._entries: list[_Entry] | None = None
+        self._checked = False  # whether the history was checked against the items
+        self.repairs: list[str] = []
+        """What the check of the history against the items changed, when the session
+        first read its items (empty when they agreed)."""
         self._lock = threading.RLock()
 
     # ---------------------------------------------------------- Session protocol
@@ -331,7 +379,7 @@ class FoldingSession:
 
         given = data.model_data
         with self._lock:
-            entries = self._load()
+            entries = self._current()
             latest = entries[-1].item if entries else None
         items = [_plain(i) for i in given.input]
         at = next((k for k in reversed(range(len(items))) if items[k] == latest), None)
@@ -347,7 +395,7 @@ class FoldingSession:
     def items(self) -> list[dict[str, Any]]:
         """Every item of the session, as stored, oldest first."""
         with self._lock:
-            return [copy.deepcopy(e.item) for e in self._load()]
+            return [copy.deepcopy(e.item) for e in self._current()]
 
     def use_agent(self, agent: Agent[Any]) -> None:
         """Record the agent's instructions (when a string) and function tools in the
@@ -375,7 +423,7 @@ class FoldingSession:
     # -------------------------------------------------------------- internals
     def _get_items(self, limit: int | None) -> list[dict[str, Any]]:
         with self._lock:
-            entries = self._load()
+            entries = self._current()
             if limit is not None:
                 return [copy.deepcopy(e.item) for e in (entries[-limit:] if limit > 0 else [])]
             result = compile_folded(
@@ -404,38 +452,111 @@ class FoldingSession:
                 out.extend(_runs(message.participant, pending, agent=self.agent))
             return out
 
-    def _pop(self) -> dict[str, Any] | None:
+    def _write(self, change: Callable[[list[_Entry]], _R]) -> _R:
+        """``change(entries)`` as one store transaction, in turn with the session's
+        other calls: when it raises nothing it wrote is stored, and the items are read
+        again from the store."""
         with self._lock:
-            entries = self._load()
-            if not entries:
-                return None
-            last = entries.pop()
-            self.manager.store.redact(self._slot, last.id)
-            rest = [e for e in entries if e.group == last.group]
-            if rest:
-                names = self._names(entries)
-                blocks = [b for e in rest for b in self._blocks(e.item, names)]
-                self.manager.edit_message(last.message, content_of(blocks))
-            else:
-                self.manager.remove_message(last.message)
-            return last.item
+            self._load()
+            try:
+                return atomically(self.manager, lambda: change(self._current()))
+            except BaseException:
+                self._entries = None  # rolled back: the store has them as they were
+                raise
+
+    def _pop(self) -> dict[str, Any] | None:
+        return self._write(self._pop_locked)
+
+    def _pop_locked(self, entries: list[_Entry]) -> dict[str, Any] | None:
+        if not entries:
+            return None
+        last = entries[-1]
+        self.manager.store.redact(self._slot, last.id)
+        rest = [e for e in entries[:-1] if e.group == last.group]
+        if rest:
+            names = self._names(entries[:-1])
+            blocks = [b for e in rest for b in self._blocks(e.item, names)]
+            self.manager.edit_message(last.message, content_of(blocks))
+        else:
+            self.manager.remove_message(last.message)
+        entries.pop()
+        return last.item
 
     def _clear(self) -> None:
-        with self._lock:
-            entries = self._load()
-            for message in dict.fromkeys(e.message for e in entries):
-                self.manager.remove_message(message)
-            for e in entries:
-                self.manager.store.redact(self._slot, e.id)
-            entries.clear()
+        self._write(self._clear_locked)
+
+    def _clear_locked(self, entries: list[_Entry]) -> None:
+        for message in dict.fromkeys(e.message for e in entries):
+            self.manager.remove_message(message)
+        for e in entries:
+            self.manager.store.redact(self._slot, e.id)
+        entries.clear()
 
     def _load(self) -> list[_Entry]:
         if self._entries is None:
-            self._entries = [
-                _Entry(i.id, i.body["item"], i.body["group"], i.body["message"])
-                for i in self.manager.store.items(self._slot)
-            ]
+            if self._checked:
+                self._entries = self._read()
+            else:
+                self._entries = atomically(self.manager, self._reconcile)
+                self._checked = True
         return self._entries
+
+    def _current(self) -> list[_Entry]:
+        """The items, read again when the store's differ from those held (another
+        session object wrote them)."""
+        entries = self._load()
+        stored = self.manager.store.items(self._slot)
+        if len(stored) != len(entries) or any(
+            s.id != e.id for s, e in zip(stored, entries, strict=True)
+        ):
+            entries = self._entries = self._read()
+        return entries
+
+    def _read(self) -> list[_Entry]:
+        return [
+            _Entry(i.id, i.body["item"], i.body["group"], i.body["message"])
+            for i in self.manager.store.items(self._slot)
+        ]
+
+    def _reconcile(self) -> list[_Entry]:
+        """The session's items, once the manager's history was made to agree with them.
+
+        The items are the record of what the session acknowledged; the history holds
+        one message per group of them. Items whose message is no longer in the history
+        are dropped (it was removed through the manager), a message whose content is
+        not its items' is given their content, and a message of this session's that no
+        item holds (left by a write that failed part way in an earlier version) is
+        removed. What was done is logged and kept in :attr:`repairs`.
+        """
+        entries = self._read()
+        live = {s.id: s.message for s in self.manager.get_messages()}
+        repairs: list[str] = []
+        gone = [e for e in entries if e.message not in live]
+        for e in gone:
+            self.manager.store.redact(self._slot, e.id)
+            repairs.append(f"dropped item {e.id}: its message {e.message} is not in the history")
+        entries = [e for e in entries if e.message in live]
+        names = self._names(entries)
+        groups: dict[str, list[_Entry]] = {}
+        for e in entries:
+            groups.setdefault(e.message, []).append(e)
+        for message, members in groups.items():
+            content = content_of([b for e in members for b in self._blocks(e.item, names)])
+            if tuple(live[message].content) != content:
+                self.manager.edit_message(message, content)
+                repairs.append(f"message {message}: content set to its {len(members)} item(s)")
+        for message, stored in live.items():
+            if stored.metadata.get(SESSION) == self.session_id and message not in groups:
+                self.manager.remove_message(message)
+                repairs.append(f"removed message {message}: no item of the session holds it")
+        if repairs:
+            _log.warning(
+                "session %r: the history did not agree with the items; %s",
+                self.session_id,
+                "; ".join(repairs),
+            )
+        self.repairs.extend(repairs)
+        return entries
 
     @staticmethod
     def _names(entries: Iterable[_Entry]) -> dict[str, str]:
@@ -450,14 +571,18 @@ class FoldingSession:
         return from_items(item, agent=self.agent, names=names)[1]
 
     def _add(self, items: Iterable[Any]) -> None:
-        with self._lock:
-            self._add_locked(items)
+        plain = [_plain(raw) for raw in items]
+        self._write(lambda entries: self._add_locked(entries, plain))
 
-    def _add_locked(self, items: Iterable[Any]) -> None:
-        entries = self._load()
+    def _add_locked(self, entries: list[_Entry], items: Iterable[dict[str, Any]]) -> None:
         names = self._names(entries)
-        for raw in items:
-            item = _plain(raw)
+        seen = {k for e in entries for k in _keys(e.item)}
+        for item in items:
+            keys = _keys(item)
+            if keys & seen:
+                _log.info("session %r: item %s is stored already", self.session_id, sorted(keys))
+                continue
+            seen |= keys
             if item.get("type") in _CALLS and isinstance(item.get("call_id"), str):
                 names[item["call_id"]] = str(item.get("name") or item["type"])
             participant, blocks, side = from_items(item, agent=self.agent, names=names)
@@ -475,12 +600,29 @@ class FoldingSession:
                 self.manager.edit_message(message, content_of([*held, *blocks]))
             else:
                 group = uuid.uuid4().hex
+                metadata = {GROUP: group, SESSION: self.session_id}
                 message = self.manager.add_message(
-                    participant, content_of(blocks), metadata={GROUP: group}
+                    participant, content_of(blocks), metadata=metadata
                 )
             body = {"item": item, "group": group, "message": message}
             record = self.manager.store.append(self._slot, body)
             entries.append(_Entry(record.id, item, group, message))
+
+
+def _keys(item: Mapping[str, Any]) -> set[str]:
+    """What makes an item the same item when it is added again: its own ``id`` (not the
+    SDK's stand-in :data:`FAKE_ID`), and for a call or a call's output its type and
+    ``call_id``. An item with neither (the user's input) has none: it is never taken
+    for a copy of another."""
+    keys: set[str] = set()
+    item_id = item.get("id")
+    if isinstance(item_id, str) and item_id and item_id != FAKE_ID:
+        keys.add(f"id:{item_id}")
+    kind, call_id = item.get("type"), item.get("call_id")
+    called = isinstance(kind, str) and (kind in _CALLS or kind.endswith("_call_output"))
+    if called and isinstance(call_id, str):
+        keys.add(f"{kind}:{call_id}")
+    return keys
 
 
 def _plain(item: Any) -> dict[str, Any]:

@@ -278,7 +278,7 @@ def test_the_input_filter_folds_every_call_of_a_long_run(session: RecordingSessi
     model = ScriptedModel(
         iter(
             [[call(f"c{k}", f"k{k}")] for k in range(LONG_RUN)]
-            + [[say("Answer: " + "the notes say so " * 8, 0)]]
+            + [[say("Answer: " + "the notes say so " * 8, LONG_RUN)]]  # ids are unique
             + [step for step in script(runs)]
         )
     )
