@@ -1,6 +1,5 @@
-"""A manager whose autobiographical strategy folds a few short messages at once: small
-chunks, memories and recent window, merging every three memories (the stores the
-topology and audit-only tests build and break)."""
+"""A small agent for tests: chunks of 200 tokens, memories of 40, a 300-token recent
+window, kv-stable, the extractive summariser and the character counter."""
 
 from __future__ import annotations
 
@@ -11,21 +10,19 @@ from context_manager.strategies.autobiographical import AutobiographicalStrategy
 
 
 def small_strategy() -> AutobiographicalStrategy:
-    """Chunks of 100 tokens, memories of 30, a recent window of 200, merges by three."""
     return AutobiographicalStrategy(
         compression_model="extractive",
-        target_chunk_tokens=100,
-        summary_target_tokens=30,
-        recent_window_tokens=200,
-        l1_holdback_chunks=0,
-        merge_threshold=3,
+        target_chunk_tokens=200,
+        summary_target_tokens=40,
+        recent_window_tokens=300,
+        solver="kv-stable",
     )
 
 
-def open_small(**options: Any) -> ContextManager:
-    """A manager with :func:`small_strategy`, counting characters (``path=`` or
-    ``store=`` and any other option of ``ContextManager.open``)."""
+def small_manager(**options: Any) -> ContextManager:
+    """An in-memory manager over :func:`small_strategy` (``options`` go to ``open``)."""
     return ContextManager.open(
+        path=":memory:",
         strategy=small_strategy(),
         counter=CharsCounter(),
         summarizer=ExtractiveSummarizer(),

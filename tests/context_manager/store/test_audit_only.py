@@ -17,14 +17,14 @@ from context_manager import (
 )
 from context_manager.store import Store
 from context_manager.topology import Kind
-from tests.support.small_agent import open_small
+from tests.support.folding_store import open_folding
 from tests.support.store_places import Place
 
 SUMMARIES = "default/autobio:summaries"
 
 
 def _open(store: Store, **options: Any) -> ContextManager:
-    return open_small(store=store, **options)
+    return open_folding(store=store, **options)
 
 
 def _build(where: str, *, gap: bool) -> str | None:
@@ -147,7 +147,7 @@ def test_a_store_file_opened_audit_only_by_path_keeps_its_bytes(tmp_path: Path) 
     where = str(tmp_path / "s.db")
     name = _build(where, gap=True)
     before = _state(where)
-    with open_small(path=where, audit_only=True) as cm:
+    with open_folding(path=where, audit_only=True) as cm:
         assert [f.id for f in cm.topology_findings()] == [name]
         for read in READS:
             read(cm)

@@ -39,14 +39,14 @@ from context_manager.topology import (
     read_stored,
     repair_store,
 )
-from tests.support.small_agent import open_small
+from tests.support.folding_store import open_folding
 
 SUMMARIES = "default/autobio:summaries"
 CHUNKS = "default/autobio:chunks"
 
 
 def _manager(path: Path, **options: Any) -> ContextManager:
-    return open_small(path=path, **options)
+    return open_folding(path=path, **options)
 
 
 @pytest.fixture(scope="module")
