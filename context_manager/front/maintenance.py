@@ -428,6 +428,9 @@ class MaintenanceFront:
         ``level`` or on a locked message: the pin and the lock give way there (logged
         once) and hold again once the hold is released or times out.
 
+        A shard of a body stored in parts (the id :meth:`add_message` returned for it)
+        holds the whole body, every shard.
+
         Raises
         ------
         ArgumentError
@@ -440,14 +443,15 @@ class MaintenanceFront:
         deadline = None if timeout is None else self._clock() + timeout
         known = {m.id for m in self.get_messages()}
         now = self._clock()
-        for i in wanted:
+        for i in self._whole_bodies(wanted, known):
             if i in known:
                 self._holds[i] = deadline
                 self._held_at.setdefault(i, now)
 
     @operation(writes=True)
     def release_compression(self: ContextManager, ids: Iterable[str]) -> None:
-        """Release holds (idempotent).
+        """Release holds (idempotent). A shard of a body stored in parts (the id
+        :meth:`add_message` returned for it) releases the whole body.
 
         Raises
         ------
@@ -455,13 +459,26 @@ class MaintenanceFront:
             For ``ids`` that are not a sequence of message ids.
         """
         released = False
-        for i in check_ids(ids):
+        wanted = check_ids(ids)
+        for i in self._whole_bodies(wanted, {m.id for m in self.get_messages()}):
             if i in self._holds:
                 del self._holds[i]
                 self._held_at.pop(i, None)
                 released = True
         if released:
             self._strategy.on_holds_released(self._ctx)
+
+    def _whole_bodies(self: ContextManager, ids: Iterable[str], known: set[str]) -> list[str]:
+        """``ids`` with every live shard's id widened to its whole body's, in order,
+        each once (ids of no live message are kept as given)."""
+        out: dict[str, None] = {}
+        for i in ids:
+            body = self._live_body(i) if i in known else None
+            if body:
+                out.update(dict.fromkeys(s.id for s in body))
+            else:
+                out[i] = None
+        return list(out)
 
     @operation()
     def compression_holds(self: ContextManager) -> set[str]:

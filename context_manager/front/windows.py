@@ -401,6 +401,9 @@ class WindowsFront:
         there (once a host presents, a row the window holds is cut after the call that
         presented it, so the branch's window holds it).
 
+        A shard of a body stored in parts is cut after the body's last shard: a branch
+        never starts inside a body.
+
         Raises
         ------
         UnknownRowError
@@ -413,6 +416,9 @@ class WindowsFront:
         """
         if name is not None:
             check_text(name, "name", empty=False)
+        body = self._live_body(message_id)
+        if body:
+            message_id = body[-1].id
         return self._store.branch_at(self.branch_sequence_of(message_id), name)
 
     @operation()
