@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +42,10 @@ if TYPE_CHECKING:
 __all__ = [
     "SHARD_KEY",
     "BodyShardError",
+    "JoinedBodies",
     "Shard",
     "body_group_of",
+    "join_raw_shards",
     "shard_of",
     "shardable_text",
     "split_text",
@@ -204,3 +206,167 @@ def _nearest_boundary(text: str, ideal: int, lo: int, hi: int) -> int:
         if best is not None:
             return best
     return min(max(ideal, lo), hi)
+
+
+@dataclass(frozen=True)
+class JoinedBodies:
+    """What :func:`join_raw_shards` made of a history."""
+
+    messages: list[Message]
+    """The history, each run of raw shards of one body joined into one message."""
+    where: list[int]
+    """For each message of the history given, the index of the message it is part of."""
+    sources: list[tuple[str | None, tuple[str, ...]]]
+    """For each message of :attr:`messages`: the memory it shows and the stored messages
+    it stands for (a joined run: every shard of it)."""
+    saved: int
+    """Tokens the joins saved (never negative: a join that would cost more is not made)."""
+    raw_bodies: dict[str, str]
+    """Body group id -> the body's text, for every body a raw shard of the history is of."""
+
+
+def join_raw_shards(
+    history: Sequence[Message],
+    sources: Sequence[tuple[str | None, tuple[str, ...]]],
+    shards: Callable[[], Sequence[StoredMessage]],
+    price: Callable[[Message], int],
+    cap: int = 0,
+) -> JoinedBodies:
+    """``history`` with each run of consecutive raw shards of one body sent as one
+    message: their texts joined, which is that stretch of the body byte for byte.
+
+    A message is a raw shard when it shows one stored shard (``sources[i]``: no memory,
+    one id) as stored: a single text block whose text is the stored shard's (a shard
+    cut by a per-message cap is not joined). A run is joined only when the joined
+    message costs no more than its parts by ``price`` (the tokens saved are in
+    :attr:`JoinedBodies.saved`); with a ``cap`` (``max_message_tokens``), runs are first
+    cut so that no joined message prices its parts over it.
+
+    Parameters
+    ----------
+    history : sequence of Message
+    sources : sequence of (str or None, tuple of str)
+        Aligned with ``history``: each message's memory (None when raw) and the ids of
+        the stored messages it shows.
+    shards : callable
+        The stored messages the bodies are read from (the agent's window), called only
+        when the history holds a shard.
+    price : callable
+        Tokens of a message as sent.
+    cap : int
+        The most tokens one message may take (0: no cap).
+
+    Examples
+    --------
+    >>> from context_manager import CharsCounter
+    >>> from context_manager.strategies.base import StoredMessage
+    >>> def shard(i: int, text: str) -> StoredMessage:
+    ...     place = {"index": i, "count": 2, **({"group": "1"} if i else {})}
+    ...     m = Message.text_message("User", text, metadata={SHARD_KEY: place})
+    ...     return StoredMessage(str(i + 1), i + 1, m)
+    >>> stored = [shard(0, "first half, "), shard(1, "second half")]
+    >>> joined = join_raw_shards([s.message for s in stored], [(None, ("1",)), (None, ("2",))],
+    ...                          lambda: stored, CharsCounter().count_message)
+    >>> [m.text for m in joined.messages], joined.where, joined.raw_bodies
+    (['first half, second half'], [0, 0], {'1': 'first half, second half'})
+    """
+    places: list[Shard | None] = [None] * len(history)
+    lookup: dict[str, StoredMessage] | None = None
+    for i, (message, (memory, ids)) in enumerate(zip(history, sources, strict=True)):
+        if memory is not None or len(ids) != 1 or SHARD_KEY not in message.metadata:
+            continue
+        place = shard_of(ids[0], message)
+        if place is None or len(message.content) != 1:
+            continue
+        if lookup is None:
+            lookup = {s.id: s for s in shards()}
+        stored = lookup.get(ids[0])
+        block = message.content[0]
+        if stored is None or not isinstance(block, TextBlock) or block.text != stored.message.text:
+            continue
+        places[i] = place
+    if lookup is None:
+        return JoinedBodies(list(history), list(range(len(history))), list(sources), 0, {})
+    bodies: dict[str, list[tuple[int, str]]] = {}
+    for s in lookup.values():
+        place = shard_of(s.id, s.message)
+        if place is not None:
+            bodies.setdefault(place.group, []).append((place.index, s.message.text))
+    shown = {p.group for p in places if p is not None}
+    raw_bodies = {
+        g: "".join(t for _, t in sorted(bodies[g])) for g in sorted(shown, key=_group_order)
+    }
+    out: list[Message] = []
+    where: list[int] = []
+    joined_sources: list[tuple[str | None, tuple[str, ...]]] = []
+    saved = 0
+    i = 0
+    while i < len(history):
+        run = _run(history, places, i, price, cap)
+        parts = history[i : i + run]
+        merged = _joined(parts) if run > 1 else None
+        cost = sum(price(m) for m in parts) if merged is not None else 0
+        if merged is not None and price(merged) <= cost:
+            saved += cost - price(merged)
+            where.extend([len(out)] * run)
+            joined_sources.append(
+                (None, tuple(x for k in range(i, i + run) for x in sources[k][1]))
+            )
+            out.append(merged)
+        else:
+            for k in range(i, i + run):
+                where.append(len(out))
+                joined_sources.append(sources[k])
+                out.append(history[k])
+        i += run
+    return JoinedBodies(out, where, joined_sources, saved, raw_bodies)
+
+
+def _group_order(group: str) -> tuple[int, str]:
+    """A sort key putting numeric ids in numeric order (others after, by text)."""
+    return (int(group), "") if group.isdigit() else (1 << 62, group)
+
+
+def _run(
+    history: Sequence[Message],
+    places: Sequence[Shard | None],
+    start: int,
+    price: Callable[[Message], int],
+    cap: int,
+) -> int:
+    """How many messages from ``start`` make one run of consecutive raw shards of one
+    body (1 for any other message), its parts priced within ``cap`` when there is one."""
+    first = places[start]
+    if first is None:
+        return 1
+    n = 1
+    total = price(history[start])
+    while start + n < len(history):
+        nxt = places[start + n]
+        if (
+            nxt is None
+            or nxt.group != first.group
+            or nxt.index != first.index + n
+            or history[start + n].participant != history[start].participant
+        ):
+            break
+        cost = price(history[start + n])
+        if cap and total + cost > cap:
+            break
+        total += cost
+        n += 1
+    return n
+
+
+def _joined(parts: Sequence[Message]) -> Message:
+    """One message of ``parts``' texts joined (the first's participant, timestamp and
+    metadata, with no shard place: it is a stretch of the body, not a shard)."""
+    head = parts[0]
+    metadata = {k: v for k, v in head.metadata.items() if k != SHARD_KEY}
+    text = "".join(m.content[0].text for m in parts if isinstance(m.content[0], TextBlock))
+    return Message(
+        participant=head.participant,
+        content=(TextBlock(text=text),),
+        metadata=metadata,
+        timestamp=head.timestamp,
+    )

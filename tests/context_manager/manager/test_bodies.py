@@ -210,3 +210,103 @@ def test_a_branch_is_never_cut_inside_a_body() -> None:
         cm.switch_branch("reading")
         assert _shards(cm, body) == shards
         assert cm.get_body(body) == REPORT
+
+
+# ------------------------------------------------------------------ compile
+def _recount(messages: list[object]) -> int:
+    counter = CharsCounter()
+    return sum(counter.count_message(m) for m in messages)  # type: ignore[arg-type]
+
+
+def test_a_body_shown_raw_is_sent_as_the_original_text_priced_as_sent() -> None:
+    with _open() as cm:
+        before, body, after = _with_report(cm)
+        result = cm.compile(max_tokens=200_000, reserve_for_response=0)
+        assert [m.text for m in result.messages] == [
+            "please read this document",
+            REPORT,
+            "I have read it.",
+        ]
+        assert result.messages[1].text.encode() == REPORT.encode()
+        assert result.render_stats["request"]["messages"] == _recount(result.messages)
+        assert result.render_stats["tokens"] == _recount(result.messages)
+        assert result.provenance[1] == (None, tuple(_shards(cm, body)))
+        assert result.provenance[0] == (None, (before,)) and result.provenance[2][1] == (after,)
+        assert result.raw_bodies == {body: REPORT}
+
+
+def test_a_body_partly_folded_sends_memories_and_one_joined_raw_run() -> None:
+    with _open() as cm:
+        _, body, _ = _with_report(cm)
+        for i in range(8):
+            cm.add_message("Claude" if i % 2 else "User", f"later turn {i} " + "w " * 30)
+        cm.drain()
+        shards = _shards(cm, body)
+        result = cm.compile(max_tokens=6000, reserve_for_response=0)
+        assert result.render_stats["request"]["messages"] == _recount(result.messages)
+        raw = [
+            (m.text, ids)
+            for m, (memory, ids) in zip(result.messages, result.provenance, strict=True)
+            if memory is None and set(ids) <= set(shards) and ids
+        ]
+        assert raw, "some of the report is still raw"
+        for text, ids in raw:  # each run joined: the stretch of the report it stands for
+            first = shards.index(ids[0])
+            assert list(ids) == shards[first : first + len(ids)]
+            assert text == "".join(cm.get_message(i).text for i in ids)
+        assert len(raw) == len({ids for _, ids in raw})
+        assert result.raw_bodies == {body: REPORT}
+
+
+def test_raw_bodies_is_empty_without_a_raw_shard() -> None:
+    with _open() as cm:
+        cm.add_message("User", "hello")
+        assert cm.compile(max_tokens=10_000, reserve_for_response=0).raw_bodies == {}
+
+
+def test_runs_are_cut_to_the_per_message_cap() -> None:
+    with _open(max_message_tokens=2500) as cm:
+        _, body, _ = _with_report(cm)
+        result = cm.compile(max_tokens=200_000, reserve_for_response=0)
+        report = [
+            m
+            for m, (_, ids) in zip(result.messages, result.provenance, strict=True)
+            if set(ids) <= set(_shards(cm, body)) and ids
+        ]
+        assert len(report) >= 2
+        assert "".join(m.text for m in report) == REPORT
+        assert all(CharsCounter().count_message(m) <= 2500 for m in report)
+        assert result.render_stats["request"]["messages"] == _recount(result.messages)
+
+
+# ------------------------------------------------------------------ reading mode
+READING = "You have been reading a larger text of"
+
+
+def test_a_memory_of_a_portion_of_a_body_is_written_in_reading_mode() -> None:
+    scripted = ScriptedSummarizer()
+    with _open(summarizer=scripted, compression_model="test-model") as cm:
+        _with_report(cm)
+        for i in range(8):
+            cm.add_message("Claude" if i % 2 else "User", f"later turn {i} " + "w " * 30)
+        cm.drain()
+        counter = CharsCounter()
+        total = sum(counter.count_message(m.message) for m in cm.get_messages()[1:-9])
+        assert cm.get_body(cm.get_messages()[1].id) == REPORT
+    l1 = [r for r in scripted.requests if "(level" not in r.messages[-1].text]
+    reading = [r for r in l1 if READING in r.messages[-1].text]
+    assert len(reading) >= 2
+    assert all(f"{READING} {total} tokens;" in r.messages[-1].text for r in reading)
+    # the chunk of ordinary turns after the report is remembered as usual
+    assert any(READING not in r.messages[-1].text for r in l1)
+
+
+def test_a_merge_of_memories_of_one_body_reads_too() -> None:
+    scripted = ScriptedSummarizer()
+    with _open(summarizer=scripted, compression_model="test-model", merge_threshold=2) as cm:
+        cm.add_message("User", REPORT)
+        cm.add_message("User", "the end")
+        cm.drain()
+    merges = [r for r in scripted.requests if "(level 2)" in r.messages[-1].text]
+    assert merges
+    assert any("your reading of portions of a larger text" in r.messages[-1].text for r in merges)
