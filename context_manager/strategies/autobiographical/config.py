@@ -136,7 +136,8 @@ class AutobiographicalConfig(BaseModel):
         "``target_chunk_tokens`` tokens is stored as shards of about ``target_chunk_tokens`` "
         "each, cut at paragraph, line or word breaks (a body in parts, see "
         "context_manager.bodies), so it is remembered in pieces; a compile sends the raw "
-        "shards of one body as one message. False stores every message whole.",
+        "shards of one body as one message. Only with ``adaptive_resolution`` (as in the "
+        "reference). False stores every message whole.",
     )
     max_message_tokens: int = Field(
         default=0,

@@ -368,7 +368,8 @@ class AutobiographicalStrategy(Strategy):
         self, counter: TokenCounter, participant: str, content: Sequence[ContentBlock]
     ) -> list[str] | None:
         """Shards of about ``target_chunk_tokens`` for a text-only message of more than
-        twice that many tokens (``shard_large_messages``); None for any other.
+        twice that many tokens (``shard_large_messages``, under ``adaptive_resolution``
+        as in the reference); None for any other.
 
         Examples
         --------
@@ -378,7 +379,7 @@ class AutobiographicalStrategy(Strategy):
         ['word word word word ', 'word word word word ', 'word word word word ']
         """
         config = self.config
-        if not config.shard_large_messages:
+        if not (config.shard_large_messages and config.adaptive_resolution):
             return None
         text = shardable_text(content)
         if text is None or counter.count_text(text) <= 2 * config.target_chunk_tokens:
