@@ -443,7 +443,7 @@ class MaintenanceFront:
         deadline = None if timeout is None else self._clock() + timeout
         known = {m.id for m in self.get_messages()}
         now = self._clock()
-        for i in self._whole_bodies(wanted, known):
+        for i in self._whole_bodies(wanted):
             if i in known:
                 self._holds[i] = deadline
                 self._held_at.setdefault(i, now)
@@ -460,25 +460,13 @@ class MaintenanceFront:
         """
         released = False
         wanted = check_ids(ids)
-        for i in self._whole_bodies(wanted, {m.id for m in self.get_messages()}):
+        for i in self._whole_bodies(wanted):
             if i in self._holds:
                 del self._holds[i]
                 self._held_at.pop(i, None)
                 released = True
         if released:
             self._strategy.on_holds_released(self._ctx)
-
-    def _whole_bodies(self: ContextManager, ids: Iterable[str], known: set[str]) -> list[str]:
-        """``ids`` with every live shard's id widened to its whole body's, in order,
-        each once (ids of no live message are kept as given)."""
-        out: dict[str, None] = {}
-        for i in ids:
-            body = self._live_body(i) if i in known else None
-            if body:
-                out.update(dict.fromkeys(s.id for s in body))
-            else:
-                out[i] = None
-        return list(out)
 
     @operation()
     def compression_holds(self: ContextManager) -> set[str]:

@@ -468,6 +468,18 @@ class MessagesFront:
         except KeyError:
             return []
 
+    def _whole_bodies(self: ContextManager, ids: Iterable[Any]) -> list[Any]:
+        """``ids`` with each live shard's id widened to its whole body's ids, in order,
+        each once; anything else kept as given (for the callee to check)."""
+        out: dict[Any, None] = {}
+        for i in ids:
+            body = self._live_body(i) if isinstance(i, str) else []
+            if len(body) > 1:
+                out.update(dict.fromkeys(s.id for s in body))
+            else:
+                out[i] = None
+        return list(out)
+
     @operation()
     def get_body(self: ContextManager, message_id: str) -> str:
         """The whole text of the body ``message_id`` belongs to: for a shard of a body

@@ -310,3 +310,14 @@ def test_a_merge_of_memories_of_one_body_reads_too() -> None:
     merges = [r for r in scripted.requests if "(level 2)" in r.messages[-1].text]
     assert merges
     assert any("your reading of portions of a larger text" in r.messages[-1].text for r in merges)
+
+
+def test_presenting_or_retracting_a_shard_moves_the_whole_body() -> None:
+    with _open() as cm:
+        cm.present_rows([])
+        body = cm.add_message("User", REPORT)
+        shards = _shards(cm, body)
+        assert cm.present_rows([body]) == shards
+        assert [m.id for m in cm.get_window_messages()] == shards
+        assert cm.retract_rows([shards[2]]) == shards
+        assert cm.get_window_messages() == []
