@@ -6,11 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from context_manager import (
     CharsCounter,
     ContextManager,
     ExtractiveSummarizer,
+    OverBudgetError,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -321,3 +324,46 @@ def test_presenting_or_retracting_a_shard_moves_the_whole_body() -> None:
         assert [m.id for m in cm.get_window_messages()] == shards
         assert cm.retract_rows([shards[2]]) == shards
         assert cm.get_window_messages() == []
+
+
+# ------------------------------------------------------------------ many histories
+_STEP = st.one_of(
+    st.tuples(st.just("turn"), st.integers(1, 40)),
+    st.tuples(st.just("body"), st.integers(150, 700)),
+    st.tuples(st.just("drain"), st.just(0)),
+    st.tuples(st.just("compile"), st.integers(400, 20_000)),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(_STEP, min_size=1, max_size=12), paragraphs=st.booleans())
+def test_bodies_survive_any_history_and_every_request_is_priced_as_sent(
+    steps: list[tuple[str, int]], paragraphs: bool
+) -> None:
+    added: dict[str, str] = {}
+    with _open(target_chunk_tokens=100, recent_window_tokens=150) as cm:
+        for n, (what, size) in enumerate(steps):
+            if what == "turn":
+                cm.add_message("User" if n % 2 else "Claude", " ".join(["w"] * size))
+            elif what == "body":
+                sep = "\n\n" if paragraphs else " "
+                text = sep.join(f"b{n}s{i} says something." for i in range(size // 4))
+                added[cm.add_message("User", text)] = text
+            elif what == "drain":
+                cm.drain()
+            else:
+                try:
+                    result = cm.compile(max_tokens=size, reserve_for_response=0)
+                except OverBudgetError:
+                    continue
+                assert result.render_stats["request"]["messages"] == _recount(result.messages)
+                for group, text in result.raw_bodies.items():
+                    assert text == added[group]
+                for message, (memory, ids) in zip(result.messages, result.provenance, strict=True):
+                    if memory is None and len(ids) > 1:  # a joined run of one body
+                        place = shard_of(ids[0], cm.get_message(ids[0]))
+                        assert place is not None
+                        assert message.text == "".join(cm.get_message(i).text for i in ids)
+                        assert message.text in added[place.group]
+        for first, text in added.items():
+            assert cm.get_body(first) == text
