@@ -312,6 +312,9 @@ class MessagesFront:
 
         Raises
         ------
+        BodyShardError
+            For a shard of a body stored in parts: shards are never edited (remove the
+            body through its first shard and add the new text).
         UnknownMessageError
             For an unknown id (a ``KeyError``).
         ArgumentError
