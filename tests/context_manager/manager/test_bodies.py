@@ -368,3 +368,18 @@ def test_bodies_survive_any_history_and_every_request_is_priced_as_sent(
                         assert message.text in added[place.group]
         for first, text in added.items():
             assert cm.get_body(first) == text
+
+
+def test_a_newest_body_is_the_turn_answered_and_is_never_folded() -> None:
+    with _open() as cm:
+        for i in range(12):
+            cm.add_message("Claude" if i % 2 else "User", f"turn {i} " + "w " * 300)
+        body = cm.add_message("User", REPORT)
+        cm.drain()
+        strategy = cm.strategy
+        assert isinstance(strategy, AutobiographicalStrategy)
+        shards = set(_shards(cm, body))
+        assert not any(shards & set(strategy.leaves_of(x)) for x in strategy.summaries.values())
+        result = cm.compile(max_tokens=14_000, reserve_for_response=0)
+        assert result.messages[-1].text == REPORT
+        assert result.render_stats["request"]["messages"] == _recount(result.messages)
