@@ -18,7 +18,7 @@ from ...summarizer import MEMORY_MARKER_PARTICIPANT, TOPIC_TRANSITION
 from ..base import StoredMessage, StrategyContext
 from .state import State
 
-__all__ = ["Windows", "raw_pinned", "windows"]
+__all__ = ["Windows", "newest_body_start", "raw_pinned", "windows"]
 
 
 @dataclass
@@ -81,7 +81,7 @@ def _windows(
         tail_start -= 1
         total += tokens[tail_start]
     if n:  # a newest body stored in parts is the turn the model answers, all of it
-        tail_start = max(head_end, min(tail_start, _newest_body_start(stored)))
+        tail_start = max(head_end, min(tail_start, newest_body_start(stored)))
     while head_end < tail_start < n and tied[tail_start - 1]:
         tail_start -= 1  # keep an answer with its call
     position = st.positions(ctx, stored) if held else {}
@@ -95,9 +95,22 @@ def _windows(
     return Windows(head_end, tail_start, tokens, tied, None, head_start)
 
 
-def _newest_body_start(stored: Sequence[StoredMessage]) -> int:
+def newest_body_start(stored: Sequence[StoredMessage]) -> int:
     """The position of the first shard of the newest message's body when it is stored in
-    parts (:mod:`context_manager.bodies`), else of the newest message."""
+    parts (:mod:`context_manager.bodies`), else of the newest message.
+
+    Examples
+    --------
+    >>> from context_manager import Message
+    >>> from context_manager.bodies import SHARD_KEY
+    >>> def shard(i: int) -> StoredMessage:
+    ...     place = {"index": i, "count": 2, **({"group": "2"} if i else {})}
+    ...     m = Message.text_message("User", "x", metadata={SHARD_KEY: place})
+    ...     return StoredMessage(str(i + 2), i + 2, m)
+    >>> first = StoredMessage("1", 1, Message.text_message("User", "hello"))
+    >>> newest_body_start([first, shard(0), shard(1)]), newest_body_start([first])
+    (1, 0)
+    """
     at = len(stored) - 1
     place = shard_of(stored[at].id, stored[at].message)
     if place is None:

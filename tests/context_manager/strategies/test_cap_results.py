@@ -5,19 +5,16 @@ from __future__ import annotations
 import pytest
 
 from context_manager import (
-    CharsCounter,
     ContextManager,
-    ExtractiveSummarizer,
     OverBudgetError,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
 from context_manager.messages import ImageBlock, Message
-from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.capping import _level, cap_tool_results
 from context_manager.tokens import ByteHeuristicCounter
-from tests.support.small_agent import small_manager, small_strategy
+from tests.support.small_agent import small_manager
 
 LOG = "".join(f"line {i}: build step finished\n" for i in range(2_000))  # ~14k tokens
 
@@ -66,15 +63,7 @@ def test_a_result_that_fits_is_never_capped() -> None:
 
 
 def test_text_that_is_not_a_tool_result_still_refuses() -> None:
-    # stored whole (a body in parts would fold shard by shard, see test_bodies.py)
-    config = small_strategy().config.model_copy(update={"shard_large_messages": False})
-    strategy = AutobiographicalStrategy(config)
-    with ContextManager.open(
-        path=":memory:",
-        strategy=strategy,
-        counter=CharsCounter(),
-        summarizer=ExtractiveSummarizer(),
-    ) as cm:
+    with small_manager() as cm:
         cm.add_message("User", [TextBlock(text="word " * 4_000)])
         with pytest.raises(OverBudgetError) as info:
             cm.compile(max_tokens=2_000, reserve_for_response=200)

@@ -16,10 +16,8 @@ from context_manager import (
     ConfigError,
     ContextManager,
     ExtractiveSummarizer,
-    ImageBlock,
     OverBudgetError,
     PassthroughStrategy,
-    TextBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -65,9 +63,7 @@ def test_the_default_window_and_reserve_are_the_ones_compile_takes(tmp_path: Pat
         assert config.reserve_for_response_tokens is not None
         assert config.window_tokens == 100_000 and config.compression_model == "extractive"
         cm.add_message("User", "hello")
-        # 100,000 tokens over the input (with an image, so stored whole, not in parts)
-        picture = ImageBlock(url="https://example.com/chart.png")
-        cm.add_message("User", [TextBlock(text="word " * 80_000), picture])
+        cm.add_message("User", "word " * 80_000)  # 100,000 tokens: over the input
         with pytest.raises(OverBudgetError) as caught:
             cm.compile()
         assert caught.value.budget == 100_000 - config.reserve_for_response_tokens

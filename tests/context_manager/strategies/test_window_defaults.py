@@ -262,12 +262,10 @@ def test_a_small_window_compiles_with_the_default_reserve() -> None:
 
 
 def test_a_sized_strategy_gives_the_compile_its_window_and_reserve() -> None:
-    config = AutobiographicalConfig.for_window(
-        8_000, compression_model="extractive", shard_large_messages=False
-    )
+    config = AutobiographicalConfig.for_window(8_000, compression_model="extractive")
     assert config.reserve_for_response_tokens is not None
     with open_cm(AutobiographicalStrategy(config), ExtractiveSummarizer()) as cm:
-        cm.add_message("User", words(4_000, "big"))  # about 20k tokens, whole: never fits
+        cm.add_message("User", words(4_000, "big"))  # about 20k tokens: never fits
         with pytest.raises(OverBudgetError) as info:
             cm.compile()
         assert info.value.budget == 8_000 - config.reserve_for_response_tokens
