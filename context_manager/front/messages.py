@@ -473,15 +473,19 @@ class MessagesFront:
 
     def _whole_bodies(self: ContextManager, ids: Iterable[Any]) -> list[Any]:
         """``ids`` with each live shard's id widened to its whole body's ids, in order,
-        each once; anything else kept as given (for the callee to check)."""
+        each once; ``ids`` as given when it names no shard (or holds anything but
+        strings: for the callee to refuse)."""
+        given = list(ids)
+        if not all(isinstance(i, str) for i in given):
+            return given
         out: dict[Any, None] = {}
-        for i in ids:
-            body = self._live_body(i) if isinstance(i, str) else []
+        for i in given:
+            body = self._live_body(i)
             if len(body) > 1:
                 out.update(dict.fromkeys(s.id for s in body))
             else:
                 out[i] = None
-        return list(out)
+        return list(out) if len(out) > len(set(given)) else given
 
     @operation()
     def get_body(self: ContextManager, message_id: str) -> str:
