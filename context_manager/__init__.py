@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .arguments import MAX_WINDOW_TOKENS
+from .bodies import BodyShardError
 from .channels import ChannelCount, ChannelTokens, ChannelTokenStats
 from .errors import (
     ArgumentError,
@@ -87,6 +88,7 @@ __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
     "AuditOnlyError",
+    "BodyShardError",
     "ByteHeuristicCounter",
     "ChannelCount",
     "ChannelTokenStats",

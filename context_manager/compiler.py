@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from .arguments import check_sequence, check_text
+from .bodies import join_raw_shards
 from .errors import (
     ArgumentTypeError,
     ConfigError,
@@ -238,11 +239,24 @@ class Compiler:
             truncated = {**truncated_counts(history), "results": replaced}
             if not any(truncated.values()):
                 truncated = None
+        # consecutive raw shards of one body are sent as one message, priced as sent
+        joined = join_raw_shards(
+            history,
+            [(e.summary_id, e.source_ids) for e in selection.entries],
+            self._ctx.messages,
+            self.saved_counts.count_message,
+            caps.max_message_tokens if caps is not None else 0,
+        )
+        if joined.saved or len(joined.messages) != len(history):
+            shown -= joined.saved
+            total = fixed + shown
+            history = joined.messages
         messages, moved = place_injections(history, before, after)
-        marks = {moved[i] for i in selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]}
+        kept_marks = selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]
+        marks = {moved[joined.where[i]] for i in kept_marks}
         provenance: list[tuple[str | None, tuple[str, ...]]] = [(None, ())] * len(messages)
-        for i, entry in enumerate(selection.entries):
-            provenance[moved[i]] = (entry.summary_id, entry.source_ids)
+        for i, source in enumerate(joined.sources):
+            provenance[moved[i]] = source
         identity = strip = record = None
         if thinking is not None:
             binding, named = thinking
@@ -301,6 +315,7 @@ class Compiler:
             provenance=provenance,
             identity=identity,
             thinking_strip=strip,
+            raw_bodies=joined.raw_bodies,
         )
 
     def reread(

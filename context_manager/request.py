@@ -239,6 +239,15 @@ class CompileResult:
     thinking_strip: ThinkingStrip | None = None
     """With a binding ``thinking_binding``: the replies sent with their thinking and
     those sent without it, and why."""
+    raw_bodies: dict[str, str] = field(default_factory=dict)
+    """For each body stored in parts (:mod:`context_manager.bodies`) of which this
+    request sends at least one shard raw, as stored: its body group id (the id
+    :meth:`ContextManager.add_message` returned for it) -> the whole body's text, every
+    shard of it the agent's window holds joined in order (the text added, byte for
+    byte, while the window holds it all), whether the request shows all of it raw or
+    only part, the rest folded into memories. Bodies shown only through memories are
+    not listed. Consecutive raw shards of one body are sent as one message, so a body
+    shown raw whole is one message whose text is this."""
 
     def request_identity(self, model: str, **head: Any) -> RequestIdentity:
         """The identity of this request sent to ``model``: its system text (the system

@@ -428,6 +428,9 @@ class MaintenanceFront:
         ``level`` or on a locked message: the pin and the lock give way there (logged
         once) and hold again once the hold is released or times out.
 
+        A shard of a body stored in parts (the id :meth:`add_message` returned for it)
+        holds the whole body, every shard.
+
         Raises
         ------
         ArgumentError
@@ -440,14 +443,15 @@ class MaintenanceFront:
         deadline = None if timeout is None else self._clock() + timeout
         known = {m.id for m in self.get_messages()}
         now = self._clock()
-        for i in wanted:
+        for i in self._whole_bodies(wanted):
             if i in known:
                 self._holds[i] = deadline
                 self._held_at.setdefault(i, now)
 
     @operation(writes=True)
     def release_compression(self: ContextManager, ids: Iterable[str]) -> None:
-        """Release holds (idempotent).
+        """Release holds (idempotent). A shard of a body stored in parts (the id
+        :meth:`add_message` returned for it) releases the whole body.
 
         Raises
         ------
@@ -455,7 +459,8 @@ class MaintenanceFront:
             For ``ids`` that are not a sequence of message ids.
         """
         released = False
-        for i in check_ids(ids):
+        wanted = check_ids(ids)
+        for i in self._whole_bodies(wanted):
             if i in self._holds:
                 del self._holds[i]
                 self._held_at.pop(i, None)

@@ -67,6 +67,9 @@ class MemoryFront:
         Without levels they render raw; ``level`` holds them at exactly L_k and
         ``max_level`` folds them no deeper than L_k.
 
+        A pin on any shard of a body stored in parts covers the whole body: a range
+        that starts or ends inside one is widened to its first or last shard.
+
         Raises
         ------
         ArgumentError
@@ -84,6 +87,7 @@ class MemoryFront:
         if name is not None:
             check_text(name, "name")
         check_pin_levels(level, max_level)
+        first_id, last_id = self._body_span(first_id, last_id)
         pin: str = self._caps.require_pinning("pin_range").pin_range(
             self._ctx, first_id, last_id, name=name, level=level, max_level=max_level
         )
@@ -91,7 +95,8 @@ class MemoryFront:
 
     @operation(writes=True)
     def mark_document(self: ContextManager, message_id: str, *, name: str | None = None) -> str:
-        """Pin one message raw as a document.
+        """Pin one message raw as a document (a shard of a body stored in parts: the
+        whole body).
 
         Raises
         ------
@@ -104,10 +109,18 @@ class MemoryFront:
         check_id(message_id, "message_id")
         if name is not None:
             check_text(name, "name")
+        first_id, last_id = self._body_span(message_id, message_id)
         pin: str = self._caps.require_pinning("mark_document").pin_range(
-            self._ctx, message_id, message_id, name=name, kind="document"
+            self._ctx, first_id, last_id, name=name, kind="document"
         )
         return pin
+
+    def _body_span(self: ContextManager, first_id: str, last_id: str) -> tuple[str, str]:
+        """``first_id`` and ``last_id`` widened to the first and last shard of the bodies
+        stored in parts they fall in (ids of no live message are kept as given)."""
+        first = self._live_body(first_id)
+        last = self._live_body(last_id)
+        return (first[0].id if first else first_id), (last[-1].id if last else last_id)
 
     @operation()
     def list_pins(self: ContextManager) -> list[Any]:

@@ -22,16 +22,20 @@ from ..arguments import (
     check_text,
     refusal,
 )
+from ..bodies import SHARD_KEY, BodyShardError, shard_of, shardable_text
 from ..compiler import MAX_CATCH_UP_RECHECKS as MAX_CATCH_UP_RECHECKS
 from ..compiler import MAX_CATCH_UP_TICKS as MAX_CATCH_UP_TICKS
 from ..errors import (
+    ArgumentError,
     ArgumentTypeError,
     ConfigError,
+    ContextManagerError,
     UnknownMessageError,
 )
 from ..messages import (
     ContentBlock,
     Message,
+    TextBlock,
 )
 from ..operations import operation
 from ..reads import query
@@ -43,10 +47,12 @@ from ..request import (
 )
 from ..strategies.base import (
     StoredMessage,
+    Strategy,
 )
 
 if TYPE_CHECKING:
     from ..manager import ContextManager
+    from ..tokens import TokenCounter
 
 __all__ = ["MessagesFront"]
 
@@ -78,6 +84,43 @@ def _built(**fields: Any) -> Message:
         raise refusal(exc) from None
 
 
+def _shards(strategy: Strategy, counter: TokenCounter, message: Message) -> list[Message]:
+    """The messages to store for ``message``: itself, or the shards of the strategy's
+    :meth:`~context_manager.strategies.base.Strategy.shard_plan` (each with its place
+    under :data:`~context_manager.bodies.SHARD_KEY`; the group is set when stored)."""
+    if SHARD_KEY in message.metadata:
+        raise ArgumentError(
+            f"metadata.{SHARD_KEY}",
+            message.metadata[SHARD_KEY],
+            "absent: the key is reserved for the shards of a body stored in parts",
+            hint="rename the key",
+        )
+    plan = strategy.shard_plan(counter, message.participant, message.content)
+    if plan is None:
+        return [message]
+    text = shardable_text(message.content)
+    if (
+        text is None
+        or len(plan) < 2
+        or not all(isinstance(p, str) and p for p in plan)
+        or "".join(plan) != text
+    ):
+        raise ContextManagerError(
+            f"{type(strategy).__name__}.shard_plan returned {len(plan)} parts that are not "
+            "the shards of a text-only message: a plan is two or more non-empty texts "
+            "whose concatenation is the message's text"
+        )
+    return [
+        _built(
+            participant=message.participant,
+            content=(TextBlock(text=p),),
+            metadata={**message.metadata, SHARD_KEY: {"index": i, "count": len(plan)}},
+            timestamp=message.timestamp,
+        )
+        for i, p in enumerate(plan)
+    ]
+
+
 class MessagesFront:
     """The methods of :class:`~context_manager.ContextManager` for one job (see the
     module docstring); mixed into the manager, never used alone."""
@@ -95,6 +138,13 @@ class MessagesFront:
         caused_by: str | None = None,
     ) -> str:
         """Append a message; returns its id.
+
+        A message the strategy's ``shard_plan`` splits (the autobiographical strategy:
+        a text-only message of more than twice ``target_chunk_tokens``, with
+        ``shard_large_messages``) is stored as a body in parts
+        (:mod:`context_manager.bodies`): consecutive shards, all in the one transaction;
+        the id returned is the first shard's, which names the body
+        (:meth:`get_body` reads it whole; a hold given here covers every shard).
 
         ``hold`` (True, or a timeout in seconds) holds it out of compression
         before the strategy hears of it. The message and whatever the strategy
@@ -145,23 +195,30 @@ class MessagesFront:
             message = message.model_copy(
                 update={"metadata": {**message.metadata, "caused_by": caused_by}}
             )
-        body = message.model_dump(mode="json")
+        parts = _shards(self._strategy, self._counter, message)
         with self._store.transaction():
-            item = self._store.append(self._slot, body)
-            stored = StoredMessage(item.id, item.seq, message, item.rev)
-            if self._records.cache is not None:
-                self._records.cache.append(stored)
-                self._records.derived.appended(len(self._records.cache))
+            added: list[StoredMessage] = []
+            for part in parts:
+                if added:  # every shard after the first names the first: its body group
+                    place = {**part.metadata[SHARD_KEY], "group": added[0].id}
+                    part = part.model_copy(update={"metadata": {**part.metadata, SHARD_KEY: place}})
+                item = self._store.append(self._slot, part.model_dump(mode="json"))
+                added.append(StoredMessage(item.id, item.seq, part, item.rev))
+                if self._records.cache is not None:
+                    self._records.cache.append(added[-1])
+                    self._records.derived.appended(len(self._records.cache))
             self._records.save()
             if hold:
-                self.hold_compression([item.id], timeout=None if hold is True else float(hold))
-            if not self._presented.presenting:  # else the row waits for present_rows
-                self._tell_presented([stored])
+                ids = [a.id for a in added]
+                self.hold_compression(ids, timeout=None if hold is True else float(hold))
+            if not self._presented.presenting:  # else the rows wait for present_rows
+                self._tell_presented(added)
         if self._listeners:  # told once the message is committed
-            self._gate.committed.append(lambda: self._notify(stored))
+            for stored in added:
+                self._gate.committed.append(lambda stored=stored: self._notify(stored))
         if self._ticker is not None:
             self._ticker.wake()
-        return item.id
+        return added[0].id
 
     def on_message(
         self: ContextManager, listener: Callable[[StoredMessage], None]
@@ -255,6 +312,9 @@ class MessagesFront:
 
         Raises
         ------
+        BodyShardError
+            For a shard of a body stored in parts: shards are never edited (remove the
+            body through its first shard and add the new text).
         UnknownMessageError
             For an unknown id (a ``KeyError``).
         ArgumentError
@@ -264,6 +324,15 @@ class MessagesFront:
         check_id(message_id, "message_id")
         blocks = check_content(content)
         old = self.get_message(message_id)
+        shard = shard_of(message_id, old)
+        if shard is not None:
+            raise BodyShardError(
+                f"message_id={message_id!r} is shard {shard.index} of {shard.count} of the "
+                f"body {shard.group!r} stored in parts, and shards are never edited: remove "
+                f"the body (remove_message({shard.group!r})) and add the new text instead",
+                param="message_id",
+                body_group_id=shard.group,
+            )
         self._read_only([message_id])
         # built anew, not model_copy'd: a copy would keep the old content's cached
         # tool_use_ids / tool_result_ids, and the pairing rule reads those
@@ -296,15 +365,30 @@ class MessagesFront:
         then no longer does). Other managers on the store do not hear of it
         (:meth:`retract_removed`).
 
+        The first shard of a body stored in parts (the id :meth:`add_message`
+        returned for it) removes the whole body, every shard, in the one transaction.
+
         Raises
         ------
         UnknownMessageError
             For an unknown id (a ``KeyError``).
         ArgumentTypeError
             For an id that is not a str.
+        BodyShardError
+            For a shard other than a body's first: a body is removed whole, through its
+            first shard.
         """
-        self.get_message(message_id)
-        self._remove([message_id])
+        message = self.get_message(message_id)
+        shard = shard_of(message_id, message)
+        if shard is not None and shard.index:
+            raise BodyShardError(
+                f"message_id={message_id!r} is shard {shard.index} of {shard.count} of a body "
+                "stored in parts, which is removed whole: call "
+                f"remove_message({shard.group!r}) (its first shard) instead",
+                param="message_id",
+                body_group_id=shard.group,
+            )
+        self._remove([s.id for s in self._body(message_id)] if shard else [message_id])
 
     @operation(writes=True)
     def remove_messages(self: ContextManager, first_id: str, last_id: str) -> list[str]:
@@ -324,6 +408,9 @@ class MessagesFront:
             When either id is not a str.
         ConfigError
             When ``first_id`` comes after ``last_id``.
+        BodyShardError
+            When the range would cut a body stored in parts: ``first_id`` a shard other
+            than its body's first, or ``last_id`` one other than its body's last.
 
         Examples
         --------
@@ -342,9 +429,99 @@ class MessagesFront:
                 f"remove_messages({first_id!r}, {last_id!r}) is reversed: {first_id!r} comes "
                 f"after {last_id!r}; name the older message first"
             )
+        for param, at, end in (("first_id", a, "first"), ("last_id", b, "last")):
+            shard = shard_of(stored[at].id, stored[at].message)
+            if shard is None or (shard.index == 0 if end == "first" else shard.last):
+                continue
+            body = self._body(stored[at].id)
+            edge = body[0].id if end == "first" else body[-1].id
+            raise BodyShardError(
+                f"remove_messages({first_id!r}, {last_id!r}) would cut the body "
+                f"{shard.group!r} stored in parts ({param} is its shard {shard.index} of "
+                f"{shard.count}): give {param}={edge!r}, its {end} shard, to remove it whole",
+                param=param,
+                body_group_id=shard.group,
+            )
         ids = [s.id for s in stored[a : b + 1]]
         self._remove(ids)
         return ids
+
+    def _body(self: ContextManager, message_id: str) -> list[StoredMessage]:
+        """The live shards of the body the live message ``message_id`` is a shard of, in
+        order; the message alone when it is no shard."""
+        stored = self._records.messages()
+        at = self._records.position(message_id)
+        shard = shard_of(message_id, stored[at].message)
+        if shard is None:
+            return [stored[at]]
+        first = max(0, at - shard.index)
+        out: list[StoredMessage] = []
+        for s in stored[first : first + shard.count]:
+            found = shard_of(s.id, s.message)
+            if found is not None and found.group == shard.group:
+                out.append(s)
+        return out
+
+    def _live_body(self: ContextManager, message_id: object) -> list[StoredMessage]:
+        """:meth:`_body` of ``message_id``; empty when it names no live message."""
+        if not isinstance(message_id, str):
+            return []
+        try:
+            return self._body(message_id)
+        except KeyError:
+            return []
+
+    def _whole_bodies(self: ContextManager, ids: Iterable[Any]) -> list[Any]:
+        """``ids`` with each live shard's id widened to its whole body's ids, in order,
+        each once; ``ids`` as given when it names no shard (or holds anything but
+        strings: for the callee to refuse)."""
+        given = list(ids)
+        if not all(isinstance(i, str) for i in given):
+            return given
+        out: dict[Any, None] = {}
+        for i in given:
+            body = self._live_body(i)
+            if len(body) > 1:
+                out.update(dict.fromkeys(s.id for s in body))
+            else:
+                out[i] = None
+        return list(out) if len(out) > len(set(given)) else given
+
+    @operation()
+    def get_body(self: ContextManager, message_id: str) -> str:
+        """The whole text of the body ``message_id`` belongs to: for a shard of a body
+        stored in parts (any of them; the id :meth:`add_message` returned is its first),
+        its shards' texts joined, which is the text added byte for byte; for a message
+        stored whole, its text (:attr:`Message.text`).
+
+        :meth:`get_message` of a shard is that shard alone.
+
+        Raises
+        ------
+        UnknownMessageError
+            For an unknown id (a ``KeyError``).
+        ArgumentTypeError
+            For an id that is not a str.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, ContextManager
+        >>> from context_manager.strategies.autobiographical import AutobiographicalStrategy
+        >>> s = AutobiographicalStrategy(compression_model="extractive", target_chunk_tokens=10)
+        >>> text = "A long pasted report. " * 6
+        >>> with ContextManager.open(path=":memory:", counter=CharsCounter(), strategy=s) as cm:
+        ...     first = cm.add_message("User", text)
+        ...     parts = cm.get_message_count()
+        ...     whole = cm.get_body(first)
+        ...     shard = cm.get_message(first).text
+        >>> parts, whole == text, shard == text[: len(shard)] and len(shard) < len(text)
+        (3, True, True)
+        """
+        self._at(message_id, "message_id")
+        body = self._body(message_id)
+        if len(body) == 1 and shard_of(message_id, body[0].message) is None:
+            return body[0].message.text
+        return "".join(s.message.text for s in body)
 
     def _remove(self: ContextManager, ids: Sequence[str]) -> None:
         """Remove live messages ``ids`` (one transaction; the strategy hears once)."""
@@ -428,7 +605,9 @@ class MessagesFront:
 
     @operation()
     def get_message(self: ContextManager, message_id: str) -> Message:
-        """One message.
+        """One message. For the id of a body stored in parts (what :meth:`add_message`
+        returned for it) this is its first shard alone: :meth:`get_body` reads the whole
+        text.
 
         Raises
         ------

@@ -66,6 +66,9 @@ class WindowsFront:
         """Show rows of the record to this manager's agent: they enter its window, in
         the order given, after every row it holds; returns the rows that entered.
 
+        A shard of a body stored in parts (the id :meth:`add_message` returned for it)
+        presents the whole body, every shard in order.
+
         The first call (``present_rows([])`` included: a host's boot) writes the window
         down as it stands, the record itself, and from then on the window grows only
         through this call: a message added later waits until it is presented, whoever
@@ -106,12 +109,16 @@ class WindowsFront:
         >>> before, entered == [theirs, mine], after
         ([], True, ["another agent's note", 'my question'])
         """
+        if isinstance(ids, list | tuple):  # a shard presents its whole body
+            ids = self._whole_bodies(ids)
         return self._presented.present(ids)
 
     @operation(writes=True)
     def retract_rows(self: ContextManager, ids: Sequence[str]) -> list[str]:
         """Take rows out of this manager's window (an undone turn); returns the rows
         taken out.
+
+        A shard of a body stored in parts takes the whole body out.
 
         A retracted row leaves a hole: the other rows keep their ordinals, and the row
         stays in the record (:meth:`window_status_of` says ``"undone"``) until
@@ -152,6 +159,8 @@ class WindowsFront:
         >>> out == [reply], sent, status
         (True, ['question'], 'undone')
         """
+        if isinstance(ids, list | tuple):  # a shard takes its whole body out
+            ids = self._whole_bodies(ids)
         return self._presented.retract(ids)
 
     @operation(writes=True)
@@ -401,6 +410,9 @@ class WindowsFront:
         there (once a host presents, a row the window holds is cut after the call that
         presented it, so the branch's window holds it).
 
+        A shard of a body stored in parts is cut after the body's last shard: a branch
+        never starts inside a body.
+
         Raises
         ------
         UnknownRowError
@@ -413,6 +425,9 @@ class WindowsFront:
         """
         if name is not None:
             check_text(name, "name", empty=False)
+        body = self._live_body(message_id)
+        if body:
+            message_id = body[-1].id
         return self._store.branch_at(self.branch_sequence_of(message_id), name)
 
     @operation()

@@ -427,6 +427,23 @@ class Strategy(abc.ABC):
     def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:  # noqa: B027 (a hook whose default does nothing)
         """Called after every added message."""
 
+    def shard_plan(
+        self, counter: TokenCounter, participant: str, content: Sequence[ContentBlock]
+    ) -> list[str] | None:
+        """How to store a message about to be added: the texts of its shards, in order
+        (two or more, joined they are the message's text byte for byte), to store it as
+        a body in parts (:mod:`context_manager.bodies`); None (this default) stores it
+        as one message. Asked before anything is stored, with the manager's counter.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter
+        >>> from context_manager.strategies.passthrough import PassthroughStrategy
+        >>> PassthroughStrategy().shard_plan(CharsCounter(), "User", ()) is None
+        True
+        """
+        return None
+
     def on_messages_removed(self, ctx: StrategyContext, ids: Sequence[str]) -> None:  # noqa: B027 (a hook whose default does nothing)
         """Called when ``ids`` left the record, inside the transaction that removed
         them (``ctx.messages()`` no longer has them): records over them must follow."""

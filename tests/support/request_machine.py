@@ -76,6 +76,7 @@ from context_manager import (
     UnsupportedSettingError,
     tool_pair_problems,
 )
+from context_manager.bodies import BodyShardError
 from context_manager.compiler import MAX_CATCH_UP_BATCH
 from context_manager.images import image_bytes
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
@@ -254,6 +255,8 @@ class RequestMachine(RuleBasedStateMachine):
         self.history: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         """Per branch, what the machine kept of it (the thinking record, the window) after
         each change, with the store sequence then: what a branch cut there starts with."""
+        self.bodies: dict[str, tuple[str, ...]] = {}
+        """Every shard of a body stored in parts -> the ids of its body's shards, in order."""
 
     @initialize(
         method=st.sampled_from([*SOLVERS, "passthrough"]),
@@ -345,6 +348,30 @@ class RequestMachine(RuleBasedStateMachine):
     def add_text(self, size: int, participant: str) -> None:
         k = self.mark()
         self._add(participant, " ".join(f"{k}w{i}" for i in range(size)))
+
+    @rule(size=st.integers(30, 160))
+    def add_body(self, size: int) -> None:
+        """A long text (a pasted document): over twice a chunk, it is stored in parts, the
+        returned id first; a host presenting it presents every part."""
+        k = self.mark()
+        before = set(self.ids())
+        row = self.manager.add_message("User", " ".join(f"{k}b{i}" for i in range(size)))
+        parts = tuple(i for i in self.ids() if i not in before)
+        assert parts[0] == row
+        if len(parts) > 1:
+            self.bodies.update(dict.fromkeys(parts, parts))
+            TALLY["bodies"] += 1
+        if self.manager.presenting:
+            self._present([row])
+
+    def _body(self, row: str) -> tuple[str, ...]:
+        """The shards of the body ``row`` is a shard of (``row`` alone for another)."""
+        return self.bodies.get(row, (row,))
+
+    def _inside(self, row: str, end: int) -> bool:
+        """Whether ``row`` is a shard other than its body's first (``end=0``) or last
+        (``end=-1``): where a removal may not start (end) alone."""
+        return self._body(row)[end] != row
 
     @rule(count=st.integers(2, 8), size=st.integers(5, 40))
     def add_turns(self, count: int, size: int) -> None:
@@ -440,14 +467,22 @@ class RequestMachine(RuleBasedStateMachine):
         target = data.draw(st.sampled_from(self.ids()))
         self.thinking.discard(target)
         k = self.mark()
+        if target in self.bodies:  # a shard is never edited
+            with pytest.raises(BodyShardError):
+                self.manager.edit_message(target, f"{k}e0")
+            return
         self.manager.edit_message(target, " ".join(f"{k}e{i}" for i in range(size)))
 
     @precondition(lambda self: bool(self.manager.get_messages()))
     @rule(data=st.data())
     def remove(self, data: st.DataObject) -> None:
         target = data.draw(st.sampled_from(self.ids()))
+        if self._inside(target, 0):  # a body goes whole, through its first shard
+            with pytest.raises(BodyShardError):
+                self.manager.remove_message(target)
+            return
         self.manager.remove_message(target)
-        self._taken_out([target])  # a removal takes the row out of the window
+        self._taken_out(list(self._body(target)))  # a removal takes the rows out of the window
 
     @precondition(lambda self: bool(self.manager.get_messages()))
     @rule(data=st.data())
@@ -456,6 +491,11 @@ class RequestMachine(RuleBasedStateMachine):
         ids = self.ids()
         first = data.draw(st.integers(0, len(ids) - 1))
         last = data.draw(st.integers(first, min(len(ids) - 1, first + 12)))
+        if self._inside(ids[first], 0) or self._inside(ids[last], -1):  # it cuts a body
+            with pytest.raises(BodyShardError):
+                self.manager.remove_messages(ids[first], ids[last])
+            assert self.ids() == ids
+            return
         assert self.manager.remove_messages(ids[first], ids[last]) == ids[first : last + 1]
         assert self.ids() == ids[:first] + ids[last + 1 :]
         self._taken_out(ids[first : last + 1])
@@ -466,8 +506,10 @@ class RequestMachine(RuleBasedStateMachine):
         """Remove the first message of a memory."""
         memory = data.draw(st.sampled_from(self.memories()))
         head = self.strategy.leaves_of(memory)[0]
+        if self._inside(head, 0):
+            head = self._body(head)[0]  # a body goes whole, through its first shard
         self.manager.remove_message(head)
-        self._taken_out([head])
+        self._taken_out(list(self._body(head)))
 
     @precondition(lambda self: self.cm is not None and bool(self.chunk_records()))
     @rule(data=st.data(), share=st.sampled_from([1.0, 0.75]))
@@ -475,8 +517,10 @@ class RequestMachine(RuleBasedStateMachine):
         """Remove a whole chunk, or most of it."""
         ids = data.draw(st.sampled_from(self.chunk_records()))
         for i in ids[: max(1, round(len(ids) * share))]:
-            self.manager.remove_message(i)
-            self._taken_out([i])
+            first = self._body(i)[0]  # a body goes whole, through its first shard
+            if first in self.ids():
+                self.manager.remove_message(first)
+                self._taken_out(list(self._body(i)))
 
     def memories(self) -> list[Any]:
         if self.cm is None or not isinstance(self.strategy, AutobiographicalStrategy):
@@ -919,7 +963,8 @@ class RequestMachine(RuleBasedStateMachine):
         window = self.windows.get(branch)
         if window is None:  # the first presentation writes the record down
             window = self.ids()
-        new = [i for i in dict.fromkeys(ids) if i not in window]
+        widened = [j for i in ids for j in self._body(i)]  # a shard presents its body
+        new = [i for i in dict.fromkeys(widened) if i not in window]
         assert self.manager.present_rows(ids) == new
         self.windows[branch] = window + new
         self._kept()
@@ -963,7 +1008,7 @@ class RequestMachine(RuleBasedStateMachine):
         if self.windows.get(branch) is None:
             self.windows[branch] = self.ids()  # the retraction writes the window down
         out = self.manager.retract_rows(ids)
-        assert out == list(dict.fromkeys(ids))
+        assert out == list(dict.fromkeys(j for i in ids for j in self._body(i)))
         assert all(self.manager.window_status_of(i) == "undone" for i in out)
         self._taken_out(out)
         TALLY["retracted"] += len(out)
@@ -993,6 +1038,9 @@ class RequestMachine(RuleBasedStateMachine):
             else:
                 first = data.draw(st.integers(0, len(ids) - 1))
                 gone = ids[first : first + count]
+                # whole bodies: the range grows to the edges of those it starts or ends in
+                a, b = ids.index(self._body(gone[0])[0]), ids.index(self._body(gone[-1])[-1])
+                gone = ids[a : b + 1]
                 other.remove_messages(gone[0], gone[-1])
         finally:
             other.close()
@@ -1018,7 +1066,7 @@ class RequestMachine(RuleBasedStateMachine):
         stood at its branch point, which holds the row if this window does."""
         row = data.draw(st.sampled_from(self.ids()))
         held = self.manager.window_status_of(row) == "in"
-        cut = self.manager.branch_sequence_of(row)
+        cut = self.manager.branch_sequence_of(self._body(row)[-1])  # never inside a body
         parent = self.manager.current_branch
         name = f"b{len(self.branches)}"
         assert self.manager.branch_at(row, name) == name

@@ -131,6 +131,15 @@ class AutobiographicalConfig(SendCopyOptions):
         "messages, or twice this many tokens whatever its length (so a huge message can still "
         "fold). Each closed chunk becomes one L1 memory.",
     )
+    shard_large_messages: bool = Field(
+        default=True,
+        description="A text-only message (text blocks alone) of more than twice "
+        "``target_chunk_tokens`` tokens is stored as shards of about ``target_chunk_tokens`` "
+        "each, cut at paragraph, line or word breaks (a body in parts, see "
+        "context_manager.bodies), so it is remembered in pieces; a compile sends the raw "
+        "shards of one body as one message. Only with ``adaptive_resolution`` (as in the "
+        "reference). False stores every message whole.",
+    )
     attachments_ignore_size: bool = Field(
         default=True,
         description="A chunk's size counts its messages without their images (each image "

@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ...bodies import shard_of
 from ...images import cap_image_bytes
 from ...messages import Message, ToolResultBlock, ToolUseBlock
 from ...summarizer import MEMORY_MARKER, CompletionRequest
@@ -30,6 +31,7 @@ __all__ = [
     "l1_request",
     "ladder",
     "merge_request",
+    "reading_tokens",
     "source_only_request",
     "tool_prose_request",
     "variants",
@@ -93,10 +95,60 @@ def _ladder_marks(
     return marks
 
 
-def _instruction(st: State, level: int, inherited: bool = False) -> Message:
+def reading_tokens(
+    ctx: StrategyContext,
+    stored: Sequence[StoredMessage],
+    index: dict[str, int],
+    ids: Sequence[str],
+    *,
+    whole_share: bool = False,
+) -> int | None:
+    """The tokens of the body stored in parts the messages ``ids`` are all shards of,
+    when a memory of them is written in reading mode; else None.
+
+    Reading mode: every one of ``ids`` is a shard of one body
+    (:mod:`context_manager.bodies`) and the body takes at least twice their tokens (for
+    a merge, ``whole_share``: any share of the body)."""
+    if not ids or any(i not in index for i in ids):
+        return None
+    shards = [shard_of(i, stored[index[i]].message) for i in ids]
+    first = shards[0]
+    if first is None or any(s is None or s.group != first.group for s in shards):
+        return None
+    at = index[ids[0]] - first.index
+    body = [
+        m
+        for m in stored[max(0, at) : max(0, at) + first.count]
+        if (place := shard_of(m.id, m.message)) is not None and place.group == first.group
+    ]
+    total = sum(ctx.count(m) for m in body)
+    own = sum(ctx.count(stored[index[i]]) for i in ids)
+    return total if whole_share or total >= 2 * own else None
+
+
+def _instruction(
+    st: State, level: int, inherited: bool = False, reading: int | None = None
+) -> Message:
     n = st.config.summary_target_tokens
     own = st.config.witnessed_instruction
-    if inherited and own is not None:
+    if reading is not None and not inherited and level == 1:
+        text = (
+            f"[CM] You have been reading a larger text of {reading} tokens; the messages "
+            "since the memory notification above are one portion of it. Write the memory "
+            "of reading this portion: what reading it was like, what you learned and what "
+            "stood out, naming specific claims, people, dates and phrases, in your own voice "
+            f"as its reader. Aim for about {n} tokens. Output only the memory itself, with "
+            "no preamble."
+        )
+    elif reading is not None and not inherited:
+        text = (
+            "[CM] You have just reviewed, in order, what came since the memory notification "
+            f"above: your reading of portions of a larger text of {reading} tokens. Write one "
+            f"memory (level {level}) of reading it that keeps its through-line: what you "
+            "learned and what stood out, naming specific claims, people, dates and phrases, "
+            f"in your own voice as its reader, about {n} tokens. Output only the memory itself."
+        )
+    elif inherited and own is not None:
         text = own.replace("{targetTokens}", str(n))
         if not text.startswith("[CM] "):
             text = f"[CM] {text}"
@@ -210,7 +262,8 @@ def l1_request(
     body = [by.message for by in stored[start : index[chunk.source_ids[-1]] + 1]]
     body = _capped_sources(st, ctx, body)
     inherited = witnessed(st, stored, index, chunk.source_ids)
-    messages = [*head, *recall, *middle, marker, *body, _instruction(st, 1, inherited)]
+    reading = reading_tokens(ctx, stored, index, chunk.source_ids)
+    messages = [*head, *recall, *middle, marker, *body, _instruction(st, 1, inherited, reading)]
     marks = [len(head) - 1] if head else []
     marks += _ladder_marks(st, steps, len(head), start, index)
     return _request(st, ctx, messages, marks)
@@ -245,7 +298,8 @@ def source_only_request(
     breakpoint."""
     index = st.positions(ctx, stored)
     body = _capped_sources(st, ctx, [stored[index[i]].message for i in source_ids])
-    closing = _instruction(st, 1, witnessed(st, stored, index, source_ids))
+    reading = reading_tokens(ctx, stored, index, source_ids)
+    closing = _instruction(st, 1, witnessed(st, stored, index, source_ids), reading)
     return _request(st, ctx, [_l1_marker(), *body, closing], [0])
 
 
@@ -329,7 +383,9 @@ def merge_request(
         f"{MEMORY_MARKER} (level {level}) from the {what} that follow; you will write it "
         "afterwards in your own voice.",
     )
-    closing = _instruction(st, level, all(s.witnessed for s in sources))
+    leaves = [leaf for s in sources for leaf in st.leaves_of(s)]
+    reading = reading_tokens(ctx, stored, index, leaves, whole_share=True)
+    closing = _instruction(st, level, all(s.witnessed for s in sources), reading)
     return _request(st, ctx, [*recall, marker, *target, closing], marks)
 
 

@@ -47,7 +47,7 @@ from .chunking import rebuild_chunks
 from .state import State
 from .tree import Node, Tree, tree
 from .unfoldable import unfoldable
-from .windows import Windows, windows
+from .windows import Windows, newest_body_start, windows
 from .writer import demand, merge_groups, queued_chunks
 
 log = logging.getLogger(__name__)
@@ -117,6 +117,10 @@ def select(
             plan.error.diagnostics["capped_results"] = capped
         else:
             plan.stats["capped_results"] = capped
+    if isinstance(plan.error, OverBudgetError) and stored:
+        start = newest_body_start(stored)  # the newest turn: a body in parts is all of it
+        if start < len(stored) - 1:
+            plan.error.diagnostics["newest_tokens"] = sum(ctx.sent()[0][start:])
     if isinstance(plan.error, OverBudgetError) and not plan.error.diagnostics.get("conflicts"):
         plan.error.diagnostics["suggestion"] = _suggestion(st, plan.error, budget.max_tokens)
     if not dry_run:

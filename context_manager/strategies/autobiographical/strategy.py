@@ -13,7 +13,7 @@ See :mod:`context_manager.strategies.autobiographical` for the whole picture.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -21,9 +21,11 @@ import solvers
 
 from ...adapter import Snapshot
 from ...arguments import check_pin_levels
+from ...bodies import shardable_text, split_text
 from ...errors import ConfigError, UnknownMessageError
 from ...images import ImagePolicy
 from ...message_caps import MessageCaps
+from ...messages import ContentBlock
 from ...receipts import FoldReceipt, last_receipt
 from ..base import (
     Entry,
@@ -43,6 +45,9 @@ from .solve import select, snapshot
 from .state import State
 from .windows import Windows, windows
 from .writer import merge_groups, pending_work, queued_chunks, tick
+
+if TYPE_CHECKING:
+    from ...tokens import TokenCounter
 
 __all__ = ["AutobiographicalStrategy"]
 
@@ -355,6 +360,29 @@ class AutobiographicalStrategy(Strategy):
 
     def on_new_message(self, ctx: StrategyContext, message: StoredMessage) -> None:
         rebuild_chunks(self.state, ctx)
+
+    def shard_plan(
+        self, counter: TokenCounter, participant: str, content: Sequence[ContentBlock]
+    ) -> list[str] | None:
+        """Shards of about ``target_chunk_tokens`` for a text-only message of more than
+        twice that many tokens (``shard_large_messages``, under ``adaptive_resolution``
+        as in the reference); None for any other.
+
+        Examples
+        --------
+        >>> from context_manager import CharsCounter, TextBlock
+        >>> s = AutobiographicalStrategy(compression_model="extractive", target_chunk_tokens=5)
+        >>> s.shard_plan(CharsCounter(), "User", [TextBlock(text="word " * 12)])
+        ['word word word word ', 'word word word word ', 'word word word word ']
+        """
+        config = self.config
+        if not (config.shard_large_messages and config.adaptive_resolution):
+            return None
+        text = shardable_text(content)
+        if text is None or counter.count_text(text) <= 2 * config.target_chunk_tokens:
+            return None
+        parts = split_text(text, counter, config.target_chunk_tokens)
+        return parts if len(parts) >= 2 else None
 
     def on_messages_removed(self, ctx: StrategyContext, ids: Sequence[str]) -> None:
         """Memories over the removed messages are dropped; their chunks keep the other

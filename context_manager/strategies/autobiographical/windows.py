@@ -3,9 +3,9 @@
 The head is the oldest messages up to ``head_window_tokens`` (from the latest topic
 transition on, once :meth:`~context_manager.ContextManager.reset_head_window` wrote
 one), the tail the newest up to ``recent_window_tokens`` and always the newest
-message, the turn the model answers; neither boundary falls between a tool call
-and its answer. Everything else is the middle, where chunks
-close: the messages before a moved head are middle again.
+message, the turn the model answers (every shard of it, when it is a body stored in
+parts); neither boundary falls between a tool call and its answer. Everything else is
+the middle, where chunks close: the messages before a moved head are middle again.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...bodies import shard_of
 from ...summarizer import MEMORY_MARKER_PARTICIPANT, TOPIC_TRANSITION
 from ..base import StoredMessage, StrategyContext
 from .state import State
 
-__all__ = ["Windows", "raw_pinned", "windows"]
+__all__ = ["Windows", "newest_body_start", "raw_pinned", "windows"]
 
 
 @dataclass
@@ -79,6 +80,8 @@ def _windows(
     ):
         tail_start -= 1
         total += tokens[tail_start]
+    if n:  # a newest body stored in parts is the turn the model answers, all of it
+        tail_start = max(head_end, min(tail_start, newest_body_start(stored)))
     while head_end < tail_start < n and tied[tail_start - 1]:
         tail_start -= 1  # keep an answer with its call
     position = st.positions(ctx, stored) if held else {}
@@ -90,6 +93,34 @@ def _windows(
         tail_start = max(head_end, min(tail_start, first_held))
         return Windows(head_end, tail_start, tokens, tied, first_held, head_start)
     return Windows(head_end, tail_start, tokens, tied, None, head_start)
+
+
+def newest_body_start(stored: Sequence[StoredMessage]) -> int:
+    """The position of the first shard of the newest message's body when it is stored in
+    parts (:mod:`context_manager.bodies`), else of the newest message.
+
+    Examples
+    --------
+    >>> from context_manager import Message
+    >>> from context_manager.bodies import SHARD_KEY
+    >>> def shard(i: int) -> StoredMessage:
+    ...     place = {"index": i, "count": 2, **({"group": "2"} if i else {})}
+    ...     m = Message.text_message("User", "x", metadata={SHARD_KEY: place})
+    ...     return StoredMessage(str(i + 2), i + 2, m)
+    >>> first = StoredMessage("1", 1, Message.text_message("User", "hello"))
+    >>> newest_body_start([first, shard(0), shard(1)]), newest_body_start([first])
+    (1, 0)
+    """
+    at = len(stored) - 1
+    place = shard_of(stored[at].id, stored[at].message)
+    if place is None:
+        return at
+    while at > 0 and place.index > 0:
+        before = shard_of(stored[at - 1].id, stored[at - 1].message)
+        if before is None or before.group != place.group:
+            break
+        at, place = at - 1, before
+    return at
 
 
 def transition_start(st: State, ctx: StrategyContext, stored: Sequence[StoredMessage]) -> int:

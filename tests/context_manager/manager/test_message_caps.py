@@ -64,6 +64,7 @@ def test_the_fold_plan_prices_a_capped_message_as_sent() -> None:
         "compression_model": "extractive",
         "recent_window_tokens": 2_500,
         "l1_holdback_chunks": 0,
+        "shard_large_messages": False,  # stored whole (in parts it would fold, not cap)
     }
     for cap, fits in ((0, False), (2_000, True)):
         strategy = AutobiographicalStrategy(max_message_tokens=cap, **options)
