@@ -116,20 +116,22 @@ def _session_models(ops: list[tuple[str, list[dict[str, Any]]]]) -> list[list[di
     return out
 
 
+def _tally() -> dict[str, int]:
+    """What a kill run counts: trials, lost and duplicated items, disagreements between
+    the framework's view and the request, operations in flight found whole, kills that
+    came before the child finished."""
+    return dict.fromkeys(
+        ("trials", "lost", "duplicated", "disagreements", "in_flight_kept", "interrupted"), 0
+    )
+
+
 def test_the_session_killed_mid_write_keeps_every_acknowledged_item_once(
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("agents")
     from context_manager.integrations.openai_agents import FoldingSession, from_items
 
-    tally = {
-        "trials": 0,
-        "lost": 0,
-        "duplicated": 0,
-        "disagreements": 0,
-        "in_flight_kept": 0,
-        "interrupted": 0,
-    }
+    tally = _tally()
     for trial in range(TRIALS):
         rng = random.Random(1000 + trial)
         path = tmp_path / f"s{trial}.db"
@@ -208,14 +210,7 @@ def test_the_middleware_killed_mid_write_keeps_every_acknowledged_message_once(
     from context_manager.integrations.langchain import IDS, ContextFoldingMiddleware
 
     runtime = SimpleNamespace(execution_info=SimpleNamespace(thread_id="t"))
-    tally = {
-        "trials": 0,
-        "lost": 0,
-        "duplicated": 0,
-        "disagreements": 0,
-        "in_flight_kept": 0,
-        "interrupted": 0,
-    }
+    tally = _tally()
     for trial in range(TRIALS):
         rng = random.Random(2000 + trial)
         path = tmp_path / f"t{trial}.db"
