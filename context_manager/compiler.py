@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from .arguments import check_sequence, check_text
@@ -39,7 +40,7 @@ from .request import (
     place_injections,
 )
 from .store import RecordStore
-from .strategies.base import RequestBudget, Strategy, StrategyContext
+from .strategies.base import RequestBudget, StoredMessage, Strategy, StrategyContext
 from .thinking import NotedRow, RequestIdentity, SentRecord, ThinkingBinding, bind
 from .tokens import TokenCounter
 
@@ -48,8 +49,10 @@ __all__ = [
     "MAX_CATCH_UP_RECHECKS",
     "MAX_CATCH_UP_TICKS",
     "Compiler",
+    "SentCopy",
     "ThinkingArgs",
     "catch_up",
+    "copy_sent",
     "next_batch",
     "plain_copy",
 ]
@@ -215,47 +218,21 @@ class Compiler:
                 f"{name}.select returned {shown} tokens of history where "
                 f"{budget.history_tokens} were left after {fixed} of overhead and injections"
             )
-        policy = strategy.image_policy
-        images = None
-        if policy is not None and policy.active:
-            sent = live_images(history, policy, self.saved_counts.count_message)
-            if sent.changed:
-                price = self.saved_counts.count_message
-                shown -= sum(price(history[i]) - price(sent.messages[i]) for i in sent.changed)
-                total = fixed + shown
-                history = sent.messages
-            if sent.live or sent.dropped:
-                images = sent.stats()
-        caps = strategy.message_caps
-        truncated = None
-        if caps is not None:
-            price = self.saved_counts.count_message
-            last, replaced = keep_last_results(history, caps.tool_result_max_last_n, price)
-            if replaced:
-                pairs = zip(history, last, strict=True)
-                shown -= sum(price(a) - price(b) for a, b in pairs if a is not b)
-                total = fixed + shown
-                history = last
-            truncated = {**truncated_counts(history), "results": replaced}
-            if not any(truncated.values()):
-                truncated = None
-        # consecutive raw shards of one body are sent as one message, priced as sent
-        joined = join_raw_shards(
+        sent = copy_sent(
+            strategy,
             history,
             [(e.summary_id, e.source_ids) for e in selection.entries],
             self._ctx.messages,
             self.saved_counts.count_message,
-            caps.max_message_tokens if caps is not None else 0,
         )
-        if joined.saved or len(joined.messages) != len(history):
-            shown -= joined.saved
-            total = fixed + shown
-            history = joined.messages
+        shown -= sent.saved
+        total = fixed + shown
+        history = sent.messages
         messages, moved = place_injections(history, before, after)
         kept_marks = selection.breakpoints[-(MAX_CACHE_BREAKPOINTS - 1) :]
-        marks = {moved[joined.where[i]] for i in kept_marks}
+        marks = {moved[sent.where[i]] for i in kept_marks}
         provenance: list[tuple[str | None, tuple[str, ...]]] = [(None, ())] * len(messages)
-        for i, source in enumerate(joined.sources):
+        for i, source in enumerate(sent.sources):
             provenance[moved[i]] = source
         identity = strip = record = None
         if thinking is not None:
@@ -300,10 +277,10 @@ class Compiler:
             "request": request,
             "kv_cost": self.reread(overhead, system, messages, total, commit=not dry_run),
         }
-        if images is not None:
-            own["images"] = cast(ImagesSent, images)
-        if truncated is not None:
-            own["truncated"] = cast(Truncated, truncated)
+        if sent.images is not None:
+            own["images"] = sent.images
+        if sent.truncated is not None:
+            own["truncated"] = sent.truncated
         return CompileResult(
             messages,
             system,
@@ -315,7 +292,7 @@ class Compiler:
             provenance=provenance,
             identity=identity,
             thinking_strip=strip,
-            raw_bodies=joined.raw_bodies,
+            raw_bodies=sent.raw_bodies,
         )
 
     def reread(
@@ -498,3 +475,64 @@ def catch_up(
                     continue  # one more attempt on what was written since
             exc.diagnostics["catch_up"] = {"ticks": ticks, "stopped": stopped}
             raise
+
+
+@dataclass(frozen=True)
+class SentCopy:
+    """The history a strategy selected, as the request sends it (:func:`copy_sent`)."""
+
+    messages: list[Message]
+    saved: int
+    """Tokens the passes took off the history (never negative)."""
+    where: list[int]
+    """For each message of the selected history, the index of the message sent for it."""
+    sources: list[tuple[str | None, tuple[str, ...]]]
+    """For each message sent: the memory it shows and the stored messages it stands for."""
+    images: ImagesSent | None
+    truncated: Truncated | None
+    raw_bodies: dict[str, str]
+
+
+def copy_sent(
+    strategy: Strategy,
+    history: list[Message],
+    sources: list[tuple[str | None, tuple[str, ...]]],
+    shards: Callable[[], Sequence[StoredMessage]],
+    price: Callable[[Message], int],
+) -> SentCopy:
+    """The passes on the copy sent, after the strategy's selection, each priced by
+    ``price`` so that the request's stated tokens stay its count: the strategy's live
+    images (:func:`~context_manager.images.live_images`), each tool's newest results
+    (:func:`~context_manager.message_caps.keep_last_results`), then the raw shards of a
+    body joined into one message (:func:`~context_manager.bodies.join_raw_shards`).
+    Each pass only ever takes tokens off; the stored messages never change."""
+    saved = 0
+    images: ImagesSent | None = None
+    policy = strategy.image_policy
+    if policy is not None and policy.active:
+        live = live_images(history, policy, price)
+        saved += sum(price(history[i]) - price(live.messages[i]) for i in live.changed)
+        history = live.messages
+        if live.live or live.dropped:
+            images = cast(ImagesSent, live.stats())
+    caps = strategy.message_caps
+    truncated: Truncated | None = None
+    if caps is not None:
+        last, replaced = keep_last_results(history, caps.tool_result_max_last_n, price)
+        saved += sum(price(a) - price(b) for a, b in zip(history, last, strict=True) if a is not b)
+        history = last
+        counts = {**truncated_counts(history), "results": replaced}
+        if any(counts.values()):
+            truncated = cast(Truncated, counts)
+    joined = join_raw_shards(
+        history, sources, shards, price, caps.max_message_tokens if caps is not None else 0
+    )
+    return SentCopy(
+        joined.messages,
+        saved + joined.saved,
+        joined.where,
+        joined.sources,
+        images,
+        truncated,
+        joined.raw_bodies,
+    )
