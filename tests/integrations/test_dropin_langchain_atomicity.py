@@ -24,7 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from context_manager import CharsCounter, ContextManager, StoreFullError
 from context_manager.integrations.langchain import IDS, ContextFoldingMiddleware
-from tests.integrations.dropin_faults import WriteFault
+from tests.support.dropin_faults import WriteFault
 
 BIG = 200_000  # a window nothing is folded in
 WAIT = 30.0

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from context_manager import CharsCounter, ContextManager, StoreFullError
-from tests.integrations.dropin_faults import WriteFault
+from tests.support.dropin_faults import WriteFault
 
 BIG = 200_000
 MACHINE = settings(

@@ -19,7 +19,7 @@ import contextlib
 
 from context_manager import CharsCounter, ContextManager, StoreFullError
 from context_manager.integrations.openai_agents import FoldingSession, from_items
-from tests.integrations.dropin_faults import WriteFault
+from tests.support.dropin_faults import WriteFault
 
 BIG = 200_000  # a window nothing is folded in: the compiled request shows every item
 

@@ -26,6 +26,7 @@ from context_manager.strategies.autobiographical import (
     AutobiographicalStrategy,
 )
 from context_manager.strategies.autobiographical.records import SummaryEntry
+from tests.support.receipt_agent import open_at
 from tests.support.scripted_summarizer import ScriptedSummarizer, open_cm, words
 from tests.support.store_places import Place, agent_places, file_places
 
@@ -263,24 +264,6 @@ def place(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
     if request.param == "sqlite":
         return file_places(tmp_path)
     return agent_places(request.getfixturevalue("postgres_url"))
-
-
-def open_at(where: str, **options: Any) -> tuple[ContextManager, AutobiographicalStrategy]:
-    config = {
-        "compression_model": "test-model",
-        "target_chunk_tokens": 100,
-        "recent_window_tokens": 0,
-        "l1_holdback_chunks": 0,
-        "min_chunk_chars_for_llm": 0,
-        "merge_threshold": 2,
-        **options,
-    }
-    strategy = AutobiographicalStrategy(**config)
-    at = {"url": where} if where.startswith("postgresql://") else {"path": where}
-    cm = ContextManager.open(
-        **at, strategy=strategy, summarizer=ScriptedSummarizer(), counter=CharsCounter()
-    )
-    return cm, strategy
 
 
 def test_an_accepted_round_is_a_receipt_of_its_folds_that_survives_reopen(place: Place) -> None:

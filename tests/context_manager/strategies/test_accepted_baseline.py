@@ -5,44 +5,17 @@ provider accepted (the newest fold receipt), not an intervening compile nobody s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from context_manager import CharsCounter, CompileResult, ContextManager
+from context_manager import CompileResult
 from context_manager.strategies.autobiographical import (
     AutobiographicalConfig,
-    AutobiographicalStrategy,
 )
-from tests.support.scripted_summarizer import ScriptedSummarizer, words
+from tests.support.receipt_agent import NARROW, history, open_at
 
 WIDE = {"max_tokens": 1200, "reserve_for_response": 100}
 """A budget the whole history fits raw."""
-NARROW = {"max_tokens": 450, "reserve_for_response": 100}
-"""A budget that folds the older history into memories."""
-
-
-def open_at(where: str | Path, **options: Any) -> tuple[ContextManager, AutobiographicalStrategy]:
-    config = {
-        "compression_model": "test-model",
-        "target_chunk_tokens": 100,
-        "recent_window_tokens": 0,
-        "l1_holdback_chunks": 0,
-        "min_chunk_chars_for_llm": 0,
-        "merge_threshold": 2,
-        **options,
-    }
-    strategy = AutobiographicalStrategy(**config)
-    cm = ContextManager.open(
-        path=where, strategy=strategy, summarizer=ScriptedSummarizer(), counter=CharsCounter()
-    )
-    return cm, strategy
-
-
-def history(cm: ContextManager, n: int = 24) -> None:
-    for i in range(n):
-        cm.add_message("User", words(20, f"m{i}"))
-    cm.drain()
 
 
 def folded(result: CompileResult) -> list[str]:

@@ -15,7 +15,7 @@ from context_manager.receipts import FoldReceipt, ReceiptUnit, layout_hash
 from context_manager.strategies.autobiographical import AutobiographicalStrategy
 from context_manager.strategies.autobiographical.accepted import STABILITY_SLOT, Stability, advance
 from solvers.kv_unified import KvUnified
-from tests.context_manager.strategies.test_accepted_baseline import NARROW, history, open_at
+from tests.support.receipt_agent import NARROW, history, open_at
 from tests.support.scripted_summarizer import words
 
 KV_UNIFIED = {"solver": "kv-unified", "solver_options": {"policy": "reference"}}
