@@ -517,7 +517,7 @@ def copy_sent(
             images = cast(ImagesSent, live.stats())
     caps = strategy.message_caps
     truncated: Truncated | None = None
-    if caps is not None:
+    if caps is not None and (caps.active or caps.tool_result_max_last_n is not None):
         last, replaced = keep_last_results(history, caps.tool_result_max_last_n, price)
         saved += sum(price(a) - price(b) for a, b in zip(history, last, strict=True) if a is not b)
         history = last
